@@ -1,0 +1,54 @@
+"""``bisectbot recipe validate|schema``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import EXIT_BAD_INPUT, RecipeError
+from ..recipe import load_recipe, recipe_schema
+from .base import Ctx, cli, pass_ctx
+
+
+@cli.group()
+def recipe() -> None:
+    """Validate recipes and print their JSON Schema."""
+
+
+@recipe.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@pass_ctx
+def validate(ctx: Ctx, files: tuple[Path, ...]) -> int:
+    """Validate recipe FILES; every problem as FILE:LINE:COL: field: message (exit 2).
+
+    \b
+    Example:
+      bisectbot recipe validate recipes/*.yaml
+    """
+    problems: list[str] = []
+    ok: dict[str, str] = {}
+    for f in files:
+        try:
+            r = load_recipe(f)
+            ok[str(f)] = r.verdict_hash()
+        except RecipeError as e:
+            problems.extend(e.problems)
+    if ctx.json:
+        click.echo(json.dumps({"ok": ok, "problems": problems}, indent=2))
+    else:
+        for f, h in ok.items():
+            click.echo(f"{f}: ok (verdict hash {h})")
+        for p in problems:
+            click.echo(p, err=True)
+    if problems:
+        sys.exit(EXIT_BAD_INPUT)
+    return 0
+
+
+@recipe.command()
+def schema() -> None:
+    """Print the recipe JSON Schema (for editors)."""
+    click.echo(json.dumps(recipe_schema(), indent=2))

@@ -1,0 +1,67 @@
+"""Exception types, each turned into one clear line and an exit code by the CLI.
+
+Exit codes (documented in the README and ``bisectbot --help``):
+
+* 0 -- done / culprit found / no garbage
+* 1 -- error (or, for ``probe``, garbage found)
+* 2 -- usage or bad input (recipe, patch, arguments)
+* 3 -- inconclusive (bisection could not name a culprit it trusts)
+* 4 -- server error (``probe`` only: the server died or never answered)
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_BAD_INPUT = 2
+EXIT_INCONCLUSIVE = 3
+EXIT_SERVER_ERROR = 4
+
+
+class BisectbotError(Exception):
+    """Base class. ``str(err)`` is the one line shown to the user."""
+
+    exit_code: int = EXIT_ERROR
+
+
+class BadInput(BisectbotError):
+    """Bad user input: a recipe, a patch file, a command-line value. Exit code 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class RecipeError(BadInput):
+    """A recipe failed to parse or validate.
+
+    ``problems`` holds one ``FILE:LINE:COL: field.path: message`` line per error.
+    """
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class PatchError(BadInput):
+    """A patch of the stack does not apply; the message names the patch and the hunk."""
+
+
+class ServerError(BisectbotError):
+    """The server under test died, timed out or never became healthy. Exit code 4."""
+
+    exit_code = EXIT_SERVER_ERROR
+
+
+class BuildError(BisectbotError):
+    """A candidate could not be built (image build, overlay, patch at build time)."""
+
+
+class RegistryError(BisectbotError):
+    """The image registry or Docker Hub refused or failed a request."""
+
+
+class GitHubError(BisectbotError):
+    """A GitHub API call failed. Never contains a token."""
+
+
+class LedgerError(BisectbotError):
+    """The SQLite ledger is unreadable or of a newer schema than this bisectbot."""

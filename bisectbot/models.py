@@ -1,0 +1,118 @@
+"""Plain data passed between the stages of the pipeline.
+
+Vocabulary (the field's terms): a *candidate* is one thing that can be probed
+(a nightly image digest, a release, a commit); a *probe* runs the reproducer
+against one candidate and yields a *verdict* (good / bad / skip); the search
+ends at a *culprit* (first-bad) next to the *last-good* candidate.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Verdict(str, enum.Enum):
+    """Outcome of one probe of one candidate, as the bisection sees it."""
+
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"  # untestable: build failed, patch conflict, server never healthy
+
+
+class Outcome(str, enum.Enum):
+    """Outcome of one reproducer request (one prompt size) against a running server."""
+
+    OK = "OK"
+    GARBAGE = "GARBAGE"
+    ERROR = "ERROR"  # HTTP error, timeout, dead server, context-length rejection
+    INCONCLUSIVE = "INCONCLUSIVE"  # e.g. cut off by max_tokens inside the reasoning
+
+
+class CandidateKind(str, enum.Enum):
+    NIGHTLY = "nightly"
+    RELEASE = "release"
+    COMMIT = "commit"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One probe-able point of history.
+
+    ``ref`` is the stable identity (image digest, release version, commit SHA);
+    ``label`` is what a human reads (tag, version, short SHA + subject).
+    ``component`` names what varies along this list (``vllm``, ``aiter``, ``base``,
+    ``image``, a package name, or a git repository name).
+    """
+
+    kind: CandidateKind
+    ref: str
+    label: str = ""
+    component: str = ""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Candidate:
+        return cls(kind=CandidateKind(d["kind"]), ref=d["ref"], label=d.get("label", ""),
+                   component=d.get("component", ""), meta=dict(d.get("meta") or {}))
+
+
+@dataclass
+class ProbeResult:
+    """What one probe of one candidate found.
+
+    ``threshold`` is ``[last_ok, first_garbage]`` in prompt **tokens** (either end may be
+    ``None`` when not measured). ``signature`` is the failure signature that the
+    bisection compares across bad probes (regress mode, threshold band, reasons).
+    ``duration_s`` is wall time in seconds.
+    """
+
+    candidate: Candidate
+    verdict: Verdict
+    reason: str = ""
+    threshold: tuple[int | None, int | None] | None = None
+    signature: str = ""
+    table: list[dict[str, Any]] = field(default_factory=list)
+    duration_s: float = 0.0
+    log_paths: list[str] = field(default_factory=list)
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    cache_key: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate.to_dict(),
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "threshold": list(self.threshold) if self.threshold is not None else None,
+            "signature": self.signature,
+            "table": self.table,
+            "duration_s": self.duration_s,
+            "log_paths": self.log_paths,
+            "patches": self.patches,
+            "cache_key": self.cache_key,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProbeResult:
+        thr = d.get("threshold")
+        return cls(
+            candidate=Candidate.from_dict(d["candidate"]),
+            verdict=Verdict(d["verdict"]),
+            reason=d.get("reason", ""),
+            threshold=(thr[0], thr[1]) if thr is not None else None,
+            signature=d.get("signature", ""),
+            table=list(d.get("table") or []),
+            duration_s=float(d.get("duration_s") or 0.0),
+            log_paths=list(d.get("log_paths") or []),
+            patches=list(d.get("patches") or []),
+            cache_key=d.get("cache_key", ""),
+            extra=dict(d.get("extra") or {}),
+        )

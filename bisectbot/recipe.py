@@ -1,0 +1,431 @@
+"""Recipes: one YAML file per tracked problem, validated by pydantic.
+
+A recipe says *what* to probe (image source: registry tags, package releases or a
+git range), *how* to start the server (command, env, runner profile), which
+patch stack to apply, how to reproduce (sizes in prompt **tokens**, question,
+expected answer, classifier thresholds), what counts as bad (regress mode),
+the bisect range and where to report.
+
+Errors are reported as ``FILE:LINE:COL: field.path: message``, one line each,
+with line/column taken from the YAML node the field came from
+(:class:`bisectbot.errors.RecipeError`, exit code 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import RecipeError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+class RegistrySource(_Model):
+    """Nightly images from an OCI registry (e.g. ``rocm/vllm-dev`` tags ``nightly_main_*``)."""
+
+    kind: Literal["registry"] = "registry"
+    registry: str = Field("registry-1.docker.io", description="registry host[:port]")
+    repository: str = Field(..., description="e.g. rocm/vllm-dev")
+    tag_pattern: str = Field("nightly*", description="fnmatch pattern over tags, e.g. nightly_main_*")
+    hub_api: str | None = Field(
+        None, description="Docker Hub tags API base (https://hub.docker.com) for last_updated dates; None = OCI only"
+    )
+    insecure: bool = Field(False, description="plain HTTP (local test registries on 127.0.0.1)")
+
+
+class PyPISource(_Model):
+    """Releases of a package on the configured package index."""
+
+    kind: Literal["pypi"] = "pypi"
+    package: str
+    index_url: str | None = Field(None, description="PEP 503 simple index; default: pip's configuration")
+    min_version: str | None = None
+    max_version: str | None = None
+    include_prereleases: bool = False
+
+
+class GitSource(_Model):
+    """Commits of a git repository (first-parent between good and bad)."""
+
+    kind: Literal["git"] = "git"
+    repo: str = Field(..., description="path or URL of the repository")
+    component: str = Field("", description="component name (vllm, aiter, ...); default: repo name")
+    first_parent: bool = True
+    runtime_paths: list[str] = Field(
+        default_factory=list, description="paths that ship at runtime; a culprit outside them is flagged"
+    )
+
+
+Source = Annotated[RegistrySource | PyPISource | GitSource, Field(discriminator="kind")]
+
+
+# --------------------------------------------------------------------------- server / run
+
+
+class ServerSpec(_Model):
+    """How to start the OpenAI-compatible server of a candidate.
+
+    ``command`` is an argv list; ``{port}``, ``{model}``, ``{tp}`` and ``{source}`` are
+    substituted. ``health_timeout_s`` is seconds (a 754B model may take 40 minutes).
+    """
+
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    port: int = Field(8000, ge=1, le=65535)
+    health_timeout_s: float = Field(2400.0, gt=0)
+    request_timeout_s: float = Field(600.0, gt=0)
+    mounts: list[str] = Field(default_factory=list, description="HOST:CONTAINER[:ro] bind mounts")
+    build_command: list[str] | None = Field(
+        None, description="command that builds a candidate's source tree; non-zero exit = skip"
+    )
+
+
+# --------------------------------------------------------------------------- reproducer
+
+
+class ClassifierSettings(_Model):
+    """Thresholds of the garbage classifiers (see ``bisectbot.reproduce.classify``).
+
+    ``unique_ratio_min`` 0.15 is the classic check from the original hand reproducer
+    (issue 3); the others are tuned on ``tests/data/outputs``.
+    """
+
+    unique_ratio_min: float = Field(0.15, ge=0, le=1)
+    window_words: int = Field(50, ge=5)
+    window_unique_ratio_min: float = Field(0.2, ge=0, le=1)
+    compression_ratio_max: float = Field(6.0, gt=0)
+    control_char_share_max: float = Field(0.02, ge=0, le=1)
+    max_repeat_run: int = Field(25, ge=2)
+    min_reply_tokens: int = Field(3, ge=0)
+
+
+class ReproducerSpec(_Model):
+    """Prefill-threshold reproducer settings. All sizes are prompt **tokens**."""
+
+    kind: Literal["prefill", "command"] = "prefill"
+    sizes: list[int] = Field(default_factory=list, description="fixed ladder swept first (tokens)")
+    min_size: int = Field(2000, gt=0, description="smallest prompt (tokens)")
+    max_size: int = Field(32000, gt=0, description="largest prompt (tokens)")
+    tolerance: float = Field(0.02, gt=0, lt=1, description="relative width of the refined interval")
+    tolerance_tokens: int = Field(256, ge=1, description="absolute width floor of the interval (tokens)")
+    question: str = "What is 2+2? Answer in one sentence."
+    expected_answer: str | None = "4"
+    needles: int = Field(0, ge=0, le=10, description="needle codes embedded in the prompt")
+    max_tokens: int = Field(1000, gt=0)
+    temperature: float = Field(0.0, ge=0)
+    seed: int = 0
+    repeats: int = Field(1, ge=1)
+    concurrency: int = Field(1, ge=1)
+    classifier: ClassifierSettings = Field(default_factory=ClassifierSettings)
+    command: list[str] | None = Field(
+        None, description="command reproducer argv; {size} and {source} are substituted"
+    )
+    command_timeout_s: float = Field(600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> ReproducerSpec:
+        if self.min_size > self.max_size:
+            raise ValueError(f"min_size ({self.min_size}) is larger than max_size ({self.max_size})")
+        if self.kind == "command" and not self.command:
+            raise ValueError("kind 'command' needs a 'command' argv")
+        return self
+
+
+# --------------------------------------------------------------------------- regress mode
+
+REGRESS_MODES = (
+    "garbage",
+    "threshold-below",
+    "error",
+    "success",
+    "command",
+    "patch-upstream",
+    "patch-conflict",
+)
+_NEEDS_ARG = {"threshold-below", "patch-upstream", "patch-conflict"}
+
+
+class Regress(_Model):
+    """What counts as *bad*.
+
+    Written in YAML as a word (``garbage``, ``error``, ``success``, ``command``) or a
+    one-key mapping (``threshold-below: 20000`` tokens, ``patch-upstream: <patch id>``,
+    ``patch-conflict: <patch id>``). ``success`` is a fix bisection (predicate inverted).
+    """
+
+    mode: Literal[
+        "garbage", "threshold-below", "error", "success", "command", "patch-upstream", "patch-conflict"
+    ] = "garbage"
+    arg: str | int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            if ":" in v:
+                mode, _, arg = v.partition(":")
+                v = {mode.strip(): arg.strip()}
+            else:
+                return {"mode": v.strip()}
+        if isinstance(v, dict) and v and "mode" not in v:
+            if len(v) != 1:
+                raise ValueError(f"expected one of {', '.join(REGRESS_MODES)} or a one-key mapping")
+            ((mode, arg),) = v.items()
+            return {"mode": mode, "arg": arg}
+        return v
+
+    @model_validator(mode="after")
+    def _arg(self) -> Regress:
+        if self.mode in _NEEDS_ARG and self.arg in (None, ""):
+            raise ValueError(f"regress mode '{self.mode}' needs a value, e.g. '{self.mode}: ...'")
+        if self.mode == "threshold-below":
+            try:
+                self.arg = int(self.arg)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise ValueError(f"threshold-below needs a token count, got {self.arg!r}") from None
+        return self
+
+    @property
+    def is_fix(self) -> bool:
+        """True for a fix bisection (looking for the first *good* candidate)."""
+        return self.mode == "success"
+
+    def __str__(self) -> str:
+        return self.mode if self.arg is None else f"{self.mode}: {self.arg}"
+
+
+# --------------------------------------------------------------------------- bisect / triage / report
+
+
+class FlakeRates(_Model):
+    false_positive: float = Field(0.0, ge=0, lt=0.5, description="P(bad verdict | candidate good)")
+    false_negative: float = Field(0.0, ge=0, lt=0.5, description="P(good verdict | candidate bad)")
+
+
+class BisectSpec(_Model):
+    """Bisect range and search settings."""
+
+    good: str | None = Field(None, description="known-good candidate (tag, version, commit)")
+    bad: str | None = Field(None, description="known-bad candidate")
+    flake: FlakeRates = Field(default_factory=FlakeRates)
+    confidence: float = Field(0.99, gt=0.5, lt=1)
+    blame_confidence: float = Field(
+        0.66, ge=0, le=1, description="below this the GitHub step refuses to blame (issue 6)"
+    )
+    max_probes: int = Field(64, ge=1)
+    parallel: int = Field(1, ge=1, description="candidates probed at once (free runner slots)")
+    verify: bool = True
+    second_stage: bool = True
+    components: dict[str, GitSource] = Field(
+        default_factory=dict, description="git sources of components for the commit stage (vllm, aiter)"
+    )
+
+
+class TriageToggle(_Model):
+    """An environment or argument change tried on the first bad candidate."""
+
+    name: str
+    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = Field(default_factory=list)
+
+
+class GitHubTarget(_Model):
+    repo: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+    labels: list[str] = Field(default_factory=lambda: ["bisectbot"])
+    assignees: list[str] = Field(default_factory=list)
+    mentions: list[str] = Field(default_factory=list)
+    close_when_fixed: bool = False
+    api_url: str = "https://api.github.com"
+
+
+class ReportSpec(_Model):
+    dir: str = Field("bisectbot-out", description="output directory for Markdown/JSON/charts")
+    github: GitHubTarget | None = None
+
+
+# --------------------------------------------------------------------------- recipe
+
+
+class Recipe(_Model):
+    """One tracked problem. See ``recipes/*.yaml`` for complete examples."""
+
+    name: str = Field(..., pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = ""
+    model: str = Field("", description="model id served, e.g. zai-org/GLM-5.1-FP8")
+    tp: int = Field(1, ge=1, description="tensor-parallel size")
+    source: Source
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    runner: str = Field("cpu", description="runner profile name (runners/<name>.yaml)")
+    patches: list[str] = Field(default_factory=list, description="patch ids from patches/stack.yaml, in order")
+    reproducer: ReproducerSpec = Field(default_factory=ReproducerSpec)
+    regress: Regress = Field(default_factory=Regress)
+    bisect: BisectSpec = Field(default_factory=BisectSpec)
+    triage: list[TriageToggle] = Field(default_factory=list)
+    report: ReportSpec = Field(default_factory=ReportSpec)
+
+    @field_validator("patches")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        dup = sorted({p for p in v if v.count(p) > 1})
+        if dup:
+            raise ValueError(f"patch listed twice: {', '.join(dup)}")
+        return v
+
+    # Fields that can change a verdict; report target, description, range do not.
+    _VERDICT_FIELDS = ("model", "tp", "server", "runner", "patches", "reproducer", "regress")
+
+    def verdict_hash(self) -> str:
+        """Stable SHA-256 (hex, 16 chars) of the fields that change a verdict.
+
+        Feeds the probe cache key: editing the report target or the bisect range keeps
+        cached probes; editing the question, sizes or server command does not.
+        """
+        data = self.model_dump(mode="json", include=set(self._VERDICT_FIELDS))
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- loading with line numbers
+
+
+def _mark_tree(node: yaml.Node) -> Any:
+    """Turn a composed YAML node into (value, marks) where marks maps loc tuples to (line, col)."""
+    marks: dict[tuple, tuple[int, int]] = {}
+
+    def walk(n: yaml.Node, loc: tuple) -> None:
+        marks[loc] = (n.start_mark.line + 1, n.start_mark.column + 1)
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                key = k.value
+                marks[loc + (key, "__key__")] = (k.start_mark.line + 1, k.start_mark.column + 1)
+                walk(v, loc + (key,))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                walk(v, loc + (i,))
+
+    walk(node, ())
+    return marks
+
+
+def _locate(marks: dict[tuple, tuple[int, int]], loc: tuple, unknown_key: bool) -> tuple[int, int]:
+    if unknown_key and loc + ("__key__",) in marks:
+        return marks[loc[:-1] + (loc[-1], "__key__")]
+    # pydantic adds union tags (e.g. 'registry') into loc; drop parts until we find a node
+    while loc:
+        if loc in marks:
+            return marks[loc]
+        # try dropping a discriminator tag in the middle
+        for i in range(len(loc)):
+            cand = loc[:i] + loc[i + 1 :]
+            if cand in marks:
+                return marks[cand]
+        loc = loc[:-1]
+    return marks.get((), (1, 1))
+
+
+def _strip_tags(loc: tuple, data: Any) -> tuple:
+    """Drop pydantic's discriminated-union tags (``registry``/``pypi``/``git``) from an error loc."""
+    out: list = []
+    cur = data
+    for p in loc:
+        if isinstance(cur, dict) and p not in cur and p in ("registry", "pypi", "git"):
+            continue
+        out.append(p)
+        if isinstance(cur, dict):
+            cur = cur.get(p)
+        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
+            cur = cur[p]
+        else:
+            cur = None
+    return tuple(out)
+
+
+def _field_path(loc: tuple, data: Any) -> str:
+    parts: list[str] = []
+    cur = data
+    for p in loc:
+        if isinstance(cur, dict) and p in cur:
+            parts.append(str(p))
+            cur = cur[p]
+        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
+            parts.append(f"[{p}]")
+            cur = cur[p]
+        elif isinstance(p, str) and p in ("registry", "pypi", "git") and isinstance(cur, dict):
+            continue  # discriminator tag
+        else:
+            parts.append(str(p))
+            cur = None
+    out = ""
+    for part in parts:
+        out += part if part.startswith("[") or not out else "." + part
+    return out or "(top level)"
+
+
+def parse_recipe(text: str, filename: str = "<recipe>") -> Recipe:
+    """Parse recipe YAML text.
+
+    Raises :class:`RecipeError` listing every problem as ``FILE:LINE:COL: field: message``.
+    """
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        msg = (e.problem or str(e)).strip()
+        if e.context:
+            msg = f"{msg} ({e.context.strip()})"
+        raise RecipeError([f"{filename}:{line}:{col}: (yaml): {msg}"]) from None
+    if node is None or not isinstance(data, dict):
+        raise RecipeError([f"{filename}:1:1: (top level): expected a mapping of recipe fields"])
+    marks = _mark_tree(node)
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = _strip_tags(tuple(err["loc"]), data)
+            unknown = err["type"] == "extra_forbidden"
+            line, col = _locate(marks, loc, unknown)
+            msg = err["msg"]
+            if unknown:
+                msg = "unknown field"
+            elif msg.startswith("Value error, "):
+                msg = msg[len("Value error, ") :]
+            problems.append(f"{filename}:{line}:{col}: {_field_path(loc, data)}: {msg}")
+        raise RecipeError(problems) from None
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Load and validate a recipe file. Raises :class:`RecipeError` (exit code 2)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecipeError([f"{p}:1:1: (file): cannot read: {e.strerror or e}"]) from None
+    return parse_recipe(text, str(p))
+
+
+def recipe_schema() -> dict[str, Any]:
+    """JSON Schema of a recipe (for editors: yaml-language-server)."""
+    return Recipe.model_json_schema()
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slug(s: str) -> str:
+    """File-name-safe form of a string."""
+    return _SAFE.sub("_", s).strip("_") or "x"
