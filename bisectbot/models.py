@@ -116,3 +116,99 @@ class ProbeResult:
             cache_key=d.get("cache_key", ""),
             extra=dict(d.get("extra") or {}),
         )
+
+
+class Status(str, enum.Enum):
+    """How a bisection ended."""
+
+    CULPRIT = "culprit"  # one first-bad candidate, verified
+    RANGE = "range"  # only skipped candidates separate last-good and first-bad
+    INCONCLUSIVE = "inconclusive"  # verification failed, budget spent, low confidence
+    NO_REGRESSION = "no-regression"  # the bad end is not bad (or nothing reproduces)
+    BOUNDARY_FAILED = "boundary-failed"  # good end not good / bad end not bad
+
+
+@dataclass
+class StageResult:
+    """One stage of a bisection (nightlies, releases, or one component's commits).
+
+    ``candidates`` is the ordered list searched; ``first_bad``/``last_good`` are
+    candidates of it; ``culprits`` has one entry for a single culprit, several for a
+    skip-bounded range. ``confidence`` is the posterior probability (0..1) of the culprit.
+    ``flags`` are plausibility flags (merge commit, docs-only, outside runtime paths, no-op build).
+    """
+
+    name: str
+    component: str
+    status: Status
+    candidates: list[Candidate] = field(default_factory=list)
+    probes: list[ProbeResult] = field(default_factory=list)
+    last_good: Candidate | None = None
+    first_bad: Candidate | None = None
+    culprits: list[Candidate] = field(default_factory=list)
+    confidence: float = 0.0
+    flags: list[str] = field(default_factory=list)
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "component": self.component,
+            "status": self.status.value,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "probes": [p.to_dict() for p in self.probes],
+            "last_good": self.last_good.to_dict() if self.last_good else None,
+            "first_bad": self.first_bad.to_dict() if self.first_bad else None,
+            "culprits": [c.to_dict() for c in self.culprits],
+            "confidence": self.confidence,
+            "flags": self.flags,
+            "message": self.message,
+        }
+
+
+@dataclass
+class RunResult:
+    """Everything one ``bisectbot run`` found, the input of the report stage.
+
+    ``kind`` is ``regression`` or ``fix``. ``environment`` maps names (image, digest,
+    vllm, aiter, torch, rocm, gpu_arch ...) to strings. ``triage`` maps a toggle name to
+    the verdict with it applied. ``reproduce`` is the exact command to reproduce.
+    """
+
+    recipe: str
+    kind: str
+    status: Status
+    stages: list[StageResult] = field(default_factory=list)
+    model: str = ""
+    tp: int = 1
+    runner: str = ""
+    regress: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    patch_stack: list[dict[str, Any]] = field(default_factory=list)
+    triage: dict[str, str] = field(default_factory=dict)
+    reproduce: str = ""
+    notes: list[str] = field(default_factory=list)
+    session_id: str = ""
+
+    @property
+    def final(self) -> StageResult | None:
+        """The deepest stage (the one that names the culprit)."""
+        return self.stages[-1] if self.stages else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "kind": self.kind,
+            "status": self.status.value,
+            "stages": [s.to_dict() for s in self.stages],
+            "model": self.model,
+            "tp": self.tp,
+            "runner": self.runner,
+            "regress": self.regress,
+            "environment": self.environment,
+            "patch_stack": self.patch_stack,
+            "triage": self.triage,
+            "reproduce": self.reproduce,
+            "notes": self.notes,
+            "session_id": self.session_id,
+        }
