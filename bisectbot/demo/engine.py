@@ -1,0 +1,539 @@
+"""Reference engine: a small OpenAI-compatible HTTP server with a prefill threshold.
+
+It answers coherently below ``threshold`` prompt tokens and returns seeded garbage
+at or above it -- the behaviour of the motivating bug (GLM-5.1-FP8 on MI355X turning
+to garbage above ~20K prompt tokens), in a real process on real sockets, so the
+reproducer, the bisection and the demo can be tested without a GPU.
+
+Run it::
+
+    python -m bisectbot.demo.engine --port 0 --port-file /tmp/port --threshold 20000 \\
+        [--flaky 0.1] [--seed 7] [--reasoning] [--config engine.json]
+
+Endpoints (shapes follow vLLM's OpenAI-compatible server):
+
+* ``GET /health`` -> 200 ``{}``
+* ``GET /v1/models`` -> ``{"object": "list", "data": [{"id": MODEL, "max_model_len": N, ...}]}``
+* ``POST /tokenize`` with ``{"prompt": str}`` or ``{"messages": [...]}`` ->
+  ``{"count": int, "max_model_len": int, "tokens": [int, ...]}``
+* ``POST /v1/chat/completions`` -> chat completion with ``usage`` and, with
+  ``reasoning``, ``message.reasoning_content``. Over ``max_model_len`` -> HTTP 400 with
+  vLLM's "maximum context length" message.
+* ``GET /stats`` -> ``{"chat_requests": n, "tokenize_requests": m, "prompt_tokens": [...]}``
+  (prompt tokens of every chat request served, in order; for "no probe repeated" checks).
+
+Tokens: :func:`tokenize` -- words (``\\w+``) and single punctuation characters, a
+deterministic stand-in for a BPE tokenizer shared by ``/tokenize`` and ``usage``.
+Chat prompts add :data:`MESSAGE_OVERHEAD` tokens per message plus one for the
+assistant turn (like a chat template).
+
+Settings (defaults < ``--config FILE.json`` < explicit command-line flags):
+``threshold`` (tokens, default 20000; ``null`` = never garbage), ``flaky`` (probability
+0..1 that one reply's outcome is flipped: OK->garbage or garbage->OK), ``seed``,
+``reasoning`` (bool), ``model``, ``max_model_len`` (tokens, default 131072),
+``broken`` (true: print an error and exit 3 at start, like a nightly whose server
+never comes up), ``crash_above`` (tokens: the process dies while serving a prompt at
+least that long, like a GPU fault), ``garbage_kinds`` (subset of :data:`GARBAGE_KINDS`),
+``delay_s`` (seconds added to every chat reply), ``answer`` (fixed coherent answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+MESSAGE_OVERHEAD = 3
+NEEDLE_RE = re.compile(r"\b[A-Z]{3,12}-\d{3,6}\b")
+DEFAULTS: dict[str, Any] = {
+    "threshold": 20000,
+    "flaky": 0.0,
+    "seed": 0,
+    "reasoning": False,
+    "model": "bisectbot/demo-engine",
+    "max_model_len": 131072,
+    "broken": False,
+    "crash_above": None,
+    "garbage_kinds": None,
+    "delay_s": 0.0,
+    "answer": None,
+}
+GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
+                 "wrong-needle", "reasoning-loop")
+
+_WORDS = ("system kernel tensor cache value block layer token matrix stream vector buffer index "
+          "signal module cluster gradient sample weight result batch queue window packet driver").split()
+_CJK = "的是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该领深近"  # noqa: E501
+_FOREIGN = "的是了в и на 는 을 의 ال في"
+
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` into tokens: runs of word characters and single punctuation marks."""
+    return TOKEN_RE.findall(text)
+
+
+def token_ids(text: str) -> list[int]:
+    """Stable integer ids (CRC-32 of each token modulo 100000)."""
+    return [zlib.crc32(t.encode()) % 100000 for t in tokenize(text)]
+
+
+def message_text(content: Any) -> str:
+    """The text of a chat message ``content`` (a string or a list of ``{"type": "text"}`` parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def chat_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Prompt tokens of a chat request: role + content tokens + overhead per message, +1."""
+    n = 1
+    for m in messages:
+        n += len(tokenize(str(m.get("role", "")))) + len(tokenize(message_text(m.get("content")))) + MESSAGE_OVERHEAD
+    return n
+
+
+def _truncate(text: str, max_tokens: int) -> tuple[str, int, bool]:
+    """Cut ``text`` after ``max_tokens`` tokens; returns (text, tokens, was_cut)."""
+    count = 0
+    for m in TOKEN_RE.finditer(text):
+        count += 1
+        if count == max_tokens:
+            cut = text[: m.end()]
+            return cut, count, m.end() < len(text.rstrip())
+    return text, count, False
+
+
+class Engine:
+    """The model: decides the reply for one chat request. Thread-safe request counting."""
+
+    def __init__(self, settings: dict[str, Any]):
+        self.s = settings
+        self.lock = threading.Lock()
+        self.chat_requests = 0
+        self.tokenize_requests = 0
+        self.prompt_tokens: list[int] = []
+
+    # ------------------------------------------------------------------ answers
+    def coherent(self, messages: list[dict[str, Any]]) -> tuple[str, str]:
+        """(reasoning, content) of a correct answer: the arithmetic asked and the needles."""
+        user = message_text(messages[-1].get("content")) if messages else ""
+        every = " ".join(message_text(m.get("content")) for m in messages)
+        needles = list(dict.fromkeys(NEEDLE_RE.findall(every)))
+        parts: list[str] = []
+        if self.s.get("answer"):
+            parts.append(str(self.s["answer"]))
+        else:
+            m = re.search(r"(\d+)\s*([-+*x×])\s*(\d+)", user)
+            if m:
+                a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+                val = a + b if op == "+" else a - b if op == "-" else a * b
+                parts.append(f"{a} {op} {b} equals {val}, so the answer is {val}.")
+            else:
+                parts.append("I read the whole document carefully and can answer the question.")
+        if needles:
+            listed = "; ".join(f"code {i + 1}: {c}" for i, c in enumerate(needles))
+            parts.append(f"The access codes written in the document are, in order, {listed}.")
+        parts.append("The document itself is a long list of function descriptions with their "
+                     "parameters and return values, and nothing in it changes this result.")
+        reasoning = ""
+        if self.s.get("reasoning"):
+            reasoning = ("The user wants a short answer. First I check the question, then I scan the "
+                         "document for the access codes it mentions and copy them exactly. "
+                         f"I found {len(needles)} codes. Now I write the final answer.")
+        return reasoning, " ".join(parts)
+
+    def garbage(self, messages: list[dict[str, Any]], rng: random.Random, max_tokens: int) -> tuple[str, str]:
+        """(reasoning, content) of a corrupted reply of a kind chosen by ``rng``."""
+        every = " ".join(message_text(m.get("content")) for m in messages)
+        has_needles = bool(NEEDLE_RE.search(every))
+        kinds = list(self.s.get("garbage_kinds") or GARBAGE_KINDS)
+        if not has_needles and "wrong-needle" in kinds and len(kinds) > 1:
+            kinds.remove("wrong-needle")
+        if not self.s.get("reasoning") and "reasoning-loop" in kinds and len(kinds) > 1:
+            kinds.remove("reasoning-loop")
+        kind = rng.choice(kinds)
+        n = max(8, min(max_tokens, 600))
+        reasoning = ""
+        if kind == "flood":
+            content = rng.choice("!,.?#") * n
+        elif kind == "loop":
+            word = rng.choice(["the", "of", "and", "token", "model"])
+            content = " ".join([word] * n)
+        elif kind == "digits":
+            _, good = self.coherent(messages)
+            head = " ".join(good.split()[:8])
+            d = rng.choice("0123456789")
+            content = head + " " + (d * 3 + " ") * (n // 2)
+        elif kind == "salad":
+            words = _WORDS + ["quantum", "yesterday", "purple", "invoice", "river", "seventeen"]
+            out = []
+            for i in range(n // 2):
+                out.append(rng.choice(words))
+                if i % 7 == 3:
+                    out.append(rng.choice(_CJK))
+            content = " ".join(out)
+        elif kind == "fffd":
+            content = "".join(rng.choice(["\ufffd", "\ufffd\ufffd", "a", "e", " ", "Ã", "¤"]) for _ in range(n))
+        elif kind == "control":
+            content = "".join(chr(rng.choice([rng.randrange(1, 31), rng.randrange(33, 126)])) for _ in range(n))
+        elif kind == "empty":
+            content = ""
+        elif kind == "identifiers":
+            foreign = _FOREIGN.split()
+            lines = ["```python"]
+            for i in range(12):
+                lines.append(f"    value_{rng.choice(foreign)}{i} = self.field{rng.choice(foreign)}_{i}")
+            lines.append("```")
+            content = "\n".join(lines)
+        elif kind == "wrong-needle":
+            reasoning, content = self.coherent(messages)
+            codes = NEEDLE_RE.findall(content)
+            if codes:
+                code = codes[0]
+                last = code[-1]
+                wrong = code[:-1] + str((int(last) + 1) % 10)
+                content = content.replace(code, wrong)
+        else:  # reasoning-loop
+            reasoning = " ".join(["the"] * max_tokens)
+            content = ""
+        return reasoning, content
+
+    # ------------------------------------------------------------------ chat
+    def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return 400, _error("messages must be a non-empty list", "BadRequestError", 400)
+        model = body.get("model") or self.s["model"]
+        if model != self.s["model"]:
+            return 404, _error(f"The model `{model}` does not exist.", "NotFoundError", 404)
+        try:
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
+        except (TypeError, ValueError):
+            return 400, _error("max_tokens must be an integer", "BadRequestError", 400)
+        ptoks = chat_prompt_tokens(messages)
+        limit = int(self.s["max_model_len"])
+        if ptoks + max_tokens > limit:
+            return 400, _error(
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{ptoks + max_tokens} tokens ({ptoks} in the messages, {max_tokens} in the completion). "
+                "Please reduce the length of the messages or completion.", "BadRequestError", 400)
+        with self.lock:
+            self.chat_requests += 1
+            index = self.chat_requests
+            self.prompt_tokens.append(ptoks)
+        crash = self.s.get("crash_above")
+        if crash is not None and ptoks >= int(crash):
+            sys.stderr.write(f"engine: fatal: memory access fault while prefilling {ptoks} tokens\n")
+            sys.stderr.flush()
+            os._exit(134)
+        delay = float(self.s.get("delay_s") or 0)
+        if delay:
+            time.sleep(delay)
+        thr = self.s.get("threshold")
+        bad = thr is not None and ptoks >= int(thr)
+        flip_rng = random.Random(f"{self.s['seed']}:flaky:{index}")
+        if flip_rng.random() < float(self.s.get("flaky") or 0):
+            bad = not bad
+        if bad:
+            rng = random.Random(f"{self.s['seed']}:garbage:{ptoks}:{index if self.s.get('flaky') else 0}")
+            reasoning, content = self.garbage(messages, rng, max_tokens)
+        else:
+            reasoning, content = self.coherent(messages)
+        r_text, r_tok, r_cut = _truncate(reasoning, max_tokens)
+        finish = "stop"
+        if r_cut or (reasoning and r_tok >= max_tokens):
+            content, c_tok, finish = "", 0, "length"
+        else:
+            content, c_tok, c_cut = _truncate(content, max_tokens - r_tok)
+            if c_cut:
+                finish = "length"
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if self.s.get("reasoning"):
+            message["reasoning_content"] = r_text
+        created = int(time.time())
+        return 200, {
+            "id": f"chatcmpl-{index}",
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": ptoks, "completion_tokens": r_tok + c_tok,
+                      "total_tokens": ptoks + r_tok + c_tok},
+        }
+
+    def tokenize_body(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.tokenize_requests += 1
+        if isinstance(body.get("messages"), list):
+            msgs = body["messages"]
+            count = chat_prompt_tokens(msgs)
+            ids = token_ids(" ".join(message_text(m.get("content")) for m in msgs))
+            ids = ([1] * (count - len(ids)) + ids)[:count]
+        elif isinstance(body.get("prompt"), str):
+            ids = token_ids(body["prompt"])
+            count = len(ids)
+        else:
+            return 400, _error("expected 'prompt' or 'messages'", "BadRequestError", 400)
+        return 200, {"count": count, "max_model_len": int(self.s["max_model_len"]), "tokens": ids}
+
+
+def _error(message: str, typ: str, code: int) -> dict[str, Any]:
+    return {"object": "error", "message": message, "type": typ, "param": None, "code": code}
+
+
+def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            pass
+
+        def _send(self, code: int, data: Any) -> None:
+            blob = json.dumps(data).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(blob)))
+            self.end_headers()
+            self.wfile.write(blob)
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            path = self.path.split("?")[0]
+            if path == "/health":
+                self._send(200, {})
+            elif path == "/v1/models":
+                self._send(200, {"object": "list", "data": [{
+                    "id": engine.s["model"], "object": "model", "owned_by": "bisectbot",
+                    "max_model_len": int(engine.s["max_model_len"]), "root": engine.s["model"]}]})
+            elif path == "/stats":
+                with engine.lock:
+                    self._send(200, {"chat_requests": engine.chat_requests,
+                                     "tokenize_requests": engine.tokenize_requests,
+                                     "prompt_tokens": list(engine.prompt_tokens)})
+            else:
+                self._send(404, _error(f"no route {path}", "NotFoundError", 404))
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            path = self.path.split("?")[0]
+            try:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(n) or b"{}")
+                if not isinstance(body, dict):
+                    raise ValueError("body is not an object")
+            except (ValueError, UnicodeDecodeError) as e:
+                self._send(400, _error(f"invalid JSON body: {e}", "BadRequestError", 400))
+                return
+            if path == "/v1/chat/completions":
+                self._send(*engine.chat(body))
+            elif path == "/tokenize":
+                self._send(*engine.tokenize_body(body))
+            else:
+                self._send(404, _error(f"no route {path}", "NotFoundError", 404))
+
+    return Handler
+
+
+def load_settings(argv: list[str] | None = None) -> tuple[dict[str, Any], argparse.Namespace]:
+    """Parse the command line and merge defaults < config file < flags."""
+    p = argparse.ArgumentParser(prog="python -m bisectbot.demo.engine", description=__doc__.split("\n\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 = any free port (see --port-file)")
+    p.add_argument("--port-file", help="write the real port here once listening")
+    p.add_argument("--config", help="JSON file with engine settings (threshold, flaky, broken, ...)")
+    p.add_argument("--threshold", type=int, default=None, help="prompt tokens from which replies are garbage")
+    p.add_argument("--flaky", type=float, default=None, help="probability that one reply's outcome flips")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--reasoning", action="store_true", default=None, help="emit reasoning_content")
+    p.add_argument("--model", default=None)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--crash-above", type=int, default=None, help="die while serving a prompt this long")
+    p.add_argument("--delay", type=float, default=None, dest="delay_s", help="seconds added to each reply")
+    a = p.parse_args(argv)
+    s = dict(DEFAULTS)
+    if a.config:
+        try:
+            with open(a.config, encoding="utf-8") as f:
+                cfg = json.load(f)
+        except (OSError, ValueError) as e:
+            p.error(f"--config {a.config}: {e}")
+        if not isinstance(cfg, dict):
+            p.error(f"--config {a.config}: expected a JSON object")
+        unknown = sorted(set(cfg) - set(DEFAULTS))
+        if unknown:
+            p.error(f"--config {a.config}: unknown setting(s): {', '.join(unknown)}")
+        s.update(cfg)
+    for key in ("threshold", "flaky", "seed", "reasoning", "model", "max_model_len", "crash_above", "delay_s"):
+        v = getattr(a, key)
+        if v is not None:
+            s[key] = v
+    bad = set(s.get("garbage_kinds") or ()) - set(GARBAGE_KINDS)
+    if bad:
+        p.error(f"unknown garbage kind(s): {', '.join(sorted(bad))}")
+    return s, a
+
+
+class EngineProcess:
+    """A reference engine running in its own process (see :func:`start_engine`).
+
+    ``url`` is ``http://127.0.0.1:PORT``; ``proc`` the :class:`subprocess.Popen`;
+    ``log_path`` holds its stdout/stderr. Use as a context manager: the process is
+    stopped (terminate, then kill after 5 s) on exit.
+    """
+
+    def __init__(self, proc: Any, port: int, log_path: str, tmpdir: Any):
+        self.proc = proc
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self._tmpdir = tmpdir
+
+    def get(self, path: str, timeout: float = 5.0) -> Any:
+        """GET ``path`` and decode the JSON reply."""
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:  # noqa: S310 - local URL
+            return json.loads(r.read())
+
+    def stats(self) -> dict[str, Any]:
+        """``GET /stats``: ``{"chat_requests", "tokenize_requests", "prompt_tokens"}``."""
+        return self.get("/stats")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the engine (a crash, as seen from the client) and reap it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Terminate gracefully (kill after 5 s) and clean up the temporary directory."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired; kill below
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def __enter__(self) -> EngineProcess:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def start_engine(threshold: int | None = 20000, flaky: float = 0.0, seed: int = 0, reasoning: bool = False,
+                 config: str | os.PathLike[str] | None = None, extra_args: list[str] | None = None,
+                 startup_timeout_s: float = 20.0, **settings: Any) -> EngineProcess:
+    """Start ``python -m bisectbot.demo.engine --port 0`` and wait until ``/health`` answers.
+
+    ``threshold`` is prompt tokens (``None`` = never garbage). Any other key of
+    :data:`DEFAULTS` (``max_model_len``, ``crash_above``, ``delay_s``, ``model``,
+    ``garbage_kinds``, ``broken``...) may be given as a keyword; they are written to a
+    temporary JSON config, which ``config`` (a file, loaded first) cannot override.
+    Raises :class:`RuntimeError` with the engine's output when it exits or does not
+    become healthy within ``startup_timeout_s`` seconds.
+    """
+    import subprocess
+    import tempfile
+    import urllib.error
+    import urllib.request
+
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        raise TypeError(f"start_engine: unknown setting(s): {', '.join(unknown)}")
+    tmp = tempfile.TemporaryDirectory(prefix="bisectbot-engine-")
+    port_file = os.path.join(tmp.name, "port")
+    log_path = os.path.join(tmp.name, "engine.log")
+    argv = [sys.executable, "-m", "bisectbot.demo.engine", "--port", "0", "--port-file", port_file,
+            "--flaky", str(flaky), "--seed", str(seed)]
+    if config is not None:
+        cfg = dict(json.loads(open(config, encoding="utf-8").read()))
+    else:
+        cfg = {}
+    cfg["threshold"] = threshold
+    cfg.update(settings)
+    cfg_path = os.path.join(tmp.name, "engine.json")
+    with open(cfg_path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+    argv += ["--config", cfg_path]
+    if reasoning:
+        argv.append("--reasoning")
+    argv += list(extra_args or [])
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    log.close()
+    deadline = time.monotonic() + startup_timeout_s
+    port = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = open(log_path, encoding="utf-8", errors="replace").read().strip()
+            tmp.cleanup()
+            raise RuntimeError(f"engine exited with code {proc.returncode} at start: {out[-500:]}")
+        if port is None and os.path.exists(port_file):
+            port = int(open(port_file).read().strip())
+        if port is not None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:  # noqa: S310
+                    if r.status == 200:
+                        return EngineProcess(proc, port, log_path, tmp)
+            except (urllib.error.URLError, OSError):
+                pass
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=10)
+    tmp.cleanup()
+    raise RuntimeError(f"engine did not become healthy within {startup_timeout_s} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, a = load_settings(argv)
+    if settings.get("broken"):
+        sys.stderr.write("engine: fatal: failed to initialise the model (broken build)\n")
+        return 3
+    engine = Engine(settings)
+    server = ThreadingHTTPServer((a.host, a.port), make_handler(engine))
+    server.daemon_threads = True
+    port = server.server_address[1]
+    if a.port_file:
+        tmp = f"{a.port_file}.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(port))
+        os.replace(tmp, a.port_file)
+    print(f"engine: listening on http://{a.host}:{port} (threshold={settings['threshold']})", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

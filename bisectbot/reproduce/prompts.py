@@ -1,0 +1,207 @@
+"""Deterministic, token-sized prompts for the prefill-threshold reproducer.
+
+A prompt is a long **system** message of filler text -- hash-seeded sentences that
+read like function signatures (``fn_kestrel_3fa9(ledger: dict, span_41: int) -> ...``),
+all different, so a tokenizer cannot compress them and a model cannot shortcut
+them -- with ``needles`` (codes like ``KESTREL-4417``) placed at evenly spaced depths,
+and a short **user** message: the recipe's question, plus a request to list the
+needles when there are any.
+
+Sizes are prompt **tokens**. :class:`PromptBuilder` measures with the server's
+``/tokenize`` when it exists (vLLM has it) and corrects the filler length until the
+count is within :data:`SIZE_SLACK` of the target; without it, it uses a
+characters-per-token ratio, calibrated from ``usage.prompt_tokens`` of a real request
+(:meth:`PromptBuilder.calibrate`). Either way the threshold search records the real
+``prompt_tokens`` the server reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: A built prompt is accepted when ``|measured - target| <= max(8, SIZE_SLACK * target)`` tokens.
+SIZE_SLACK = 0.002
+#: Initial characters per token before calibration (typical of BPE on English/code).
+DEFAULT_CHARS_PER_TOKEN = 4.0
+
+_NEEDLE_WORDS = ("KESTREL OSPREY MERLIN HERON PLOVER SISKIN WREN LINNET AVOCET DUNLIN GANNET PETREL "
+                 "CURLEW BITTERN FULMAR SHRIKE").split()
+_VERBS = ("returns merges caches splits ranks filters loads encodes scales flushes pins rotates "
+          "drains folds shards probes").split()
+_NOUNS = ("ledger cursor buffer tensor shard window bucket frame table index span queue block "
+          "vector record segment lattice kernel").split()
+_TYPES = ("int", "str", "bytes", "float", "dict", "list[int]", "tuple[int, int]", "Tensor", "bool")
+_ADJ = ("merged sorted pinned sparse dense stale fresh partial padded rotated quantised "
+        "aligned").split()
+
+
+def _rng(seed: int, *key: Any) -> random.Random:
+    h = hashlib.blake2b(repr((seed,) + key).encode(), digest_size=8).digest()
+    return random.Random(int.from_bytes(h, "big"))
+
+
+def filler_sentence(seed: int, i: int) -> str:
+    """Sentence ``i`` of the filler for ``seed``: a unique, signature-like line of ~25-35 tokens."""
+    r = _rng(seed, "s", i)
+    name = f"{r.choice(_VERBS)[:-1]}_{r.choice(_NOUNS)}_{r.getrandbits(16):04x}"
+    params = ", ".join(f"{r.choice(_NOUNS)}_{r.randrange(100)}: {r.choice(_TYPES)}" for _ in range(r.randint(1, 3)))
+    return (f"Function {name}({params}) {r.choice(_VERBS)} the {r.choice(_ADJ)} {r.choice(_NOUNS)} "
+            f"of stage {r.randrange(1000)} and yields {r.choice(_TYPES)}.")
+
+
+def needle_codes(seed: int, n: int) -> list[str]:
+    """``n`` distinct codes like ``KESTREL-4417`` for ``seed``."""
+    r = _rng(seed, "needles")
+    words = r.sample(_NEEDLE_WORDS, k=min(n, len(_NEEDLE_WORDS)))
+    while len(words) < n:
+        words.append(r.choice(_NEEDLE_WORDS))
+    return [f"{w}-{r.randrange(1000, 10000)}" for w in words]
+
+
+def needle_sentence(k: int, code: str) -> str:
+    """The sentence that carries needle ``k`` (1-based)."""
+    return f"Note for the auditor: the access code of vault {k} is {code}."
+
+
+def question_text(question: str, needles: list[str]) -> str:
+    """The user message: the recipe's question, plus the needle request when there are needles."""
+    if not needles:
+        return question
+    return (f"{question} Also list the access codes of vaults 1 to {len(needles)} that the document "
+            "mentions, exactly as written.")
+
+
+@dataclass
+class Prompt:
+    """A built prompt. ``target_tokens`` was asked; ``measured_tokens`` is the server's
+    ``/tokenize`` count (``None`` when it has no such endpoint); ``words`` is the
+    number of filler words; ``needles`` the codes embedded, in depth order."""
+
+    messages: list[dict[str, Any]]
+    target_tokens: int
+    measured_tokens: int | None
+    words: int
+    needles: list[str] = field(default_factory=list)
+    chars: int = 0
+
+
+_WORD_CACHE: dict[int, tuple[list[str], list[int]]] = {}
+
+
+def filler_words(seed: int, n: int) -> list[str]:
+    """The first ``n`` words (whitespace-separated) of the filler for ``seed`` (cached per seed)."""
+    words, done = _WORD_CACHE.setdefault(seed, ([], [0]))
+    while len(words) < n:
+        words.extend(filler_sentence(seed, done[0]).split())
+        done[0] += 1
+    return words[:n]
+
+
+def build_messages(seed: int, words: int, question: str, needles: list[str]) -> list[dict[str, Any]]:
+    """System message of the first ``words`` filler words with ``needles`` at depths k/(n+1); user question."""
+    body = list(filler_words(seed, words))
+    n = len(needles)
+    for k in range(n, 0, -1):  # insert from the back so earlier positions stay valid
+        pos = round(len(body) * k / (n + 1))
+        body.insert(pos, needle_sentence(k, needles[k - 1]))
+    system = ("You are a careful assistant. The following document lists internal functions.\n\n"
+              + " ".join(body) + "\n\nEnd of document.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": question_text(question, needles)}]
+
+
+class PromptBuilder:
+    """Builds prompts of a target size in tokens for one server.
+
+    ``tokenize(messages) -> int | None`` counts tokens on the server (``Client.tokenize``);
+    ``None`` (or a callable returning ``None``) falls back to characters-per-token.
+    ``needles`` is the number of needle codes (0 = none); ``seed`` fixes filler and codes.
+    """
+
+    def __init__(self, question: str, needles: int = 0, seed: int = 0,
+                 tokenize: Callable[[list[dict[str, Any]]], int | None] | None = None):
+        self.question = question
+        self.seed = seed
+        self.needles = needle_codes(seed, needles) if needles else []
+        self._tokenize = tokenize
+        self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
+        self.tokens_per_word: float | None = None
+        self.base_tokens: float | None = None  # tokens of a prompt with no filler
+        self._calibrated = False
+        self.tokenize_calls = 0
+
+    def _count(self, messages: list[dict[str, Any]]) -> int | None:
+        if self._tokenize is None:
+            return None
+        self.tokenize_calls += 1
+        n = self._tokenize(messages)
+        if n is None:
+            self._tokenize = None
+        return n
+
+    def messages(self, words: int) -> list[dict[str, Any]]:
+        return build_messages(self.seed, words, self.question, self.needles)
+
+    @staticmethod
+    def _chars(messages: list[dict[str, Any]]) -> int:
+        return sum(len(m["content"]) for m in messages)
+
+    def calibrate(self, prompt: Prompt, prompt_tokens: int | None) -> None:
+        """Learn characters per token from a request's ``usage.prompt_tokens`` (no /tokenize)."""
+        if prompt_tokens and prompt_tokens > 0 and prompt.chars > 0:
+            self.chars_per_token = prompt.chars / prompt_tokens
+            self._calibrated = True
+
+    @property
+    def has_tokenizer(self) -> bool:
+        return self._tokenize is not None
+
+    def build(self, target_tokens: int) -> Prompt:
+        """A prompt of about ``target_tokens`` prompt tokens (see :data:`SIZE_SLACK`).
+
+        With ``/tokenize``: start from a per-word estimate, then correct by the
+        measured error (secant steps, at most 6 tokenize calls). Without: size by
+        ``chars_per_token``. Raises :class:`ValueError` for ``target_tokens < 1``.
+        """
+        if target_tokens < 1:
+            raise ValueError(f"target size must be >= 1 token, got {target_tokens}")
+        slack = max(8, int(SIZE_SLACK * target_tokens))
+        if self.has_tokenizer and self.tokens_per_word is None:
+            n0 = self._count(self.messages(0))
+            n1 = self._count(self.messages(400)) if n0 is not None else None
+            if n0 is not None and n1 is not None:
+                self.base_tokens = float(n0)
+                self.tokens_per_word = max(0.5, (n1 - n0) / 400)
+        if self.has_tokenizer and self.tokens_per_word is not None:
+            assert self.base_tokens is not None
+            s = max(0, round((target_tokens - self.base_tokens) / self.tokens_per_word))
+            best: tuple[int, int] | None = None
+            tried: dict[int, int] = {}
+            for _ in range(6):
+                msgs = self.messages(s)
+                n = self._count(msgs)
+                if n is None:
+                    break
+                tried[s] = n
+                if best is None or abs(n - target_tokens) < abs(best[1] - target_tokens):
+                    best = (s, n)
+                if abs(n - target_tokens) <= slack:
+                    break
+                # local slope from the tokens per word learned so far
+                s_new = max(0, s + round((target_tokens - n) / self.tokens_per_word))
+                if s_new == s or s_new in tried:
+                    break
+                s = s_new
+            if best is not None:
+                msgs = self.messages(best[0])
+                return Prompt(msgs, target_tokens, best[1], best[0], list(self.needles), self._chars(msgs))
+        # characters-per-token sizing
+        base = self._chars(self.messages(0))
+        per = self._chars(self.messages(400)) - base
+        want_chars = target_tokens * self.chars_per_token
+        s = max(0, round((want_chars - base) / max(1.0, per / 400)))
+        msgs = self.messages(s)
+        return Prompt(msgs, target_tokens, None, s, list(self.needles), self._chars(msgs))
