@@ -1,0 +1,722 @@
+"""Pure search logic of a bisection: no I/O, plain data in and out.
+
+The search runs over an ordered list of ``n`` candidates, index ``0`` the known-good
+end (oldest) and index ``n - 1`` the known-bad end (newest). A *hypothesis* ``h`` in
+``0..n`` says "the first bad candidate is ``h``": ``h = 0`` means even the good end is
+bad (boundary failed), ``h = n`` means none is bad (no regression).
+
+:class:`Bisection` is a state machine shared by ``bisectbot.session`` and the simulator
+(``benchmarks/bisect_sim.py``)::
+
+    b = Bisection(len(candidates), false_positive=0.1, false_negative=0.1)
+    while not b.done:
+        for i in b.next_probes(k=1):
+            b.feed(i, verdict, signature)
+    res = b.result()
+
+It keeps a posterior over the hypotheses (log domain) and updates it with each verdict
+given the false-positive rate ``P(bad | good candidate)`` and the false-negative rate
+``P(good | bad candidate)``. The next probe maximises the expected information gain
+(mutual information between the verdict and the hypothesis, in bits). With zero flake
+rates the posterior is uniform over the hypotheses consistent with the verdicts, the
+information gain picks the testable candidate nearest the midpoint (ties to the lower
+index) and the search is exactly plain binary search with skip: at most
+``ceil(log2(n - 1))`` search probes after the two boundary probes.
+
+Skip: a candidate whose verdict is ``skip`` is never probed again. Hypotheses ``h`` and
+``h + 1`` can only be told apart by probing candidate ``h``; when it is untestable they
+form one *class*. When a class of several hypotheses wins, the result is a range (as
+``git bisect`` says "only skipped commits left to test").
+
+Stopping: when one class holds at least ``confidence`` of the posterior mass (always 1.0
+in exact mode), the culprit (or range) is *verified*: the culprit is re-probed (expect
+bad) and its predecessor too (expect good). In exact mode a contradiction makes the
+result ``inconclusive``; in noisy mode the re-probes are evidence like any other and the
+search goes on until the confidence holds again after a fresh verification, or the
+probe budget is spent (then ``inconclusive`` with the best guess and its confidence).
+
+Also here, as plain functions: the *failure signature* (:class:`Signature`), the
+verdict rules per regress mode (:func:`judge_threshold`, :func:`judge_command`,
+:func:`judge_patches` hook), plausibility flags of a culprit and the "may blame"
+decision.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .models import Status, Verdict
+
+__all__ = [
+    "Bisection",
+    "SearchResult",
+    "Step",
+    "Signature",
+    "Judgement",
+    "judge_threshold",
+    "judge_command",
+    "judge_patches",
+    "register_patch_rule",
+    "plausibility_flags",
+    "FLAG_TEXT",
+    "may_blame",
+    "burnashev_bound",
+    "binary_entropy",
+    "binary_kl",
+]
+
+_TIE = 1e-12  # information-gain ties (bits) go to the lower index
+
+
+# --------------------------------------------------------------------------- information theory
+
+
+def binary_entropy(p: float) -> float:
+    """H(p) in bits; H(0) = H(1) = 0."""
+    if p <= 0.0 or p >= 1.0:
+        return 0.0
+    return -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+
+
+def binary_kl(p: float, q: float) -> float:
+    """D(p || q) in bits for Bernoulli distributions (``inf`` when q is 0 or 1 and p is not)."""
+    out = 0.0
+    for a, b in ((p, q), (1 - p, 1 - q)):
+        if a > 0:
+            if b <= 0:
+                return math.inf
+            out += a * math.log2(a / b)
+    return out
+
+
+def burnashev_bound(n: int, p: float, delta: float) -> float:
+    """Expected probes of an optimal sequential search with feedback (Burnashev 1976).
+
+    ``B = log2(n) / (1 - H(p)) + log2(1/delta) / D(p || 1-p)`` for ``n`` hypotheses, a
+    binary symmetric verdict channel with crossover ``p`` and error probability ``delta``.
+    With ``p = 0`` it is ``log2(n)`` (the second term vanishes).
+    """
+    if p <= 0:
+        return math.log2(n)
+    return math.log2(n) / (1 - binary_entropy(p)) + math.log2(1 / delta) / binary_kl(p, 1 - p)
+
+
+def _h_vec(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = -(x * np.log2(x) + (1 - x) * np.log2(1 - x))
+    return np.nan_to_num(out, nan=0.0)
+
+
+# --------------------------------------------------------------------------- search state machine
+
+
+@dataclass
+class Step:
+    """One verdict fed to the search. ``verdict`` is what the probe said, ``effective``
+    what the search used (a bad with a foreign signature becomes ``skip``)."""
+
+    index: int
+    verdict: Verdict
+    effective: Verdict
+    signature: str = ""
+    phase: str = "search"
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "verdict": self.verdict.value, "effective": self.effective.value,
+                "signature": self.signature, "phase": self.phase, "note": self.note}
+
+
+@dataclass
+class SearchResult:
+    """How a search ended, in candidate indices.
+
+    ``first_bad`` is the culprit (or, for a range, the first candidate *tested* bad);
+    ``last_good`` its good neighbour; ``culprits`` the candidates that may be first-bad
+    (one for a culprit, several for a range). ``confidence`` is the posterior mass (0..1)
+    of that answer. ``verified`` is True when the verification re-probes agreed.
+    """
+
+    status: Status
+    first_bad: int | None = None
+    last_good: int | None = None
+    culprits: list[int] = field(default_factory=list)
+    confidence: float = 0.0
+    verified: bool = False
+    probes: int = 0
+    message: str = ""
+
+
+def _sig_str(sig: Signature | str | None) -> str:
+    return "" if sig is None else str(sig)
+
+
+class Bisection:
+    """Bayesian bisection with skip, boundary checks and verification (see module doc).
+
+    ``n`` >= 2 candidates. ``false_positive``/``false_negative`` in [0, 0.5). ``confidence``
+    in (0.5, 1). ``max_probes`` counts every verdict fed (boundary, search, verification);
+    None is unlimited. ``check_boundary`` probes both ends first (else they are trusted);
+    ``verify`` re-probes culprit and predecessor at the end. ``signature_band`` is passed
+    to :meth:`Signature.matches`.
+
+    Raises ``ValueError`` on impossible arguments.
+    """
+
+    def __init__(self, n: int, *, false_positive: float = 0.0, false_negative: float = 0.0,
+                 confidence: float = 0.99, max_probes: int | None = None, check_boundary: bool = True,
+                 verify: bool = True, signature_band: float = 2.0):
+        if n < 2:
+            raise ValueError(f"a bisection needs at least 2 candidates (good and bad end), got {n}")
+        if not (0 <= false_positive < 0.5 and 0 <= false_negative < 0.5):
+            raise ValueError("flake rates must be in [0, 0.5)")
+        if not (0.5 < confidence < 1):
+            raise ValueError("confidence must be in (0.5, 1)")
+        self.n = n
+        self.fp = float(false_positive)
+        self.fn = float(false_negative)
+        self.exact = self.fp == 0.0 and self.fn == 0.0
+        self.confidence = confidence
+        self.max_probes = max_probes
+        self.check_boundary = check_boundary
+        self.verify = verify
+        self.signature_band = signature_band
+        self.history: list[Step] = []
+        self.reference: Signature | None = None
+        self.untestable = np.zeros(n, dtype=bool)  # skipped: never probed again
+        self.informed = np.zeros(n, dtype=bool)  # had a good/bad verdict
+        self._logp = np.zeros(n + 1)
+        if not check_boundary:
+            self._logp[0] = self._logp[n] = -np.inf
+            self.informed[0] = self.informed[n - 1] = True
+        self._logp -= np.logaddexp.reduce(self._logp)
+        self._post: np.ndarray | None = None
+        self._q: np.ndarray | None = None
+        self._ig: np.ndarray | None = None
+        self._ends_left = [n - 1, 0] if check_boundary else []
+        self._verify_targets: list[int] = []
+        self._verify_class: tuple[int, int] | None = None
+        self._verified_class: tuple[int, int] | None = None
+        self._result: SearchResult | None = None
+        self._inconsistent = ""
+        self._verify_skip = ""
+        self._advance()
+
+    # ------------------------------------------------------------------ posterior views
+    @property
+    def posterior(self) -> np.ndarray:
+        """P(first bad = h) for h in 0..n (sums to 1; do not modify)."""
+        if self._post is None:
+            self._post = np.exp(self._logp)
+        return self._post
+
+    def _cdf(self) -> np.ndarray:
+        """P(h <= j) for j in 0..n-1: the probability that candidate j is bad."""
+        if self._q is None:
+            self._q = np.clip(np.cumsum(self.posterior)[: self.n], 0.0, 1.0)
+        return self._q
+
+    def _class_ids(self) -> np.ndarray:
+        """Class id of each hypothesis 0..n: h and h+1 merge when candidate h is uninformed and untestable."""
+        if not self.untestable.any():
+            return np.arange(self.n + 1)
+        sep = ~(self.untestable & ~self.informed)  # separator after hypothesis h (h < n)
+        ids = np.zeros(self.n + 1, dtype=np.int64)
+        ids[1:] = np.cumsum(sep)
+        return ids
+
+    def _best_class(self) -> tuple[int, int, float]:
+        """(first hypothesis, last hypothesis, mass) of the most probable class."""
+        if not self.untestable.any():
+            c = int(np.argmax(self.posterior))
+            return c, c, float(self.posterior[c])
+        ids = self._class_ids()
+        mass = np.bincount(ids, weights=self.posterior)
+        c = int(np.argmax(mass))
+        members = np.flatnonzero(ids == c)
+        return int(members[0]), int(members[-1]), float(mass[c])
+
+    @property
+    def probes(self) -> int:
+        return len(self.history)
+
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    # ------------------------------------------------------------------ choosing probes
+    def _info_gain(self) -> np.ndarray:
+        if self._ig is not None:
+            return self._ig
+        q = self._cdf()
+        pbad = q * (1 - self.fn) + (1 - q) * self.fp
+        ig = _h_vec(pbad) - q * binary_entropy(self.fn) - (1 - q) * binary_entropy(self.fp)
+        ig[self.untestable] = -1.0
+        self._ig = ig
+        return ig
+
+    def _quantile_picks(self, k: int, exclude: set[int]) -> list[int]:
+        q = self._cdf()
+        ok = ~self.untestable & (q > 1e-15) & (q < 1 - 1e-15)
+        picks: list[int] = []
+        for t in (i / (k + 1) for i in range(1, k + 1)):
+            cand = np.flatnonzero(ok)
+            cand = np.array([c for c in cand if c not in exclude and c not in picks], dtype=np.int64)
+            if cand.size == 0:
+                break
+            picks.append(int(cand[np.argmin(np.abs(q[cand] - t))]))
+        return sorted(picks)
+
+    def next_probes(self, k: int = 1) -> list[int]:
+        """Up to ``k`` candidate indices to probe now (a k-ary plan for k free runners).
+
+        Pure: the state changes only through :meth:`feed`. Empty when the search is done.
+        Order: boundary ends (bad end first: its failure signature becomes the reference),
+        then verification targets (culprit, predecessor), then search probes.
+        """
+        if self._result is not None or k < 1:
+            return []
+        out: list[int] = [i for i in self._ends_left][:k]
+        if self._verify_targets:
+            out += [i for i in self._verify_targets if i not in out][: k - len(out)]
+            return out
+        if len(out) < k:
+            if k - len(out) == 1 and not out:
+                ig = self._info_gain()
+                best = float(ig.max())
+                if best > _TIE:
+                    out.append(int(np.flatnonzero(ig >= best - _TIE)[0]))
+            else:
+                out += self._quantile_picks(k - len(out), set(out))
+        return out
+
+    def lookahead(self, index: int) -> dict[Verdict, int | None]:
+        """The probe that would come next after ``index`` turns out good or bad (for prefetch)."""
+        out: dict[Verdict, int | None] = {}
+        for v in (Verdict.GOOD, Verdict.BAD):
+            c = self.copy()
+            c.feed(index, v, self.reference)
+            nxt = c.next_probes(1)
+            out[v] = nxt[0] if nxt else None
+        return out
+
+    def copy(self) -> Bisection:
+        c = Bisection.__new__(Bisection)
+        c.__dict__.update(self.__dict__)
+        c.history = list(self.history)
+        c.untestable = self.untestable.copy()
+        c.informed = self.informed.copy()
+        c._logp = self._logp.copy()
+        c._ends_left = list(self._ends_left)
+        c._verify_targets = list(self._verify_targets)
+        return c
+
+    # ------------------------------------------------------------------ feeding verdicts
+    def feed(self, index: int, verdict: Verdict | str, signature: Signature | str | None = None,
+             note: str = "") -> Verdict:
+        """Record the verdict of a probe of candidate ``index``; returns the verdict the search used.
+
+        A ``bad`` whose ``signature`` does not match the reference (the first bad's) is
+        used as ``skip``. Raises ``ValueError`` for an index out of range or after the end.
+        """
+        if not 0 <= index < self.n:
+            raise ValueError(f"candidate index {index} out of range 0..{self.n - 1}")
+        if self._result is not None:
+            raise ValueError("the search is over; no more verdicts")
+        v = Verdict(verdict)
+        eff = v
+        sig = Signature.parse(signature) if isinstance(signature, str) else signature
+        if v is Verdict.BAD and sig is not None and sig.kind:
+            if self.reference is None:
+                self.reference = sig
+            elif not self.reference.matches(sig, self.signature_band):
+                eff = Verdict.SKIP
+                note = (note + "; " if note else "") + (
+                    f"bad with a different failure signature ({sig}, expected {self.reference}): used as skip")
+        self._post = self._q = self._ig = None
+        phase = ("boundary" if index in self._ends_left else "verify" if index in self._verify_targets
+                 else "search")
+        self.history.append(Step(index, v, eff, _sig_str(sig), phase, note))
+        if index in self._ends_left:
+            self._ends_left.remove(index)
+            if eff is Verdict.SKIP:
+                end = "good" if index == 0 else "bad"
+                self._finish(Status.BOUNDARY_FAILED, message=(
+                    f"the {end} end is untestable (skip){': ' + note if note else ''}; "
+                    f"choose another {end} end"))
+                return eff
+        if index in self._verify_targets:
+            self._verify_targets.remove(index)
+            if eff is Verdict.SKIP:
+                self._verify_skip = f"the re-probe of candidate {index} was skip"
+        if eff is Verdict.SKIP:
+            self.untestable[index] = True
+        else:
+            self._update(index, eff is Verdict.BAD)
+        self._advance()
+        return eff
+
+    def _update(self, j: int, bad: bool) -> None:
+        self.informed[j] = True
+        with np.errstate(divide="ignore"):
+            if bad:  # h <= j: candidate j is truly bad
+                lo, hi = math.log(1 - self.fn), (math.log(self.fp) if self.fp > 0 else -math.inf)
+            else:
+                lo, hi = (math.log(self.fn) if self.fn > 0 else -math.inf), math.log(1 - self.fp)
+        self._logp[: j + 1] += lo
+        self._logp[j + 1:] += hi
+        top = float(self._logp.max())
+        if not np.isfinite(top):
+            self._inconsistent = (
+                f"verdicts contradict each other (candidate {j} {'bad' if bad else 'good'}); "
+                "the probe may be flaky: set bisect.flake rates")
+            return
+        p = np.exp(self._logp - top)
+        total = float(p.sum())
+        self._logp -= top + math.log(total)
+        self._post = p / total
+
+    def _finish(self, status: Status, first_bad: int | None = None, last_good: int | None = None,
+                culprits: Sequence[int] = (), confidence: float = 0.0, verified: bool = False,
+                message: str = "") -> None:
+        self._result = SearchResult(status, first_bad, last_good, list(culprits), confidence, verified,
+                                    self.probes, message)
+        self._verify_targets = []
+
+    def _advance(self) -> None:
+        if self._result is not None:
+            return
+        if self._inconsistent:
+            phase = "verification failed: " if self._verify_class is not None else ""
+            self._finish(Status.INCONCLUSIVE, message=phase + self._inconsistent)
+            return
+        if self._ends_left:
+            return
+        if self._verify_targets:  # verification round still running
+            return
+        a, b, mass = self._best_class()
+        met = mass >= self.confidence - 1e-12
+        if self._verify_class is not None:  # a verification round just ended
+            vc, self._verify_class = self._verify_class, None
+            skip, self._verify_skip = self._verify_skip, ""
+            if met and (a, b) == vc and not skip:
+                self._verified_class = vc
+            elif self.exact:
+                self._finish(Status.INCONCLUSIVE, confidence=mass, message="verification failed: " + (
+                    skip or "the re-probes of culprit and predecessor disagree"))
+                return
+        if met:
+            if a == 0:
+                self._finish(Status.BOUNDARY_FAILED, confidence=mass,
+                             message="the good end is bad: the regression is older than the range")
+                return
+            if b == self.n:
+                self._finish(Status.NO_REGRESSION, confidence=mass,
+                             message="the bad end is not bad: nothing to bisect")
+                return
+            if self.verify and self._verified_class != (a, b):
+                targets = [i for i in (b, a - 1) if not self.untestable[i]]
+                if not targets:
+                    self._finish(Status.INCONCLUSIVE, b, a - 1, range(a, b + 1), mass,
+                                 message="cannot verify: culprit and predecessor are untestable now")
+                    return
+                if self.max_probes is None or self.probes < self.max_probes:
+                    self._verify_class = (a, b)
+                    self._verify_targets = targets
+                    return
+            if not self.verify or self._verified_class == (a, b):
+                status = Status.CULPRIT if a == b else Status.RANGE
+                msg = "" if a == b else (
+                    f"only skipped candidates left to test: the first bad is one of {b - a + 1} candidates")
+                self._finish(status, b, a - 1, range(a, b + 1), mass, self.verify, msg)
+                return
+        if self.max_probes is not None and self.probes >= self.max_probes:
+            self._finish(Status.INCONCLUSIVE, b if 0 < b < self.n else None, a - 1 if a > 0 else None,
+                         range(a, b + 1) if 0 < a <= b < self.n else [], mass,
+                         message=f"probe budget ({self.max_probes} probes) spent; " + (
+                             "the culprit was not verified" if met else
+                             f"the best guess holds {mass:.1%} < {self.confidence:.0%}"))
+            return
+        if float(self._info_gain().max()) <= _TIE:
+            self._finish(Status.INCONCLUSIVE, confidence=mass,
+                         message="no testable candidate left that could raise the confidence")
+
+    # ------------------------------------------------------------------ reporting
+    def result(self) -> SearchResult:
+        """The outcome; while the search runs, the current best guess with status INCONCLUSIVE."""
+        if self._result is not None:
+            return self._result
+        a, b, mass = self._best_class()
+        return SearchResult(Status.INCONCLUSIVE, b if 0 < b < self.n else None, a - 1 if a > 0 else None,
+                            list(range(a, b + 1)) if 0 < a <= b < self.n else [], mass, False,
+                            self.probes, "search not finished")
+
+    def steps_left(self) -> int:
+        """Rough number of probes still needed (``~N probes left``), verification included."""
+        if self._result is not None:
+            return 0
+        ids = self._class_ids()
+        mass = np.bincount(ids, weights=self.posterior)
+        extra = len(self._ends_left) + (2 if self.verify and not self._verify_targets else len(self._verify_targets))
+        if self.exact:
+            live = int(np.count_nonzero(mass > 0)) - len(self._ends_left)
+            return extra + (math.ceil(math.log2(live)) if live > 1 else 0)
+        m = mass[mass > 0]
+        ent = float(-(m * np.log2(m)).sum())
+        p = (self.fp + self.fn) / 2
+        est = ent / (1 - binary_entropy(p)) + math.log2(1 / (1 - self.confidence)) / binary_kl(p, 1 - p)
+        return extra + max(0, math.ceil(est - 1e-9))
+
+    @classmethod
+    def replay(cls, n: int, steps: Iterable[tuple[int, Verdict | str, str]], **kw: Any) -> Bisection:
+        """Rebuild a search from ``(index, verdict, signature)`` triples (a session log)."""
+        b = cls(n, **kw)
+        for i, v, s in steps:
+            if b.done:
+                break
+            b.feed(i, v, s or None)
+        return b
+
+
+# --------------------------------------------------------------------------- failure signature
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a bad probe looked like; a later bad that does not match is ``skip``.
+
+    ``kind``: ``garbage``, ``all-garbage``, ``error``, ``fixed`` (fix bisection), ``exit``
+    (command), ``patch``. ``threshold``: first bad prompt size in **tokens** (None when
+    not measured). ``detail``: exit code, patch state, reasons (for humans; compared only
+    for ``exit`` and ``patch``).
+    """
+
+    kind: str
+    threshold: int | None = None
+    detail: str = ""
+
+    def matches(self, other: Signature, band: float = 2.0) -> bool:
+        """Same kind, thresholds within a factor ``band`` of each other, same exit code/state."""
+        if self.kind != other.kind:
+            return False
+        if self.kind in ("exit", "patch") and self.detail != other.detail:
+            return False
+        if self.threshold and other.threshold:
+            hi, lo = max(self.threshold, other.threshold), min(self.threshold, other.threshold)
+            return hi <= lo * band
+        return True
+
+    def __str__(self) -> str:
+        s = self.kind
+        if self.threshold is not None:
+            s += f"@{self.threshold}"
+        if self.detail:
+            s += f" ({self.detail})"
+        return s
+
+    _RE = re.compile(r"^(?P<kind>[\w-]+)(?:@(?P<thr>\d+))?(?: \((?P<detail>.*)\))?$")
+
+    @classmethod
+    def parse(cls, s: str) -> Signature | None:
+        """Inverse of ``str()``; None for an empty string."""
+        s = (s or "").strip()
+        if not s:
+            return None
+        m = cls._RE.match(s)
+        if not m:
+            return cls(kind=s)
+        thr = m.group("thr")
+        return cls(m.group("kind"), int(thr) if thr else None, m.group("detail") or "")
+
+
+# --------------------------------------------------------------------------- verdict rules per regress mode
+
+
+@dataclass
+class Judgement:
+    """A verdict with its reason (one line) and failure signature (None unless bad)."""
+
+    verdict: Verdict
+    reason: str
+    signature: Signature | None = None
+
+
+def _mode_arg(regress: Any) -> tuple[str, Any]:
+    if isinstance(regress, str):
+        mode, _, arg = regress.partition(":")
+        return mode.strip(), (arg.strip() or None)
+    return regress.mode, regress.arg
+
+
+def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first_garbage: int | None = None,
+                    reasons: Sequence[str] = (), error: str | None = None) -> Judgement:
+    """Verdict of a threshold search (``bisectbot.reproduce.threshold.ThresholdResult``).
+
+    ``regress`` is a :class:`bisectbot.recipe.Regress` or its string form. ``status`` is
+    ``ok`` | ``garbage`` | ``all-garbage`` | ``error`` | ``non-monotone``; sizes in tokens.
+
+    * ``garbage``: any garbage -> bad; ok -> good; error -> skip (a server error is never garbage).
+    * ``threshold-below: N``: garbage at a size <= N tokens -> bad; garbage only above N, or none -> good.
+    * ``error``: request errors -> bad; ok or garbage -> good.
+    * ``success`` (fix bisection, predicate inverted): ok -> bad (the "fixed" state); garbage -> good.
+    Raises ``ValueError`` for ``command`` and patch modes (they have their own judges).
+    """
+    mode, arg = _mode_arg(regress)
+    why = ", ".join(reasons)
+    thr_txt = f"last ok {last_ok}, first garbage {first_garbage} tokens"
+    garbage = status in ("garbage", "all-garbage", "non-monotone")
+    if mode == "error":
+        if status == "error":
+            return Judgement(Verdict.BAD, f"requests failed: {error or 'error'}",
+                             Signature("error", first_garbage))
+        return Judgement(Verdict.GOOD, f"no request error (threshold search: {status})")
+    if status == "error":
+        return Judgement(Verdict.SKIP, f"server error, not a verdict: {error or 'error'}")
+    if status not in ("ok", "garbage", "all-garbage", "non-monotone"):
+        return Judgement(Verdict.SKIP, f"unknown threshold status {status!r}")
+    kind = "all-garbage" if status == "all-garbage" else "garbage"
+    if mode == "garbage":
+        if garbage:
+            return Judgement(Verdict.BAD, f"garbage ({thr_txt}){': ' + why if why else ''}",
+                             Signature(kind, first_garbage, why))
+        return Judgement(Verdict.GOOD, f"no garbage up to {last_ok} tokens")
+    if mode == "threshold-below":
+        n = int(arg)
+        if garbage and (first_garbage is None or first_garbage <= n):
+            return Judgement(Verdict.BAD, f"threshold below {n} ({thr_txt})", Signature(kind, first_garbage, why))
+        if garbage:
+            return Judgement(Verdict.GOOD, f"garbage only above {n} tokens ({thr_txt})")
+        return Judgement(Verdict.GOOD, f"no garbage up to {last_ok} tokens")
+    if mode == "success":
+        if garbage:
+            return Judgement(Verdict.GOOD, f"still broken ({thr_txt})")
+        return Judgement(Verdict.BAD, f"fixed: no garbage up to {last_ok} tokens", Signature("fixed"))
+    raise ValueError(f"regress mode {mode!r} is not judged from a threshold search")
+
+
+def judge_command(returncode: int | None, timed_out: bool = False, *, invert: bool = False) -> Judgement:
+    """Verdict of a command reproducer, as ``git bisect run``: 0 good, 125 skip, 1..127 bad.
+
+    A timeout is ``skip`` (the candidate hung). A signal (negative code) or a code >= 128
+    raises :class:`bisectbot.errors.BisectbotError`: the bisection must stop, as git's does.
+    ``invert`` swaps good and bad (fix bisection).
+    """
+    from .errors import BisectbotError
+
+    if timed_out or returncode is None:
+        return Judgement(Verdict.SKIP, "command timed out")
+    if returncode == 125:
+        return Judgement(Verdict.SKIP, "command exit 125 (skip)")
+    if returncode < 0 or returncode >= 128:
+        raise BisectbotError(
+            f"command exit {returncode} (>= 128 or a signal) aborts the bisection, as in git bisect run; "
+            "exit 1..127 for bad, 125 for skip")
+    bad = returncode != 0
+    if invert:
+        bad = not bad
+    if bad:
+        return Judgement(Verdict.BAD, f"command exit {returncode}", Signature("exit", None, str(returncode)))
+    return Judgement(Verdict.GOOD, f"command exit {returncode}")
+
+
+PatchRule = Callable[[Any, Sequence[dict[str, Any]]], Judgement]
+_PATCH_RULES: dict[str, PatchRule] = {}
+
+
+def register_patch_rule(mode: str) -> Callable[[PatchRule], PatchRule]:
+    """Decorator: register the judge of a patch regress mode (``patch-upstream``, ``patch-conflict``).
+
+    The judge gets the recipe's regress and the per-patch states of the candidate
+    (``Prepared.patches``: dicts with ``id`` and ``state``) and returns a :class:`Judgement`.
+    """
+    def deco(fn: PatchRule) -> PatchRule:
+        _PATCH_RULES[mode] = fn
+        return fn
+    return deco
+
+
+def judge_patches(regress: Any, states: Sequence[dict[str, Any]]) -> Judgement:
+    """Verdict of a patch regress mode from patch check states (no server is started).
+
+    Raises :class:`bisectbot.errors.BadInput` when no rule is registered for the mode.
+    """
+    from .errors import BadInput
+
+    mode, _ = _mode_arg(regress)
+    rule = _PATCH_RULES.get(mode)
+    if rule is None:
+        raise BadInput(f"regress mode '{mode}' is not supported by this bisectbot yet (patch modes: issue 8)")
+    return rule(regress, states)
+
+
+def is_patch_mode(regress: Any) -> bool:
+    """True for the regress modes judged from patch states instead of a server."""
+    return _mode_arg(regress)[0] in ("patch-upstream", "patch-conflict")
+
+
+# --------------------------------------------------------------------------- plausibility and blame
+
+FLAG_TEXT = {
+    "merge": "the culprit is a merge commit",
+    "docs-tests-only": "the change touches only docs/tests",
+    "outside-runtime-paths": "the change is outside the component's runtime paths",
+    "no-op-build": "the culprit builds the same as its predecessor (identical build)",
+}
+
+_DOCS_TESTS = ("docs/*", "doc/*", "*.md", "*.rst", "*.txt", "LICENSE*", ".github/*", "tests/*", "test/*",
+               "*/tests/*", "*/test/*", "test_*.py", "*/test_*.py", "*_test.py", "conftest.py", "*/conftest.py")
+
+
+def _matches(path: str, patterns: Iterable[str]) -> bool:
+    for pat in patterns:
+        pat = pat.rstrip("/")
+        if fnmatch.fnmatch(path, pat) or path == pat or path.startswith(pat + "/"):
+            return True
+    return False
+
+
+def plausibility_flags(*, parents: int | None = None, changed_paths: Sequence[str] | None = None,
+                       runtime_paths: Sequence[str] = (), same_build: bool | None = None) -> list[str]:
+    """Flags (keys of :data:`FLAG_TEXT`) that make a culprit implausible.
+
+    ``parents``: number of parents of the culprit commit (None for non-commits).
+    ``changed_paths``: paths changed against its predecessor (None when unknown).
+    ``runtime_paths``: path prefixes/globs that ship at runtime (from ``GitSource.runtime_paths``);
+    empty = not checked. ``same_build``: the culprit's build key equals its predecessor's.
+    """
+    flags: list[str] = []
+    if parents is not None and parents > 1:
+        flags.append("merge")
+    if changed_paths is not None and changed_paths:
+        if all(_matches(p, _DOCS_TESTS) for p in changed_paths):
+            flags.append("docs-tests-only")
+        elif runtime_paths and not any(_matches(p, runtime_paths) for p in changed_paths):
+            flags.append("outside-runtime-paths")
+    if same_build:
+        flags.append("no-op-build")
+    return flags
+
+
+def may_blame(status: Status | str, confidence: float, flags: Sequence[str],
+              blame_confidence: float = 0.66) -> tuple[bool, str]:
+    """Whether a result may blame a commit (GitHub step): ``(allowed, reason)``.
+
+    Refuses anything but a single verified culprit, a flagged culprit, or a confidence below
+    ``blame_confidence`` (``recipe.bisect.blame_confidence``, 0.66 by default, issue 6).
+    """
+    st = Status(status)
+    if st is not Status.CULPRIT:
+        return False, f"no single culprit (status {st.value}): report the range, blame no one"
+    if flags:
+        return False, "culprit is implausible: " + "; ".join(FLAG_TEXT.get(f, f) for f in flags)
+    if confidence < blame_confidence:
+        return False, f"confidence {confidence:.0%} is below {blame_confidence:.0%}"
+    return True, f"culprit verified with confidence {confidence:.0%}"
