@@ -1,0 +1,388 @@
+"""Releases of a package on a PyPI-style index (PEP 503 HTML / PEP 691 JSON simple API).
+
+Public API::
+
+    configured_index_url() -> str
+    list_releases(package, index_url=None) -> list[Release]
+    find_release(package, version, index_url=None) -> Release
+    download(release_file, cache_dir=None) -> Path
+    extract_sdist(path, dest, members=None) -> Path
+    fetch_sdist_tree(package, version, members, dest, index_url=None, cache_dir=None) -> Path
+
+The index is, in order: the ``index_url`` argument, ``$PIP_INDEX_URL``, pip's own
+configuration (``pip config list``: ``global.index-url`` / ``install.index-url``),
+then ``https://pypi.org/simple/``. ``pip download`` cannot fetch vLLM sdists (it builds
+metadata, which needs torch), so files are downloaded directly from the URLs on the
+simple page and checked against the sha256 the page gives.
+
+Downloads are cached by content: ``<cache>/dists/<sha256[:2]>/<sha256>/<filename>``
+with ``<cache>`` = ``$BISECTBOT_CACHE`` or ``$XDG_CACHE_HOME/bisectbot`` or
+``~/.cache/bisectbot``. Errors: :class:`BadInput` for an unknown package or version,
+:class:`SourceError` for an unreachable index, a failed download or a hash mismatch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit, urlunsplit
+
+import requests
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from ..errors import BadInput, BisectbotError
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+TIMEOUT_S = 60.0  # seconds per HTTP request (connect + read of one chunk)
+
+
+class SourceError(BisectbotError):
+    """The package index failed (unreachable, HTTP error, hash mismatch). Exit code 1."""
+
+
+@dataclass(frozen=True)
+class ReleaseFile:
+    """One file of a release. ``size`` in bytes; ``upload_time`` ISO 8601 when the index gives it."""
+
+    filename: str
+    url: str
+    sha256: str | None
+    kind: str  # "sdist" | "wheel"
+    size: int | None = None
+    upload_time: str | None = None
+    yanked: bool = False
+    requires_python: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "url"} | {"url": _redact(self.url)}
+
+
+@dataclass
+class Release:
+    """A version and its files; ``upload_time`` is the earliest file's upload time."""
+
+    version: str
+    files: list[ReleaseFile] = field(default_factory=list)
+
+    @property
+    def upload_time(self) -> str | None:
+        times = [f.upload_time for f in self.files if f.upload_time]
+        return min(times) if times else None
+
+    @property
+    def sdist(self) -> ReleaseFile | None:
+        for f in self.files:
+            if f.kind == "sdist":
+                return f
+        return None
+
+
+def _redact(url: str) -> str:
+    """The URL without user:password (index URLs may carry credentials)."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return url
+
+
+def cache_dir_default() -> Path:
+    env = os.environ.get("BISECTBOT_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "bisectbot"
+
+
+def configured_index_url() -> str:
+    """The index pip would use: ``$PIP_INDEX_URL``, pip's config, else PyPI."""
+    env = os.environ.get("PIP_INDEX_URL")
+    if env:
+        return env
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        m = re.match(r"^([\w:.-]*?)\.?index-url='(.*)'$", line.strip())
+        if m:
+            found[m.group(1)] = m.group(2)
+    for key in (":env:", "install", "global"):
+        if key in found:
+            return found[key]
+    return DEFAULT_INDEX
+
+
+class _LinkParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[dict[str, str | None], str]] = []
+        self._cur: dict[str, str | None] | None = None
+        self._text = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._cur, self._text = dict(attrs), ""
+
+    def handle_data(self, data: str) -> None:
+        if self._cur is not None:
+            self._text += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._cur is not None:
+            self.links.append((self._cur, self._text.strip()))
+            self._cur = None
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_retry = retry(
+    retry=retry_if_exception_type((requests.ConnectionError, requests.Timeout, SourceError)),
+    stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5), reraise=True,
+)
+
+
+@_retry
+def _get_page(url: str) -> tuple[str, str, str]:
+    """(final url, content type, body) of a simple page. 404 -> BadInput."""
+    if url.startswith("file://"):
+        path = Path(unquote(urlsplit(url).path))
+        for cand in (path / "index.html", path):
+            if cand.is_file():
+                return cand.as_uri(), "text/html", cand.read_text(encoding="utf-8")
+        raise BadInput(f"{_redact(url)}: no such project on the index")
+    r = requests.get(url, headers={"Accept": ACCEPT}, timeout=TIMEOUT_S)
+    if r.status_code == 404:
+        raise BadInput(f"{_redact(url)}: no such project on the index (404)")
+    if r.status_code >= 500:
+        raise SourceError(f"{_redact(url)}: index answered HTTP {r.status_code}")
+    if r.status_code != 200:
+        raise SourceError(f"{_redact(url)}: index answered HTTP {r.status_code}")
+    return r.url, r.headers.get("Content-Type", ""), r.text
+
+
+def _kind_version(filename: str) -> tuple[str, str] | None:
+    try:
+        if filename.endswith(".whl"):
+            return "wheel", str(parse_wheel_filename(filename)[1])
+        if filename.endswith((".tar.gz", ".zip")):
+            return "sdist", str(parse_sdist_filename(filename)[1])
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    return None
+
+
+def list_releases(package: str, index_url: str | None = None) -> list[Release]:
+    """All releases of ``package`` with their sdists and wheels, oldest version first.
+
+    Reads ``<index>/<normalized name>/`` as PEP 691 JSON when the index offers it, else
+    PEP 503 HTML (sha256 from the ``#sha256=`` fragment). Files whose names do not parse
+    are skipped. Raises :class:`BadInput` (unknown package) or :class:`SourceError`.
+    """
+    base = index_url or configured_index_url()
+    url = base.rstrip("/") + "/" + _normalize(package) + "/"
+    try:
+        final, ctype, body = _get_page(url)
+    except (requests.ConnectionError, requests.Timeout) as e:
+        raise SourceError(f"{_redact(url)}: index unreachable: {type(e).__name__}") from None
+    files: list[ReleaseFile] = []
+    if "json" in ctype:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise SourceError(f"{_redact(url)}: index sent invalid JSON") from None
+        for f in data.get("files", []):
+            kv = _kind_version(f.get("filename", ""))
+            if kv is None:
+                continue
+            yanked = f.get("yanked", False)
+            files.append(ReleaseFile(
+                f["filename"], urljoin(final, f["url"]), (f.get("hashes") or {}).get("sha256"), kv[0],
+                f.get("size"), f.get("upload-time"), bool(yanked), f.get("requires-python")))
+    else:
+        p = _LinkParser()
+        p.feed(body)
+        for attrs, text in p.links:
+            href = attrs.get("href") or ""
+            link, frag = urldefrag(urljoin(final, href))
+            filename = text or PurePosixPath(urlsplit(link).path).name
+            kv = _kind_version(filename)
+            if kv is None:
+                continue
+            m = re.search(r"sha256=([0-9a-fA-F]{64})", frag or "")
+            files.append(ReleaseFile(filename, link, m.group(1).lower() if m else None, kv[0],
+                                     None, attrs.get("data-upload-time"), "data-yanked" in attrs,
+                                     attrs.get("data-requires-python")))
+    by_version: dict[str, Release] = {}
+    for f in files:
+        ver = _kind_version(f.filename)[1]  # type: ignore[index]
+        by_version.setdefault(ver, Release(ver)).files.append(f)
+    return sorted(by_version.values(), key=lambda r: Version(r.version))
+
+
+def find_release(package: str, version: str, index_url: str | None = None) -> Release:
+    """The release ``version`` of ``package``; :class:`BadInput` naming nearby versions if absent."""
+    want = Version(version)
+    rels = list_releases(package, index_url)
+    for r in rels:
+        if Version(r.version) == want:
+            return r
+    near = ", ".join(r.version for r in rels[-8:])
+    raise BadInput(f"{package}=={version} is not on the index (latest: {near})")
+
+
+def download(release_file: ReleaseFile, cache_dir: Path | None = None) -> Path:
+    """The file in the cache, downloading it if needed; verified against the index's sha256.
+
+    Path: ``<cache>/dists/<sha256[:2]>/<sha256>/<filename>``. A file without a sha256 on
+    the index is cached under the hash of what was downloaded. Raises :class:`SourceError`
+    on HTTP failure or hash mismatch (the partial file is removed).
+    """
+    cache = Path(cache_dir) if cache_dir else cache_dir_default()
+    if release_file.sha256:
+        dest = cache / "dists" / release_file.sha256[:2] / release_file.sha256 / release_file.filename
+        if dest.is_file():
+            return dest
+    tmpdir = cache / "dists" / "tmp"
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    tmp = tmpdir / f"{release_file.filename}.{os.getpid()}.part"
+    try:
+        digest = _fetch_to(release_file.url, tmp)
+        if release_file.sha256 and digest != release_file.sha256.lower():
+            raise SourceError(f"{release_file.filename}: sha256 {digest} does not match the index's "
+                              f"{release_file.sha256}")
+        dest = cache / "dists" / digest[:2] / digest / release_file.filename
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, dest)
+        return dest
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@_retry
+def _fetch_to(url: str, dest: Path) -> str:
+    h = hashlib.sha256()
+    if url.startswith("file://"):
+        data = Path(unquote(urlsplit(url).path)).read_bytes()
+        dest.write_bytes(data)
+        return hashlib.sha256(data).hexdigest()
+    try:
+        with requests.get(url, stream=True, timeout=TIMEOUT_S) as r:
+            if r.status_code != 200:
+                raise SourceError(f"{_redact(url)}: download answered HTTP {r.status_code}")
+            with open(dest, "wb") as f:
+                for chunk in r.iter_content(1 << 20):
+                    h.update(chunk)
+                    f.write(chunk)
+    except (requests.ConnectionError, requests.Timeout) as e:
+        raise SourceError(f"{_redact(url)}: download failed: {type(e).__name__}") from None
+    return h.hexdigest()
+
+
+def _safe_rel(name: str) -> PurePosixPath | None:
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts:
+        return None
+    return p
+
+
+def extract_sdist(path: Path, dest: Path, members: list[str] | None = None) -> Path:
+    """Extract an sdist (``.tar.gz`` or ``.zip``) under ``dest``; returns its top directory.
+
+    ``members``: paths relative to the sdist's top directory (``vllm/v1/attention/ops/x.py``)
+    to extract; PKG-INFO is always added. None extracts everything. Only regular files
+    and directories are written, never outside ``dest``. Raises :class:`BadInput` for a
+    broken archive or a requested member that is not in it.
+    """
+    path, dest = Path(path), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    want = None if members is None else set(members) | {"PKG-INFO"}
+    found: set[str] = set()
+    top: str | None = None
+
+    def target(name: str) -> tuple[Path, str] | None:
+        nonlocal top
+        rel = _safe_rel(name)
+        if rel is None or not rel.parts:
+            return None
+        if top is None:
+            top = rel.parts[0]
+        if rel.parts[0] != top:
+            return None
+        inner = "/".join(rel.parts[1:])
+        if want is not None and inner not in want:
+            return None
+        found.add(inner)
+        return dest / rel, inner
+
+    try:
+        if path.name.endswith(".zip"):
+            with zipfile.ZipFile(path) as zf:
+                for info in zf.infolist():
+                    t = target(info.filename)
+                    if t is None or info.is_dir():
+                        continue
+                    t[0].parent.mkdir(parents=True, exist_ok=True)
+                    t[0].write_bytes(zf.read(info))
+        else:
+            with tarfile.open(path, "r:*") as tf:
+                for m in tf:
+                    t = target(m.name)
+                    if t is None or not m.isfile():
+                        continue
+                    src = tf.extractfile(m)
+                    if src is None:
+                        continue
+                    t[0].parent.mkdir(parents=True, exist_ok=True)
+                    with open(t[0], "wb") as out:
+                        while chunk := src.read(1 << 20):
+                            out.write(chunk)
+                    if want is not None and found >= want:
+                        break
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, io.UnsupportedOperation) as e:
+        raise BadInput(f"{path}: not a readable sdist: {e}") from None
+    if top is None:
+        raise BadInput(f"{path}: empty archive")
+    if want is not None:
+        missing = sorted(want - found - {"PKG-INFO"})
+        if missing:
+            raise BadInput(f"{path}: no member {', '.join(missing)} in the sdist")
+    return dest / top
+
+
+def fetch_sdist_tree(package: str, version: str, members: list[str], dest: Path,
+                     index_url: str | None = None, cache_dir: Path | None = None) -> Path:
+    """Download (cached) the sdist of ``package==version`` and extract ``members`` under ``dest``.
+
+    Returns the sdist root (the directory that holds ``<package>/`` and PKG-INFO).
+    """
+    rel = find_release(package, version, index_url)
+    sd = rel.sdist
+    if sd is None:
+        raise BadInput(f"{package}=={version} has no sdist on the index (files: "
+                       f"{', '.join(f.filename for f in rel.files[:5])})")
+    return extract_sdist(download(sd, cache_dir), dest, members)
