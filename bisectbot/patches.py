@@ -679,7 +679,7 @@ class _Evaluator:
         st = PatchStatus(spec.id, spec.package, f"{spec.package}/{spec.path}", spec.required, State.NOT_APPLICABLE)
         pdir = package_dir(self.root, spec.package)
         if pdir is None:
-            st.detail = f"package {spec.package} not under {self.root}"
+            st.detail = f"no {spec.package}/ package directory in this tree"
             return st
         target = pdir / spec.path
         st.path = str(target.relative_to(self.root)) if target.is_relative_to(self.root) else str(target)
