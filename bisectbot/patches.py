@@ -279,7 +279,7 @@ def load_stack(path: Path | None = None) -> Stack:
             msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
             problems.append(f"{where(loc, unknown)}: {msg}")
         raise PatchError("\n".join(problems)) from None
-    stack._base_dir = p.parent
+    stack._base_dir = p.parent.resolve()
     stack._source = str(p)
     problems = []
     seen: set[str] = set()
@@ -445,7 +445,8 @@ def gnu_patch(diff: Path, target: Path, *, reverse: bool = False, fuzz: int = 2,
     env.pop("POSIXLY_CORRECT", None)
     env.pop("PATCH_VERSION_CONTROL", None)
     env.pop("VERSION_CONTROL", None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
+                          cwd=target.parent)
     out = proc.stdout + proc.stderr
     if proc.returncode >= 2:
         raise PatchError(f"{diff}: GNU patch could not use this diff: {out.strip().splitlines()[-1] if out.strip() else proc.returncode}")
@@ -771,12 +772,31 @@ class _Evaluator:
         return st
 
 
-def _evaluate(stack: Stack, ids: list[str] | None, root: Path,
-              versions: dict[str, str] | None) -> tuple[_Evaluator, list[PatchStatus], dict[str, str]]:
+def _with_requirements(stack: Stack, specs: list[PatchSpec]) -> list[PatchSpec]:
+    """``specs`` with every missing (transitive) requirement inserted before its first dependant."""
+    out: list[PatchSpec] = []
+
+    def add(spec: PatchSpec) -> None:
+        for r in spec.requires:
+            dep = stack.get(r)
+            if dep not in out:
+                add(dep)
+        if spec not in out:
+            out.append(spec)
+
+    for spec in specs:
+        add(spec)
+    return out
+
+
+def _evaluate(stack: Stack, ids: list[str] | None, root: Path, versions: dict[str, str] | None,
+              implicit_requirements: bool = False) -> tuple[_Evaluator, list[PatchStatus], dict[str, str]]:
     root = Path(root)
     if not root.is_dir():
         raise BadInput(f"{root}: not a directory")
     specs = stack.select(ids)
+    if implicit_requirements:
+        specs = _with_requirements(stack, specs)
     vers = detect_versions(root)
     vers.update(versions or {})
     ev = _Evaluator(stack, specs, root, vers)
@@ -792,12 +812,15 @@ def check_stack(stack: Stack, ids: list[str] | None, root: Path,
     """What each selected patch would do to ``root``, in stack order; changes nothing.
 
     Later patches are checked against the tree as the earlier ones would leave it.
-    ``ids`` None means the whole stack. Raises :class:`PatchError` for unknown ids or a
-    ``requires`` that is not selected before its dependant; conflicts are returned, not raised.
+    ``ids`` None means the whole stack. A patch's ``requires`` that are not selected are
+    evaluated first but not returned (so ``[skip-kv-gather]`` alone is checked on top of
+    the workspace patch). Raises :class:`PatchError` for unknown ids; conflicts are
+    returned, not raised.
     """
-    ev, statuses, _ = _evaluate(stack, ids, root, versions)
+    ev, statuses, _ = _evaluate(stack, ids, root, versions, implicit_requirements=True)
     ev.close()
-    return statuses
+    wanted = None if ids is None else set(ids)
+    return [s for s in statuses if wanted is None or s.id in wanted]
 
 
 def _applied_hash(stack: Stack, statuses: list[PatchStatus]) -> str:

@@ -205,8 +205,10 @@ def test_reverse_applies_means_upstream_and_requires(tmp_path: Path) -> None:
     assert sts[0].state is State.UPSTREAM and "reverse-applies" in sts[0].detail
     assert sts[1].state is State.APPLIES  # its requirement is upstream
     assert sts[2].state is State.NOT_APPLICABLE and "aiter" in sts[2].detail
+    [dep] = check_stack(stack, ["dep"], root)  # its requirement is evaluated implicitly
+    assert dep.id == "dep" and dep.state is State.APPLIES
     with pytest.raises(PatchError, match="requires fix-a"):
-        check_stack(stack, ["dep"], root)
+        apply_stack(stack, ["dep"], root)  # applying must name every patch it applies
     with pytest.raises(PatchError, match="unknown patch id"):
         check_stack(stack, ["nope"], root)
 
