@@ -105,10 +105,13 @@ class ClassifierSettings(_Model):
     unique_ratio_min: float = Field(0.15, ge=0, le=1)
     window_words: int = Field(50, ge=5)
     window_unique_ratio_min: float = Field(0.2, ge=0, le=1)
-    compression_ratio_max: float = Field(6.0, gt=0)
+    compression_ratio_max: float = Field(24.0, gt=0)
     control_char_share_max: float = Field(0.02, ge=0, le=1)
     max_repeat_run: int = Field(25, ge=2)
     min_reply_tokens: int = Field(3, ge=0)
+    needle_recall_min: float = Field(
+        1.0, ge=0, le=1, description="share of needle codes that must be retrieved exactly"
+    )
 
 
 class ReproducerSpec(_Model):

@@ -1,0 +1,110 @@
+"""Garbage classifiers: the labelled corpus, the benchmark, errors, the engine's garbage kinds."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bisectbot.demo.engine import DEFAULTS, GARBAGE_KINDS, Engine
+from bisectbot.models import Outcome
+from bisectbot.recipe import ReproducerSpec
+from bisectbot.reproduce.classify import answer_present, classify, longest_repeat
+from bisectbot.reproduce.client import Reply
+from bisectbot.reproduce.prompts import PromptBuilder
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks" / "classifier.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_classifier", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_corpus_precision_and_recall_at_least_098():
+    bench = _bench()
+    cases = bench.load_corpus()
+    assert len(cases) >= 60
+    kinds = {c["kind"] for c in cases}
+    for k in ("control-soup", "word-loop", "flood", "mixed-script", "reasoning-garbage", "word-salad", "fffd-noise",
+              "digit-collapse", "foreign-identifiers", "repetitive-code", "numeric-list", "markdown-table",
+              "json", "short-answer", "non-english", "essay", "thinking-cut", "needle-list", "fluent-but-wrong"):
+        assert k in kinds, k
+    res = bench.evaluate(cases)
+    comb = res["combined"]
+    assert comb["precision"] >= 0.98 and comb["recall"] >= 0.98, comb["wrong"]
+    # the baseline really is worse: it misses salad / control soup and flags one-word answers
+    naive = res["unique_ratio_only"]
+    assert naive["recall"] < 0.9 and naive["precision"] < 0.9
+    wrong = {w["id"] for w in naive["wrong"]}
+    assert "g17-salad-naive-ok" in wrong and "k12-paris" in wrong
+
+
+def test_thinking_cut_is_inconclusive_not_ok_or_garbage():
+    bench = _bench()
+    for c in bench.load_corpus():
+        if c.get("outcome") == "INCONCLUSIVE":
+            cl = classify(*bench.case_inputs(c))
+            assert cl.outcome == Outcome.INCONCLUSIVE, c["id"]
+            assert "max_tokens" in cl.reasons[0]
+
+
+def test_benchmark_prints_both_side_by_side():
+    p = subprocess.run([sys.executable, str(BENCH)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "combined" in p.stdout and "unique-ratio only" in p.stdout
+    lines = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith(("precision", "recall"))}
+    assert float(lines["precision"][0]) >= 0.98 and float(lines["recall"][0]) >= 0.98
+    assert float(lines["recall"][1]) < float(lines["recall"][0])
+
+
+@pytest.mark.parametrize("kind", ["connection", "timeout", "http"])
+def test_a_failed_request_is_error_never_garbage(kind):
+    r = Reply(error=f"{kind} failed", error_kind=kind)
+    cl = classify(r, ReproducerSpec(), [])
+    assert cl.outcome == Outcome.ERROR and cl.reasons == [f"{kind} failed"]
+
+
+def test_over_limit_is_recorded_as_over_the_limit():
+    r = Reply(error="HTTP 400: This model's maximum context length is 1000 tokens.", error_kind="over-limit")
+    cl = classify(r, ReproducerSpec(), [])
+    assert cl.outcome == Outcome.ERROR and cl.reasons[0].startswith("over the limit")
+
+
+def test_needle_near_miss_is_named():
+    spec = ReproducerSpec(needles=2)
+    cl = classify(Reply(content="2+2 is 4. Codes: KESTREL-4418 and HERON-7781.", finish_reason="stop"), spec,
+                  ["KESTREL-4417", "HERON-7781"])
+    assert cl.outcome == Outcome.GARBAGE
+    assert any("KESTREL-4417 answered as KESTREL-4418" in r for r in cl.reasons)
+
+
+def test_helpers():
+    assert answer_present("4", "2加2等于4。") and answer_present("4", "two plus two is four")
+    assert not answer_present("4", "It is 14.") and not answer_present("4", "version 2.4")
+    assert longest_repeat("a b a b a b a b".split())[0] == 4
+
+
+@pytest.mark.parametrize("kind", GARBAGE_KINDS)
+@pytest.mark.parametrize("reasoning", [False, True])
+def test_every_engine_garbage_kind_is_detected(kind, reasoning):
+    settings = dict(DEFAULTS, reasoning=reasoning, garbage_kinds=[kind])
+    eng = Engine(settings)
+    b = PromptBuilder("What is 2+2? Answer in one sentence.", needles=3, seed=5)
+    prompt = b.build(500)
+    spec = ReproducerSpec(needles=3)
+    for seed in range(5):
+        r_text, content = eng.garbage(prompt.messages, random.Random(seed), max_tokens=1000)
+        reply = Reply(content=content, reasoning=r_text, finish_reason="length" if kind == "reasoning-loop" else "stop")
+        cl = classify(reply, spec, prompt.needles)
+        assert cl.outcome == Outcome.GARBAGE, (kind, seed, content[:80])
+    r_text, content = eng.coherent(prompt.messages)
+    assert classify(Reply(content=content, reasoning=r_text, finish_reason="stop"), spec,
+                    prompt.needles).outcome == Outcome.OK
