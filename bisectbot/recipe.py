@@ -136,6 +136,9 @@ class ReproducerSpec(_Model):
         None, description="command reproducer argv; {size} and {source} are substituted"
     )
     command_timeout_s: float = Field(600.0, gt=0)
+    command_crash: Literal["bad", "skip"] = Field(
+        "bad", description="verdict of a command run killed by a signal or timed out"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ReproducerSpec:

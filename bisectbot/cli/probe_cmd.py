@@ -1,14 +1,160 @@
-"""``bisectbot probe``: filled in by issue 3."""
+"""``bisectbot probe``: find the prefill threshold of a server that is already running."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from .base import cli, not_yet
+from ..errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_SERVER_ERROR
+from .base import Ctx, cli, pass_ctx
+
+PROBE_EPILOG = """\b
+Example:
+  python -m bisectbot.demo.engine --port 8000 --threshold 20000 &
+  bisectbot probe --endpoint http://127.0.0.1:8000 --min-size 2000 --max-size 120000
+  bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51.yaml
+
+\b
+Exit codes:
+  0  no garbage up to the largest size
+  1  garbage found (the threshold interval is printed)
+  2  bad input (recipe, sizes, arguments)
+  3  inconclusive (no size could be decided)
+  4  server error (died, HTTP error, timeout) -- never reported as garbage
+"""
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def probe(ctx: click.Context) -> None:
-    """(not implemented yet: issue 3)"""
-    not_yet(3, "probe")
+def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        sizes = [int(s.strip().lower().replace("k", "000")) for s in value.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated token counts like 2000,8k,32000, got {value!r}") from None
+    if not sizes or any(s <= 0 for s in sizes):
+        raise click.BadParameter(f"sizes must be positive token counts, got {value!r}")
+    return sizes
+
+
+def exit_code(status: str) -> int:
+    """Exit code of ``probe`` for a :class:`ThresholdResult` status."""
+    return {"ok": EXIT_OK, "garbage": EXIT_ERROR, "all-garbage": EXIT_ERROR, "non-monotone": EXIT_ERROR,
+            "error": EXIT_SERVER_ERROR}.get(status, EXIT_INCONCLUSIVE)
+
+
+def _summary(res: object) -> str:
+    r = res  # ThresholdResult
+    s = r.status  # type: ignore[attr-defined]
+    lo, hi = r.last_ok, r.first_garbage  # type: ignore[attr-defined]
+    if s == "garbage":
+        width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
+        return f"GARBAGE from {hi} prompt tokens: threshold in [{lo}, {hi}]{width}"
+    if s == "non-monotone":
+        return f"GARBAGE, non-monotone: first transition in [{lo}, {hi}] but OK above it"
+    if s == "all-garbage":
+        return f"GARBAGE at every size: bad already at {hi} prompt tokens (the smallest probed)"
+    if s == "ok":
+        return f"OK: no garbage up to {lo} prompt tokens"
+    if s == "error":
+        return f"ERROR: {r.error}"  # type: ignore[attr-defined]
+    return "INCONCLUSIVE: no size could be decided"
+
+
+def _print_table(res: object) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=False)
+    t = Table(title=f"prefill probe of {res.endpoint} ({res.model})", show_lines=False)  # type: ignore[attr-defined]
+    for col in ("#", "requested", "prompt_tokens", "outcome", "agree", "s", "reasons / excerpt"):
+        t.add_column(col, justify="right" if col not in ("outcome", "reasons / excerpt") else "left")
+    style = {"OK": "green", "GARBAGE": "red", "ERROR": "yellow", "INCONCLUSIVE": "magenta"}
+    for i, row in enumerate(res.table, 1):  # type: ignore[attr-defined]
+        o = row.outcome.value
+        if row.reasons:
+            names = [r.split(":", 1)[0] for r in row.reasons]
+            detail = row.reasons[0] if len(row.reasons) == 1 else ", ".join(names)
+        else:
+            detail = row.excerpt
+        t.add_row(str(i), str(row.requested), str(row.prompt_tokens if row.prompt_tokens is not None else "-"),
+                  f"[{style.get(o, '')}]{o}[/]", f"{row.agreement:.0%}", f"{row.seconds:.1f}",
+                  (detail[:70] + "…") if len(detail) > 70 else detail)
+    if res.table:  # type: ignore[attr-defined]
+        console.print(t)
+    for n in res.notes:  # type: ignore[attr-defined]
+        console.print(f"note: {n}")
+    console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s")  # type: ignore[attr-defined]
+    if res.reasons:  # type: ignore[attr-defined]
+        console.print("reasons at first garbage size: " + "; ".join(res.reasons), markup=False)  # type: ignore
+    console.print(_summary(res), markup=False)
+
+
+@cli.command(epilog=PROBE_EPILOG)
+@click.option("--endpoint", required=True, metavar="URL",
+              help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
+@click.option("--model", default=None, help="Model id to ask for (default: the recipe's, else the server's first).")
+@click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Take the reproducer settings (sizes, question, needles, classifier) from this recipe.")
+@click.option("--min-size", type=click.IntRange(min=1), default=None, help="Smallest prompt (tokens).")
+@click.option("--max-size", type=click.IntRange(min=1), default=None, help="Largest prompt (tokens).")
+@click.option("--sizes", callback=_sizes, default=None, help="Fixed ladder swept first, e.g. 2000,8k,32k (tokens).")
+@click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="Relative width of the refined interval (default 0.02).")
+@click.option("--tolerance-tokens", type=click.IntRange(min=1), default=None,
+              help="Absolute width floor of the interval in tokens (default 256).")
+@click.option("--needles", type=click.IntRange(0, 10), default=None, help="Needle codes embedded in the prompt.")
+@click.option("--repeats", type=click.IntRange(min=1), default=None, help="Identical requests per size (majority).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests sent at once per size.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="max_tokens of each request.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds per chat request (default: the recipe's server.request_timeout_s, else 600).")
+@pass_ctx
+def probe(ctx: Ctx, endpoint: str, model: str | None, recipe_path: Path | None, min_size: int | None,
+          max_size: int | None, sizes: list[int] | None, tolerance: float | None, tolerance_tokens: int | None,
+          needles: int | None, repeats: int | None, concurrency: int | None, max_tokens: int | None,
+          timeout_s: float | None) -> None:
+    """Find the prompt size (tokens) at which a running server's output turns to garbage.
+
+    Sends chat requests with token-sized prompts (filler text, optional needle codes
+    and the recipe's question) and classifies every reply: OK, GARBAGE, ERROR or
+    INCONCLUSIVE. Bisects in log space between --min-size and --max-size (or sweeps
+    --sizes first) down to the tolerance and prints the threshold interval
+    [last OK, first GARBAGE] in prompt tokens. A dead server is an ERROR, never GARBAGE.
+    """
+    from pydantic import ValidationError
+
+    from ..recipe import ReproducerSpec, load_recipe
+    from ..reproduce.threshold import search_threshold
+
+    base: dict = {}
+    if recipe_path is not None:
+        recipe = load_recipe(recipe_path)  # RecipeError -> one located line per problem, exit 2
+        base = recipe.reproducer.model_dump()
+        model = model or recipe.model or None
+        if timeout_s is None:
+            timeout_s = recipe.server.request_timeout_s
+    overrides = {"min_size": min_size, "max_size": max_size, "sizes": sizes, "tolerance": tolerance,
+                 "tolerance_tokens": tolerance_tokens, "needles": needles, "repeats": repeats,
+                 "concurrency": concurrency, "max_tokens": max_tokens}
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    if sizes is not None and min_size is None and max_size is None:
+        base["min_size"], base["max_size"] = min(sizes), max(sizes)
+    try:
+        spec = ReproducerSpec.model_validate(base)
+    except ValidationError as e:
+        msgs = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+        raise click.UsageError(f"bad reproducer settings: {msgs}") from None
+    if not endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter(f"expected http://HOST:PORT, got {endpoint!r}", param_hint="--endpoint")
+
+    def log(line: str) -> None:
+        if ctx.verbosity >= 0:
+            click.echo(line, err=True)
+
+    res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s or 600.0)
+    if ctx.json:
+        ctx.emit(res.to_dict())
+    else:
+        _print_table(res)
+    click.get_current_context().exit(exit_code(res.status))

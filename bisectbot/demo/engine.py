@@ -34,7 +34,9 @@ Settings (defaults < ``--config FILE.json`` < explicit command-line flags):
 ``broken`` (true: print an error and exit 3 at start, like a nightly whose server
 never comes up), ``crash_above`` (tokens: the process dies while serving a prompt at
 least that long, like a GPU fault), ``garbage_kinds`` (subset of :data:`GARBAGE_KINDS`),
-``delay_s`` (seconds added to every chat reply), ``answer`` (fixed coherent answer).
+``delay_s`` (seconds added to every chat reply), ``answer`` (fixed coherent answer),
+``tokenize_endpoint`` (false: no ``/tokenize``, like a server without it),
+``report_max_model_len`` (false: ``/v1/models`` omits ``max_model_len``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ DEFAULTS: dict[str, Any] = {
     "garbage_kinds": None,
     "delay_s": 0.0,
     "answer": None,
+    "tokenize_endpoint": True,
+    "report_max_model_len": True,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop")
@@ -312,9 +316,10 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
             if path == "/health":
                 self._send(200, {})
             elif path == "/v1/models":
-                self._send(200, {"object": "list", "data": [{
-                    "id": engine.s["model"], "object": "model", "owned_by": "bisectbot",
-                    "max_model_len": int(engine.s["max_model_len"]), "root": engine.s["model"]}]})
+                card = {"id": engine.s["model"], "object": "model", "owned_by": "bisectbot", "root": engine.s["model"]}
+                if engine.s.get("report_max_model_len", True):
+                    card["max_model_len"] = int(engine.s["max_model_len"])
+                self._send(200, {"object": "list", "data": [card]})
             elif path == "/stats":
                 with engine.lock:
                     self._send(200, {"chat_requests": engine.chat_requests,
@@ -335,7 +340,7 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
                 return
             if path == "/v1/chat/completions":
                 self._send(*engine.chat(body))
-            elif path == "/tokenize":
+            elif path == "/tokenize" and engine.s.get("tokenize_endpoint", True):
                 self._send(*engine.tokenize_body(body))
             else:
                 self._send(404, _error(f"no route {path}", "NotFoundError", 404))

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A built prompt is accepted when ``|measured - target| <= max(8, SIZE_SLACK * target)`` tokens.
-SIZE_SLACK = 0.002
+#: A built prompt is accepted when ``|measured - target| <= max(3, SIZE_SLACK * target)`` tokens.
+SIZE_SLACK = 0.0005
 #: Initial characters per token before calibration (typical of BPE on English/code).
 DEFAULT_CHARS_PER_TOKEN = 4.0
 
@@ -163,12 +163,12 @@ class PromptBuilder:
         """A prompt of about ``target_tokens`` prompt tokens (see :data:`SIZE_SLACK`).
 
         With ``/tokenize``: start from a per-word estimate, then correct by the
-        measured error (secant steps, at most 6 tokenize calls). Without: size by
+        measured error (secant steps, at most 8 tokenize calls). Without: size by
         ``chars_per_token``. Raises :class:`ValueError` for ``target_tokens < 1``.
         """
         if target_tokens < 1:
             raise ValueError(f"target size must be >= 1 token, got {target_tokens}")
-        slack = max(8, int(SIZE_SLACK * target_tokens))
+        slack = max(3, int(SIZE_SLACK * target_tokens))
         if self.has_tokenizer and self.tokens_per_word is None:
             n0 = self._count(self.messages(0))
             n1 = self._count(self.messages(400)) if n0 is not None else None
@@ -180,7 +180,7 @@ class PromptBuilder:
             s = max(0, round((target_tokens - self.base_tokens) / self.tokens_per_word))
             best: tuple[int, int] | None = None
             tried: dict[int, int] = {}
-            for _ in range(6):
+            for _ in range(8):
                 msgs = self.messages(s)
                 n = self._count(msgs)
                 if n is None:

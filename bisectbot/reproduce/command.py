@@ -1,0 +1,159 @@
+"""Command reproducer: the same threshold search over a size, one fresh process per run.
+
+For kernel-level checks (is ``rocm_fp8_mqa_logits`` itself wrong past ~25K tokens?)
+the recipe gives an argv with ``{size}`` (tokens) and ``{source}`` (the candidate's
+source tree) placeholders. The exit status says what happened, as ``git bisect run``:
+
+* 0 -- OK at that size
+* 1..124 -- bad (``GARBAGE`` in the table, reason ``exit N``)
+* 125 -- cannot test at that size (``INCONCLUSIVE``, reason ``skip``)
+* 126/127 -- the command cannot run (not executable / not found): ``ERROR``
+* killed by a signal (or exit > 128, a shell's report of one) or timed out -- bad with
+  reason ``crash`` / ``timeout``, unless ``spec.command_crash`` is ``"skip"``
+  (then ``INCONCLUSIVE``). A GPU fault poisons the process, hence a fresh one per size.
+
+Stdout/stderr tails (last 4 KB) are kept in each size's ``evidence``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import BadInput
+from ..models import Outcome
+from ..recipe import ReproducerSpec
+from ..run.base import CommandRun
+from .threshold import SizeResult, ThresholdResult, effective_repeats, majority, search
+
+TAIL_BYTES = 4096
+
+
+def substitute(argv: list[str], size: int, source: Path | None) -> list[str]:
+    """Replace ``{size}`` and ``{source}`` in every argument.
+
+    Raises :class:`BadInput` when ``{source}`` is used but there is no source tree.
+    """
+    out = []
+    for a in argv:
+        if "{source}" in a:
+            if source is None:
+                raise BadInput(f"command argument {a!r} uses {{source}} but the candidate has no source tree")
+            a = a.replace("{source}", str(source))
+        out.append(a.replace("{size}", str(size)))
+    return out
+
+
+def _tail(data: bytes | str | None) -> str:
+    if not data:
+        return ""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "replace")
+    return data[-TAIL_BYTES:].decode("utf-8", "replace")
+
+
+def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, cwd: str | Path | None = None,
+             env: dict[str, str] | None = None) -> CommandRun:
+    """Run ``argv`` once for ``size`` (tokens) in a fresh process (its own process group).
+
+    ``timeout_s`` seconds; on timeout the whole process group is killed and
+    ``CommandRun(returncode=None, timed_out=True)`` is returned. ``env`` is added to
+    the current environment. A command that cannot start gives return code 127
+    (not found) or 126 (not executable), like a shell. Raises :class:`BadInput` for a
+    ``{source}`` placeholder without a source tree.
+    """
+    args = substitute(argv, size, source)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    except FileNotFoundError as e:
+        return CommandRun(127, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
+    except PermissionError as e:
+        return CommandRun(126, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        return CommandRun(None, time.monotonic() - t0, _tail(out), _tail(err), timed_out=True)
+    return CommandRun(proc.returncode, time.monotonic() - t0, _tail(out), _tail(err))
+
+
+def command_outcome(run: CommandRun, crash: str = "bad") -> tuple[Outcome, str]:
+    """(outcome, reason) of one run; ``crash`` is ``"bad"`` or ``"skip"`` for signals/timeouts."""
+    rc = run.returncode
+    if run.timed_out or rc is None:
+        reason = f"timeout after {run.duration_s:.0f} s"
+        return (Outcome.INCONCLUSIVE if crash == "skip" else Outcome.GARBAGE), reason
+    if rc < 0 or rc > 128:
+        sig = -rc if rc < 0 else rc - 128
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return (Outcome.INCONCLUSIVE if crash == "skip" else Outcome.GARBAGE), f"crash ({name})"
+    if rc == 0:
+        return Outcome.OK, ""
+    if rc == 125:
+        return Outcome.INCONCLUSIVE, "skip (exit 125: cannot test at this size)"
+    if rc in (126, 127):
+        return Outcome.ERROR, f"command cannot run (exit {rc})"
+    if rc == 128:
+        return Outcome.ERROR, "exit 128 (aborts, as git bisect run)"
+    return Outcome.GARBAGE, f"exit {rc}"
+
+
+def search_threshold_command(run: Callable[[int], CommandRun], spec: ReproducerSpec,
+                             log: Callable[[str], None] | None = None) -> ThresholdResult:
+    """Threshold search where ``run(size)`` runs the command once for ``size`` tokens in a
+    fresh process. ``repeats`` runs per size decide by majority. Returns a
+    :class:`ThresholdResult` (``requests`` counts command runs); ``error`` status when the
+    command cannot run at all.
+    """
+    n = max(1, effective_repeats(spec.model_copy(update={"concurrency": 1})))
+    crash = spec.command_crash
+
+    def probe(size: int) -> SizeResult:
+        t0 = time.monotonic()
+        outs: list[Outcome] = []
+        reasons: list[str] = []
+        runs: list[CommandRun] = []
+        for _ in range(n):
+            r = run(size)
+            runs.append(r)
+            o, why = command_outcome(r, crash)
+            outs.append(o)
+            if why:
+                reasons.append(why)
+            if o == Outcome.ERROR:
+                break
+            if max(outs.count(Outcome.OK), outs.count(Outcome.GARBAGE)) > n // 2:
+                break
+        votes: dict[str, int] = {}
+        for o in outs:
+            votes[o.value] = votes.get(o.value, 0) + 1
+        last = runs[-1]
+        evidence = {"returncode": last.returncode, "timed_out": last.timed_out,
+                    "stdout_tail": last.stdout_tail[-1000:], "stderr_tail": last.stderr_tail[-1000:]}
+        if Outcome.ERROR in outs:
+            return SizeResult(size, size, Outcome.ERROR, reasons[-1:], 1.0, votes, len(runs),
+                              time.monotonic() - t0, evidence=evidence, error_kind="command")
+        outcome, agreement = majority(outs)
+        if outcome == Outcome.INCONCLUSIVE:
+            reasons = reasons or ["no run could test this size"]
+        text = (last.stderr_tail or last.stdout_tail).strip().splitlines()
+        return SizeResult(size, size, outcome, sorted(set(reasons)) if outcome != Outcome.OK else [], agreement,
+                          votes, len(runs), time.monotonic() - t0, excerpt=(text[-1] if text else "")[:120],
+                          evidence=evidence)
+
+    return search(probe, spec, log=log)

@@ -1,0 +1,413 @@
+"""Threshold search: at which prompt size (tokens) does a server's output turn to garbage?
+
+:func:`search_threshold` drives one running OpenAI-compatible server;
+:func:`bisectbot.reproduce.command.search_threshold_command` runs the same search over
+a command reproducer. Both use :func:`search`, which is pure logic over a
+``probe(size) -> SizeResult`` callable.
+
+The search (every chat request is expensive -- a 100K-token prefill of a 754B model --
+so the number of requests is the cost minimised):
+
+1. With a fixed ladder (``spec.sizes``): sweep it upwards, as the classic script does;
+   an OK size above a GARBAGE size makes the result ``non-monotone`` (reported, not
+   hidden). Then refine between the largest OK size below the first GARBAGE size and
+   that GARBAGE size.
+2. Without one: probe ``max_size`` (OK -> status ``ok``, 1 request), then ``min_size``
+   (GARBAGE -> ``all-garbage``), then refine.
+3. Refine by bisection on a scale where the wanted interval width is uniform: linear
+   below ``tolerance_tokens / tolerance`` tokens, logarithmic above (pure log-space
+   bisection when ``tolerance_tokens`` is small). It stops when
+   ``first_garbage - last_ok <= max(tolerance * last_ok, tolerance_tokens)``. Both
+   interval ends are sizes that were actually requested, with the server's own
+   ``prompt_tokens``. Over [2K, 120K] to 2 % that is 2 + 8 requests when deterministic.
+
+With ``repeats > 1``, ``temperature > 0`` (at least 3 then) or ``concurrency > 1``
+several identical requests are sent per size and the majority decides; the table
+reports the agreement. Sequential repeats stop as soon as the majority is certain.
+A server error (connection refused, HTTP 5xx, timeout) stops the search with status
+``error`` -- never ``garbage``. A rejection as longer than the context is recorded as
+"over the limit" (``ERROR``); ``max_size`` is clamped below ``max_model_len`` when the
+server reports it (``/tokenize`` or ``/v1/models``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import unicodedata
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models import Outcome
+from ..recipe import ReproducerSpec
+from .classify import Classification, classify
+from .client import Client, Reply
+from .prompts import PromptBuilder
+
+#: Statuses of a :class:`ThresholdResult`.
+STATUSES = ("ok", "garbage", "all-garbage", "non-monotone", "error", "inconclusive")
+#: Tokens kept free below ``max_model_len`` besides ``max_tokens`` (template, rounding).
+CONTEXT_MARGIN = 64
+_SERVER_TROUBLE = ("connection", "timeout", "http", "bad-response")
+
+
+def excerpt(text: str, limit: int = 120) -> str:
+    """First ``limit`` characters of ``text`` on one line, control characters escaped."""
+    out = []
+    for ch in text[:limit]:
+        if ch in "\n\r\t":
+            out.append(" ")
+        elif unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn"):
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    s = "".join(out)
+    return s + ("…" if len(text) > limit else "")
+
+
+@dataclass
+class SizeResult:
+    """The outcome at one prompt size.
+
+    ``requested`` is the target size (tokens); ``prompt_tokens`` the server's real count
+    (``usage.prompt_tokens``, else ``/tokenize``; for a command reproducer the size
+    passed). ``votes`` counts outcomes of the ``requests`` sent; ``agreement`` is the
+    winning share (0..1). ``seconds`` is wall time; ``excerpt`` the start of one reply.
+    ``error_kind`` is set for ``ERROR`` (``over-limit`` = longer than the context).
+    """
+
+    requested: int
+    prompt_tokens: int | None
+    outcome: Outcome
+    reasons: list[str] = field(default_factory=list)
+    agreement: float = 1.0
+    votes: dict[str, int] = field(default_factory=dict)
+    requests: int = 0
+    seconds: float = 0.0
+    excerpt: str = ""
+    error_kind: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """The measured size (tokens): ``prompt_tokens`` when known, else ``requested``."""
+        return self.prompt_tokens if self.prompt_tokens is not None else self.requested
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"requested": self.requested, "prompt_tokens": self.prompt_tokens, "outcome": self.outcome.value,
+             "reasons": self.reasons, "agreement": round(self.agreement, 3), "votes": self.votes,
+             "requests": self.requests, "seconds": round(self.seconds, 3), "excerpt": self.excerpt}
+        if self.error_kind:
+            d["error_kind"] = self.error_kind
+        if self.evidence:
+            d["evidence"] = self.evidence
+        return d
+
+
+@dataclass
+class ThresholdResult:
+    """Result of one threshold search.
+
+    ``status`` is one of :data:`STATUSES`: ``ok`` (no garbage up to the largest size),
+    ``garbage`` (threshold found: ``last_ok < T <= first_garbage``), ``all-garbage``
+    (bad at the smallest size), ``non-monotone`` (an OK size above a GARBAGE size; the
+    interval is the lowest transition), ``error`` (server died / HTTP error; ``error``
+    says why), ``inconclusive`` (no size could be decided, e.g. cut by ``max_tokens``).
+    ``last_ok``/``first_garbage`` are measured prompt tokens of requested sizes.
+    ``table`` is in probe order; ``requests`` counts chat requests (or command runs);
+    ``wall_s`` seconds; ``reasons`` the classifier reasons at ``first_garbage``.
+    """
+
+    status: str
+    last_ok: int | None = None
+    first_garbage: int | None = None
+    table: list[SizeResult] = field(default_factory=list)
+    requests: int = 0
+    wall_s: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    model: str | None = None
+    endpoint: str | None = None
+    min_size: int | None = None
+    max_size: int | None = None
+
+    @property
+    def interval(self) -> tuple[int | None, int | None]:
+        """``(last_ok, first_garbage)`` in prompt tokens."""
+        return self.last_ok, self.first_garbage
+
+    @property
+    def found_garbage(self) -> bool:
+        return self.status in ("garbage", "all-garbage", "non-monotone")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "last_ok": self.last_ok, "first_garbage": self.first_garbage,
+                "threshold": [self.last_ok, self.first_garbage], "table": [r.to_dict() for r in self.table],
+                "requests": self.requests, "wall_s": round(self.wall_s, 3), "reasons": self.reasons,
+                "error": self.error, "notes": self.notes, "model": self.model, "endpoint": self.endpoint,
+                "min_size": self.min_size, "max_size": self.max_size}
+
+
+# --------------------------------------------------------------------------- pure search
+
+
+def narrow_enough(lo: int, hi: int, spec: ReproducerSpec) -> bool:
+    """True when ``hi - lo <= max(tolerance * lo, tolerance_tokens)`` (tokens)."""
+    return hi - lo <= max(spec.tolerance * lo, spec.tolerance_tokens)
+
+
+def split_point(lo: int, hi: int, spec: ReproducerSpec) -> int:
+    """Midpoint of ``(lo, hi)`` on the scale u with du/dx = 1/max(tolerance*x, tolerance_tokens):
+    linear below ``x0 = tolerance_tokens/tolerance``, logarithmic above. Strictly inside."""
+    tol, tt = spec.tolerance, float(spec.tolerance_tokens)
+    x0 = tt / tol
+
+    def u(x: float) -> float:
+        return x / tt if x <= x0 else x0 / tt + math.log(x / x0) / tol
+
+    def inv(v: float) -> float:
+        return v * tt if v <= x0 / tt else x0 * math.exp((v - x0 / tt) * tol)
+
+    mid = round(inv((u(lo) + u(hi)) / 2))
+    return min(max(mid, lo + 1), hi - 1)
+
+
+def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: int | None = None,
+           max_size: int | None = None, log: Callable[[str], None] | None = None) -> ThresholdResult:
+    """Run the sweep-and-refine search with ``probe(size) -> SizeResult`` (sizes in tokens).
+
+    ``min_size``/``max_size`` default to the spec's. Never raises for server trouble:
+    ``probe`` reports it as an ``ERROR`` size. See the module docstring for the strategy.
+    """
+    t0 = time.monotonic()
+    lo_size = min_size if min_size is not None else spec.min_size
+    hi_size = max_size if max_size is not None else spec.max_size
+    res = ThresholdResult(status="inconclusive", min_size=lo_size, max_size=hi_size)
+    say = log or (lambda _m: None)
+
+    def do(size: int) -> SizeResult:
+        r = probe(size)
+        res.table.append(r)
+        res.requests += r.requests
+        why = f" ({'; '.join(r.reasons)[:160]})" if r.reasons and r.outcome != Outcome.OK else ""
+        agree = f" agreement {r.agreement:.0%}" if r.requests > 1 else ""
+        say(f"probe {len(res.table)}: {r.requested} tokens -> {r.size} measured: {r.outcome.value}{agree}{why}")
+        return r
+
+    def finish(status: str, error: str | None = None) -> ThresholdResult:
+        res.status = status
+        res.error = error
+        res.wall_s = time.monotonic() - t0
+        if res.first_garbage is not None:
+            for r in res.table:
+                if r.outcome == Outcome.GARBAGE and r.size == res.first_garbage:
+                    res.reasons = list(r.reasons)
+                    break
+        return res
+
+    def fail(r: SizeResult) -> ThresholdResult:
+        return finish("error", f"at {r.requested} tokens: {'; '.join(r.reasons) or 'server error'}")
+
+    non_monotone = False
+    if spec.sizes:
+        ladder = sorted({s for s in spec.sizes if s <= hi_size})
+        dropped = sorted({s for s in spec.sizes if s > hi_size})
+        if dropped:
+            res.notes.append(f"sizes above the usable maximum {hi_size} skipped: {dropped}")
+        for s in ladder:
+            r = do(s)
+            if r.outcome == Outcome.ERROR:
+                if r.error_kind == "over-limit":
+                    res.notes.append(f"over the limit at {s} tokens: larger sizes not probed")
+                    break
+                return fail(r)
+        oks = [r.size for r in res.table if r.outcome == Outcome.OK]
+        bads = [r.size for r in res.table if r.outcome == Outcome.GARBAGE]
+        if not bads:
+            res.last_ok = max(oks) if oks else None
+            return finish("ok" if oks else "inconclusive")
+        first_bad = min(bads)
+        below = [s for s in oks if s < first_bad]
+        non_monotone = any(s > first_bad for s in oks)
+        if non_monotone:
+            res.notes.append(f"OK at {sorted(s for s in oks if s > first_bad)} above GARBAGE at {first_bad}")
+        if not below:
+            res.first_garbage = first_bad
+            return finish("non-monotone" if non_monotone else "all-garbage")
+        lo, hi = max(below), first_bad
+    else:
+        r_hi = do(hi_size)
+        if r_hi.outcome == Outcome.ERROR:
+            return fail(r_hi)
+        if r_hi.outcome == Outcome.OK:
+            res.last_ok = r_hi.size
+            return finish("ok")
+        if r_hi.outcome == Outcome.INCONCLUSIVE:
+            res.notes.append(f"largest size {hi_size} inconclusive: {'; '.join(r_hi.reasons)}")
+            return finish("inconclusive")
+        r_lo = do(lo_size)
+        if r_lo.outcome == Outcome.ERROR:
+            return fail(r_lo)
+        if r_lo.outcome == Outcome.GARBAGE:
+            res.first_garbage = r_lo.size
+            return finish("all-garbage")
+        if r_lo.outcome == Outcome.INCONCLUSIVE:
+            res.first_garbage = r_hi.size
+            res.notes.append(f"smallest size {lo_size} inconclusive: {'; '.join(r_lo.reasons)}")
+            return finish("inconclusive")
+        lo, hi = r_lo.size, r_hi.size
+        if lo >= hi:
+            res.first_garbage = hi
+            return finish("all-garbage")
+    # refine between lo (OK) and hi (GARBAGE), both measured
+    while not narrow_enough(lo, hi, spec):
+        target = split_point(lo, hi, spec)
+        r = do(target)
+        if r.outcome == Outcome.ERROR:
+            res.last_ok, res.first_garbage = lo, hi
+            return fail(r)
+        if r.outcome == Outcome.INCONCLUSIVE:
+            res.notes.append(f"{r.size} tokens inconclusive ({'; '.join(r.reasons)}); refinement stopped")
+            break
+        if not lo < r.size < hi:
+            # the prompt could not be sized strictly inside the interval: it is as fine as it gets
+            res.notes.append(f"asked {target} tokens, got {r.size}: cannot split [{lo}, {hi}] further")
+            if r.outcome == Outcome.OK and r.size >= hi or r.outcome == Outcome.GARBAGE and r.size <= lo:
+                non_monotone = True
+                res.notes.append(f"{r.outcome.value} at {r.size} contradicts [{lo}, {hi}]")
+            break
+        if r.outcome == Outcome.OK:
+            lo = r.size
+        else:
+            hi = r.size
+    res.last_ok, res.first_garbage = lo, hi
+    return finish("non-monotone" if non_monotone else "garbage")
+
+
+# --------------------------------------------------------------------------- votes
+
+
+def effective_repeats(spec: ReproducerSpec) -> int:
+    """Requests per size: ``max(repeats, concurrency)``, and at least 3 when ``temperature > 0``."""
+    n = max(spec.repeats, spec.concurrency)
+    if spec.temperature > 0:
+        n = max(n, 3)
+    return n
+
+
+def majority(outcomes: list[Outcome]) -> tuple[Outcome, float]:
+    """(winner, agreement) over OK/GARBAGE votes; a tie counts as GARBAGE (a corruption that
+    shows in half the identical requests is real); no votes -> INCONCLUSIVE."""
+    g = sum(o == Outcome.GARBAGE for o in outcomes)
+    k = sum(o == Outcome.OK for o in outcomes)
+    if g + k == 0:
+        return Outcome.INCONCLUSIVE, 0.0
+    if g >= k:
+        return Outcome.GARBAGE, g / (g + k)
+    return Outcome.OK, k / (g + k)
+
+
+def vote(classes: list[Classification], replies: list[Reply], requested: int, prompt_tokens: int | None,
+         seconds: float) -> SizeResult:
+    """Combine the classifications of identical requests at one size into a :class:`SizeResult`."""
+    votes: dict[str, int] = {}
+    for c in classes:
+        votes[c.outcome.value] = votes.get(c.outcome.value, 0) + 1
+    errors = [(c, r) for c, r in zip(classes, replies) if c.outcome == Outcome.ERROR]
+    trouble = [(c, r) for c, r in errors if r.error_kind in _SERVER_TROUBLE]
+    if trouble or (errors and len(errors) == len(classes)):
+        c, r = (trouble or errors)[0]
+        return SizeResult(requested, prompt_tokens, Outcome.ERROR, c.reasons, 1.0, votes, len(replies), seconds,
+                          "", error_kind=r.error_kind)
+    outcome, agreement = majority([c.outcome for c in classes])
+    pick = next((i for i, c in enumerate(classes) if c.outcome == outcome), 0)
+    reasons = classes[pick].reasons if outcome != Outcome.OK else []
+    text = replies[pick].content or replies[pick].reasoning
+    return SizeResult(requested, prompt_tokens, outcome, reasons, agreement, votes, len(replies), seconds,
+                      excerpt(text))
+
+
+# --------------------------------------------------------------------------- HTTP probe
+
+
+class HttpProbe:
+    """``probe(size)`` against one server: build a prompt of ``size`` tokens, send the
+    identical request ``effective_repeats(spec)`` times (``concurrency`` at once), classify, vote."""
+
+    def __init__(self, client: Client, spec: ReproducerSpec, builder: PromptBuilder):
+        self.client = client
+        self.spec = spec
+        self.builder = builder
+
+    def _chat(self, messages: list[dict[str, Any]]) -> Reply:
+        return self.client.chat(messages, max_tokens=self.spec.max_tokens, temperature=self.spec.temperature,
+                                seed=self.spec.seed)
+
+    def __call__(self, size: int) -> SizeResult:
+        t0 = time.monotonic()
+        prompt = self.builder.build(size)
+        n = effective_repeats(self.spec)
+        need = n // 2 + 1
+        replies: list[Reply] = []
+        classes: list[Classification] = []
+        conc = max(1, self.spec.concurrency)
+        with ThreadPoolExecutor(max_workers=conc) as pool:
+            while len(replies) < n:
+                batch = min(conc, n - len(replies))
+                got = list(pool.map(lambda _i: self._chat(prompt.messages), range(batch)))
+                for r in got:
+                    replies.append(r)
+                    classes.append(classify(r, self.spec, prompt.needles))
+                if any(c.outcome == Outcome.ERROR for c in classes):
+                    break
+                outs = [c.outcome for c in classes]
+                if max(outs.count(Outcome.OK), outs.count(Outcome.GARBAGE)) >= need:
+                    break  # the majority is certain; skip the rest
+        first = replies[0]
+        if not self.builder.has_tokenizer and first.prompt_tokens:
+            self.builder.calibrate(prompt, first.prompt_tokens)
+        measured = next((r.prompt_tokens for r in replies if r.prompt_tokens), None) or prompt.measured_tokens
+        return vote(classes, replies, size, measured, time.monotonic() - t0)
+
+
+def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = None,
+                     log: Callable[[str], None] | None = None, timeout_s: float = 600.0,
+                     api_key: str | None = None) -> ThresholdResult:
+    """Find the prefill threshold of the OpenAI-compatible server at ``endpoint``.
+
+    ``endpoint`` is ``http://host:port`` (a trailing ``/v1`` is accepted); ``model``
+    ``None`` = the first model of ``/v1/models``. ``timeout_s`` bounds each chat request
+    (seconds). ``log`` receives one line per probe. Returns a :class:`ThresholdResult`;
+    never raises for server trouble (status ``error`` with the reason instead).
+    """
+    t0 = time.monotonic()
+    say = log or (lambda _m: None)
+    client = Client(endpoint, model=model, timeout_s=timeout_s, api_key=api_key)
+    try:
+        name = client.model_name()
+    except Exception as e:  # noqa: BLE001 - ServerError and anything the server's reply breaks
+        return ThresholdResult(status="error", error=f"server not ready: {e}", endpoint=client.base_url,
+                               wall_s=time.monotonic() - t0, min_size=spec.min_size, max_size=spec.max_size)
+    builder = PromptBuilder(spec.question, needles=spec.needles, seed=spec.seed, tokenize=client.tokenize)
+    builder.build(min(spec.min_size, 256))  # learns tokens per word and max_model_len (tokenize only)
+    hi = spec.max_size
+    notes = []
+    if client.max_model_len:
+        usable = client.max_model_len - spec.max_tokens - CONTEXT_MARGIN
+        if usable < hi:
+            notes.append(f"max_size {hi} clamped to {usable} (max_model_len {client.max_model_len} "
+                         f"- max_tokens {spec.max_tokens} - {CONTEXT_MARGIN})")
+            say(notes[-1])
+            hi = usable
+    lo = min(spec.min_size, hi)
+    if not builder.has_tokenizer:
+        notes.append("server has no /tokenize: sizes calibrated from usage.prompt_tokens")
+    res = search(HttpProbe(client, spec, builder), spec, lo, hi, log=say)
+    res.notes = notes + res.notes
+    res.model = name
+    res.endpoint = client.base_url
+    res.wall_s = time.monotonic() - t0
+    return res

@@ -1,0 +1,92 @@
+"""Command reproducer: real subprocesses, exit-code contract, threshold search over the size."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from bisectbot.errors import BadInput
+from bisectbot.models import Outcome
+from bisectbot.recipe import ReproducerSpec
+from bisectbot.reproduce.command import command_outcome, run_argv, search_threshold_command
+
+PY = sys.executable
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "kernel_check.py"
+    p.write_text("import os, signal, sys, time\nsize = int(sys.argv[1])\n" + body)
+    return p
+
+
+@pytest.mark.parametrize("body,outcome,reason", [
+    ("sys.exit(0)", Outcome.OK, ""),
+    ("print('max abs err 3.1e+02', file=sys.stderr); sys.exit(1)", Outcome.GARBAGE, "exit 1"),
+    ("sys.exit(124)", Outcome.GARBAGE, "exit 124"),
+    ("sys.exit(125)", Outcome.INCONCLUSIVE, "skip"),
+    ("os.kill(os.getpid(), signal.SIGSEGV)", Outcome.GARBAGE, "crash (SIGSEGV)"),
+    ("time.sleep(30)", Outcome.GARBAGE, "timeout"),
+])
+def test_exit_status_contract(tmp_path, body, outcome, reason):
+    s = _script(tmp_path, body)
+    run = run_argv([PY, str(s), "{size}"], 1000, None, timeout_s=2)
+    o, why = command_outcome(run)
+    assert o == outcome and why.startswith(reason)
+    if "stderr" in body:
+        assert "max abs err" in run.stderr_tail
+    if reason == "timeout":
+        assert run.timed_out and run.returncode is None and run.duration_s < 10
+
+
+def test_crash_can_be_skip_and_missing_command_is_error(tmp_path):
+    s = _script(tmp_path, "os.kill(os.getpid(), signal.SIGKILL)")
+    run = run_argv([PY, str(s), "{size}"], 1, None, timeout_s=10)
+    assert command_outcome(run, crash="skip")[0] == Outcome.INCONCLUSIVE
+    run = run_argv(["/nonexistent/kernel-check", "{size}"], 1, None, timeout_s=10)
+    assert run.returncode == 127 and command_outcome(run)[0] == Outcome.ERROR
+
+
+def test_source_placeholder(tmp_path):
+    (tmp_path / "marker.txt").write_text("tree")
+    run = run_argv([PY, "-c", "import sys; print(open(sys.argv[1]).read(), sys.argv[2])", "{source}/marker.txt",
+                    "{size}"], 77, tmp_path, timeout_s=10)
+    assert run.returncode == 0 and run.stdout_tail.strip() == "tree 77"
+    with pytest.raises(BadInput, match="no source tree"):
+        run_argv(["x", "{source}"], 1, None, timeout_s=1)
+
+
+@pytest.mark.parametrize("T", [2500, 25000, 100000])
+def test_command_threshold_search_finds_T_in_fresh_processes(tmp_path, T):
+    s = _script(tmp_path, f"print('pid', os.getpid()); sys.exit(0 if size < {T} else 1)")
+    spec = ReproducerSpec(kind="command", command=[PY, str(s), "{size}"], min_size=2000, max_size=120000,
+                          tolerance_tokens=32)
+    pids = []
+
+    def run(size):
+        r = run_argv(spec.command, size, None, spec.command_timeout_s)
+        pids.append(r.stdout_tail.split()[-1])
+        return r
+
+    res = search_threshold_command(run, spec)
+    assert res.status == "garbage" and res.last_ok < T <= res.first_garbage
+    assert (res.first_garbage - res.last_ok) / res.last_ok <= 0.03 and res.requests <= 10
+    assert len(set(pids)) == len(pids)  # a fresh process per run
+    assert res.reasons == ["exit 1"]
+    row = next(r for r in res.table if r.size == res.first_garbage)
+    assert row.evidence["returncode"] == 1
+
+
+def test_command_crash_above_threshold_is_bad_with_reason(tmp_path):
+    s = _script(tmp_path, "os.kill(os.getpid(), signal.SIGSEGV) if size >= 25000 else sys.exit(0)")
+    spec = ReproducerSpec(kind="command", command=[PY, str(s), "{size}"], min_size=2000, max_size=60000)
+    res = search_threshold_command(lambda n: run_argv(spec.command, n, None, 30), spec)
+    assert res.status == "garbage" and res.last_ok < 25000 <= res.first_garbage
+    assert res.reasons == ["crash (SIGSEGV)"]
+
+
+def test_command_that_cannot_run_is_error(tmp_path):
+    spec = ReproducerSpec(kind="command", command=["/nonexistent/check", "{size}"])
+    res = search_threshold_command(lambda n: run_argv(spec.command, n, None, 10), spec)
+    assert res.status == "error" and "cannot run" in res.error and res.requests == 1

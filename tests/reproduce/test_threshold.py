@@ -1,0 +1,223 @@
+"""Threshold search and `bisectbot probe` against real reference-engine processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from bisectbot.cli import cli
+from bisectbot.models import Outcome
+from bisectbot.recipe import ReproducerSpec
+from bisectbot.reproduce.threshold import SizeResult, search, search_threshold, split_point
+
+PROBE = [sys.executable, "-m", "bisectbot", "--json", "probe"]
+
+
+def _probe_cli(url: str, *args: str, timeout: float = 120) -> tuple[int, dict]:
+    p = subprocess.run(PROBE + ["--endpoint", url, *args], capture_output=True, text=True, timeout=timeout)
+    assert p.stdout.strip(), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("T", [2100, 7777, 20000, 64000, 119000])
+def test_done_when_interval_contains_threshold_within_3pct_and_10_requests(engine_factory, T):
+    e = engine_factory(threshold=T)
+    rc, res = _probe_cli(e.url, "--min-size", "2000", "--max-size", "120000", "--tolerance-tokens", "32",
+                         "--needles", "3")
+    assert rc == 1 and res["status"] == "garbage"
+    lo, hi = res["last_ok"], res["first_garbage"]
+    assert lo < T <= hi, (lo, hi)
+    assert (hi - lo) / lo <= 0.03
+    stats = e.stats()
+    assert res["requests"] == stats["chat_requests"] <= 10
+    served = stats["prompt_tokens"]
+    assert len(served) == len(set(served)), "a probe size was requested twice"
+    # both interval ends were actually requested, with those measured sizes and outcomes
+    assert lo in served and hi in served
+    rows = {r["prompt_tokens"]: r["outcome"] for r in res["table"]}
+    assert rows[lo] == "OK" and rows[hi] == "GARBAGE"
+    assert res["reasons"]
+
+
+def test_default_tolerance_at_20k(engine_factory):
+    e = engine_factory(threshold=20000)
+    rc, res = _probe_cli(e.url, "--max-size", "120000")
+    assert rc == 1 and res["last_ok"] < 20000 <= res["first_garbage"]
+    assert res["first_garbage"] - res["last_ok"] <= max(0.02 * res["last_ok"], 256)
+    assert res["requests"] <= 10
+
+
+def test_no_garbage_is_exit_0_after_one_request(engine_factory):
+    e = engine_factory(threshold=None)
+    rc, res = _probe_cli(e.url, "--max-size", "50000")
+    assert rc == 0 and res["status"] == "ok" and res["requests"] == 1 and res["last_ok"] > 49000
+
+
+def test_bad_at_every_size_is_all_garbage(engine_factory):
+    e = engine_factory(threshold=10)
+    rc, res = _probe_cli(e.url, "--max-size", "50000")
+    assert rc == 1 and res["status"] == "all-garbage" and res["requests"] == 2
+    assert res["first_garbage"] <= 2010
+
+
+def test_killing_the_server_mid_sweep_is_error_exit_4_never_garbage(engine_factory):
+    e = engine_factory(threshold=20000, delay_s=0.3)
+    p = subprocess.Popen(PROBE + ["--endpoint", e.url, "--max-size", "120000"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in p.stderr:
+        lines.append(line)
+        if line.startswith("probe 3:"):
+            e.kill()
+            break
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 4, err
+    res = json.loads(out)
+    assert res["status"] == "error" and res["error"]
+    assert "connection" in res["error"]
+    assert res["table"][-1]["outcome"] == "ERROR"
+    assert all(r["outcome"] != "GARBAGE" for r in res["table"][3:])
+    assert res["reasons"] == [] or res["status"] != "garbage"
+
+
+def test_server_crash_on_a_prompt_is_error(engine_factory):
+    e = engine_factory(threshold=None, crash_above=30000)
+    rc, res = _probe_cli(e.url, "--max-size", "60000", "--min-size", "2000")
+    assert rc == 4 and res["status"] == "error"
+    assert res["table"][0]["outcome"] == "ERROR"
+
+
+def test_flaky_server_majority_and_agreement(engine_factory):
+    e = engine_factory(threshold=30000, flaky=0.1, seed=11)
+    spec = ReproducerSpec(min_size=2000, max_size=100000, repeats=5, tolerance_tokens=64)
+    res = search_threshold(e.url, spec)
+    assert res.status == "garbage" and res.last_ok < 30000 <= res.first_garbage
+    assert res.requests == e.stats()["chat_requests"] <= 5 * 12
+    assert any(r.agreement < 1.0 for r in res.table)  # the flips show in the table
+    assert all(r.votes for r in res.table)
+
+
+def test_concurrency_sends_identical_requests_at_once(engine_factory):
+    e = engine_factory(threshold=8000)
+    spec = ReproducerSpec(min_size=2000, max_size=16000, concurrency=3, tolerance_tokens=64)
+    res = search_threshold(e.url, spec)
+    assert res.last_ok < 8000 <= res.first_garbage
+    served = e.stats()["prompt_tokens"]
+    assert len(served) == res.requests and len(served) % 3 == 0
+
+
+def test_max_model_len_clamps_max_size(engine_factory):
+    e = engine_factory(threshold=30000, max_model_len=40000)
+    res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=120000))
+    assert res.status == "garbage" and res.last_ok < 30000 <= res.first_garbage
+    assert any("clamped" in n for n in res.notes)
+    assert max(e.stats()["prompt_tokens"]) <= 40000 - 1000
+
+
+def test_over_the_limit_in_a_ladder_is_recorded_not_garbage(engine_factory):
+    e = engine_factory(threshold=None, max_model_len=40000, tokenize_endpoint=False, report_max_model_len=False)
+    spec = ReproducerSpec(sizes=[2000, 8000, 64000, 100000], min_size=2000, max_size=100000)
+    res = search_threshold(e.url, spec)
+    assert res.status == "ok" and res.last_ok < 40000
+    assert res.table[-1].outcome == Outcome.ERROR and res.table[-1].reasons[0].startswith("over the limit")
+    assert len(res.table) == 3 and any("over the limit" in n for n in res.notes)
+
+
+def test_without_tokenize_sizes_are_calibrated_from_usage(engine_factory):
+    e = engine_factory(threshold=20000, tokenize_endpoint=False)
+    res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=60000))
+    assert e.stats()["tokenize_requests"] == 0
+    assert res.status == "garbage" and res.last_ok < 20000 <= res.first_garbage
+    assert res.first_garbage - res.last_ok <= max(0.02 * res.last_ok, 256)
+    served = e.stats()["prompt_tokens"]
+    assert res.last_ok in served and res.first_garbage in served
+    assert any("no /tokenize" in n for n in res.notes)
+
+
+def test_reasoning_cut_everywhere_is_inconclusive_exit_3(engine_factory):
+    e = engine_factory(threshold=None, reasoning=True)
+    rc, res = _probe_cli(e.url, "--max-size", "20000", "--max-tokens", "8")
+    assert rc == 3 and res["status"] == "inconclusive"
+    assert res["table"][0]["outcome"] == "INCONCLUSIVE" and "max_tokens" in res["table"][0]["reasons"][0]
+    e2 = engine_factory(threshold=5000, reasoning=True)
+    rc, res = _probe_cli(e2.url, "--max-size", "20000", "--max-tokens", "8")
+    assert rc == 3 and res["table"][1]["outcome"] == "INCONCLUSIVE"  # garbage at 20K, min size undecidable
+
+
+def test_reasoning_model_with_room_finds_threshold(engine_factory):
+    e = engine_factory(threshold=5000, reasoning=True)
+    rc, res = _probe_cli(e.url, "--max-size", "20000", "--needles", "2")
+    assert rc == 1 and res["last_ok"] < 5000 <= res["first_garbage"]
+
+
+def test_probe_bad_input_exit_2(tmp_path):
+    bad = tmp_path / "r.yaml"
+    bad.write_text("name: x\nsource: {kind: git, repo: .}\nreproducer:\n  max_size: -5\n")
+    p = subprocess.run(PROBE + ["--endpoint", "http://127.0.0.1:9", "--recipe", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "r.yaml:4" in p.stderr and "max_size" in p.stderr
+    p = subprocess.run(PROBE + ["--endpoint", "http://127.0.0.1:9", "--sizes", "2k,abc"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "comma-separated" in p.stderr
+    r = CliRunner().invoke(cli, ["probe", "--endpoint", "127.0.0.1:9"])
+    assert r.exit_code == 2
+
+
+def test_probe_dead_endpoint_is_exit_4():
+    r = CliRunner().invoke(cli, ["probe", "--endpoint", "http://127.0.0.1:9"])
+    assert r.exit_code == 4 and "ERROR: server not ready" in r.output
+
+
+def test_probe_with_recipe_and_table_output(engine_factory, tmp_path):
+    e = engine_factory(threshold=9000, model="org/demo-model")
+    recipe = tmp_path / "demo.yaml"
+    recipe.write_text("name: demo\nmodel: org/demo-model\nsource: {kind: git, repo: .}\nreproducer:\n"
+                      "  min_size: 2000\n  max_size: 16000\n  needles: 2\n  question: What is 3+4? One sentence.\n"
+                      "  expected_answer: '7'\n")
+    r = CliRunner().invoke(cli, ["probe", "--endpoint", e.url, "--recipe", str(recipe)])
+    assert r.exit_code == 1, r.output
+    assert "GARBAGE from" in r.output and "org/demo-model" in r.output
+    assert "Example:" in CliRunner().invoke(cli, ["probe", "--help"]).output
+
+
+def test_probe_log_lines_go_to_stderr_while_running(engine_factory):
+    e = engine_factory(threshold=4000)
+    lines: list[str] = []
+    t = threading.Thread(target=lambda: lines.append(search_threshold(e.url, ReproducerSpec(max_size=8000),
+                                                                      log=lines.append)))
+    t.start()
+    t.join(60)
+    assert any(str(x).startswith("probe 1: 8000 tokens") for x in lines)
+
+
+# --------------------------------------------------------------------------- pure search logic
+
+
+def _fake(outcome_at):
+    calls = []
+
+    def probe(size):
+        calls.append(size)
+        return SizeResult(size, size, outcome_at(size), requests=1)
+
+    return probe, calls
+
+
+def test_ladder_non_monotone_is_reported():
+    probe, calls = _fake(lambda s: Outcome.GARBAGE if 4000 <= s < 8000 else Outcome.OK)
+    res = search(probe, ReproducerSpec(sizes=[2000, 4000, 8000, 16000], min_size=2000, max_size=16000))
+    assert res.status == "non-monotone" and res.last_ok < 4000 <= res.first_garbage
+    assert any("above GARBAGE" in n for n in res.notes)
+    assert calls[:4] == [2000, 4000, 8000, 16000]
+
+
+def test_split_point_is_log_above_and_linear_below():
+    spec = ReproducerSpec(tolerance=0.02, tolerance_tokens=256)
+    assert split_point(20000, 80000, spec) == 40000
+    assert split_point(1000, 3000, spec) == 2000
+    assert 2000 < split_point(2000, 2002, spec) < 2002 or split_point(2000, 2002, spec) == 2001
