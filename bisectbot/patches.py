@@ -836,7 +836,8 @@ def apply_stack(stack: Stack, ids: list[str] | None, root: Path,
     """Apply the selected patches to ``root``: all of them or none.
 
     Every patch is first applied to scratch copies; a required patch in conflict raises
-    :class:`PatchError` (naming patch, variant, hunk and the lines expected) and leaves the
+    :class:`StackConflict` (a :class:`PatchError`: naming patch, variant, hunk and the
+    lines expected; ``.application`` holds every status for the report) and leaves the
     tree byte-identical. Best-effort conflicts are recorded in the result, and the other
     patches still apply. Touched Python files are compiled before anything is written
     (a syntax error is a conflict of the patch that caused it) and byte-compiled
@@ -844,9 +845,13 @@ def apply_stack(stack: Stack, ids: list[str] | None, root: Path,
     """
     ev, statuses, vers = _evaluate(stack, ids, root, versions)
     try:
+        sel = [s.id for s in statuses]
         for s in statuses:
             if s.required and s.state is State.CONFLICT:
-                raise PatchError(conflict_message(s))
+                files = {(str(p.relative_to(root)) if p.is_relative_to(root) else str(p)):
+                         {"before": _sha(ev.original[p]), "after": _sha(ev.original[p])} for p in ev.original}
+                app = StackApplication(str(root), sel, statuses, stack_hash(stack, sel), "", vers, files, False)
+                raise StackConflict(conflict_message(s), s, app)
         changed = {p: d for p, d in ev.current.items() if d != ev.original[p]}
         written: list[Path] = []
         try:
@@ -872,11 +877,23 @@ def apply_stack(stack: Stack, ids: list[str] | None, root: Path,
                 "before": _sha(ev.original[p]), "after": _sha(ev.current[p])}
             for p in ev.original
         }
-        sel = [s.id for s in statuses]
         return StackApplication(str(root), sel, statuses, stack_hash(stack, sel), _applied_hash(stack, statuses),
                                 vers, files, applied=True)
     finally:
         ev.close()
+
+
+class StackConflict(PatchError):
+    """A required patch conflicts; nothing was written.
+
+    ``status``: the conflicting patch's :class:`PatchStatus`; ``application``: every
+    patch's status with ``applied=False`` (for a ``skip`` verdict's report).
+    """
+
+    def __init__(self, message: str, status: PatchStatus, application: StackApplication):
+        super().__init__(message)
+        self.status = status
+        self.application = application
 
 
 def _replace_bytes(path: Path, data: bytes) -> None:

@@ -7,6 +7,7 @@ Public API::
     find_release(package, version, index_url=None) -> Release
     download(release_file, cache_dir=None) -> Path
     extract_sdist(path, dest, members=None) -> Path
+    extract_wheel(path, dest, members=None) -> Path
     fetch_sdist_tree(package, version, members, dest, index_url=None, cache_dir=None) -> Path
 
 The index is, in order: the ``index_url`` argument, ``$PIP_INDEX_URL``, pip's own
@@ -374,15 +375,55 @@ def extract_sdist(path: Path, dest: Path, members: list[str] | None = None) -> P
     return dest / top
 
 
+def extract_wheel(path: Path, dest: Path, members: list[str] | None = None) -> Path:
+    """Extract a wheel's ``members`` (paths inside the wheel, e.g. ``vllm/x.py``; None: all)
+    and its ``*.dist-info/METADATA`` into ``dest``; returns ``dest`` (a site-packages-like root).
+    """
+    path, dest = Path(path), Path(dest)
+    want = None if members is None else set(members)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            missing = sorted((want or set()) - set(names))
+            if missing:
+                raise BadInput(f"{path}: no member {', '.join(missing)} in the wheel")
+            for n in names:
+                rel = _safe_rel(n)
+                if rel is None or n.endswith("/"):
+                    continue
+                meta = len(rel.parts) == 2 and rel.parts[0].endswith(".dist-info") and rel.parts[1] == "METADATA"
+                if want is not None and n not in want and not meta:
+                    continue
+                out = dest / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(zf.read(n))
+    except zipfile.BadZipFile as e:
+        raise BadInput(f"{path}: not a readable wheel: {e}") from None
+    return dest
+
+
+def _pick_wheel(files: list[ReleaseFile]) -> ReleaseFile | None:
+    wheels = [f for f in files if f.kind == "wheel"]
+    for pref in ("-none-any.whl", "x86_64.whl"):
+        for f in wheels:
+            if f.filename.endswith(pref):
+                return f
+    return wheels[0] if wheels else None
+
+
 def fetch_sdist_tree(package: str, version: str, members: list[str], dest: Path,
                      index_url: str | None = None, cache_dir: Path | None = None) -> Path:
     """Download (cached) the sdist of ``package==version`` and extract ``members`` under ``dest``.
 
-    Returns the sdist root (the directory that holds ``<package>/`` and PKG-INFO).
+    Returns the tree root: the sdist's top directory (holds ``<package>/`` and PKG-INFO).
+    A release without an sdist falls back to a wheel (``none-any`` or x86_64 first);
+    the root is then ``dest`` itself, laid out like site-packages.
     """
     rel = find_release(package, version, index_url)
     sd = rel.sdist
-    if sd is None:
-        raise BadInput(f"{package}=={version} has no sdist on the index (files: "
-                       f"{', '.join(f.filename for f in rel.files[:5])})")
-    return extract_sdist(download(sd, cache_dir), dest, members)
+    if sd is not None:
+        return extract_sdist(download(sd, cache_dir), dest, members)
+    wh = _pick_wheel(rel.files)
+    if wh is None:
+        raise BadInput(f"{package}=={version} has neither an sdist nor a wheel on the index")
+    return extract_wheel(download(wh, cache_dir), dest, members)

@@ -147,6 +147,8 @@ def test_half_applicable_stack_leaves_tree_byte_identical(tmp_path: Path) -> Non
     with pytest.raises(PatchError) as ei:
         apply_stack(stack, None, root)
     msg = str(ei.value)
+    assert ei.value.status.id == "fix-b" and not ei.value.application.applied
+    assert [x["state"] for x in ei.value.application.to_dict()["patches"]] == ["applies", "conflict"]
     assert "patch fix-b" in msg and "hunk #1" in msg and "    q = 5" in msg and "    q = 2" in msg
     assert tree_bytes(root) == before
 

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,20 @@ def _sdist(version: str, extra: dict[str, bytes] | None = None) -> bytes:
     return buf.getvalue()
 
 
+def _wheel(version: str) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("demo/__init__.py", "")
+        zf.writestr("demo/mod.py", "X = 2\n")
+        zf.writestr(f"demo-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: demo\nVersion: {version}\n")
+    return buf.getvalue()
+
+
 @pytest.fixture
 def index(httpserver: HTTPServer):
     """A simple index serving demo 1.0 and 1.1 (sdist + wheel) as JSON and as HTML."""
     blobs = {"demo-1.0.tar.gz": _sdist("1.0"), "demo-1.1.tar.gz": _sdist("1.1"),
-             "demo-1.1-py3-none-any.whl": b"PK-not-really-a-wheel"}
+             "demo-1.1-py3-none-any.whl": _wheel("1.1"), "demo-2.0-py3-none-any.whl": _wheel("2.0")}
     for name, data in blobs.items():
         httpserver.expect_request(f"/files/{name}").respond_with_data(data)
     files = [{"filename": n, "url": f"/files/{n}", "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
@@ -61,7 +71,7 @@ def test_list_releases_json_and_html(index) -> None:
     srv, blobs = index
     for flavour in ("json", "html"):
         rels = list_releases("Demo", srv.url_for(f"/{flavour}/"))
-        assert [r.version for r in rels] == ["1.0", "1.1"]
+        assert [r.version for r in rels] == ["1.0", "1.1", "2.0"]
         r11 = rels[1]
         assert {f.kind for f in r11.files} == {"sdist", "wheel"}
         assert r11.sdist.filename == "demo-1.1.tar.gz"
@@ -87,6 +97,22 @@ def test_download_cached_and_verified(index, tmp_path: Path) -> None:
     srv.expect_request("/json/other/").respond_with_data("not here", status=404)
     with pytest.raises(BadInput, match="no such project"):
         list_releases("other", srv.url_for("/json/"))
+
+
+def test_fetch_tree_sdist_or_wheel(index, tmp_path: Path) -> None:
+    srv, _ = index
+
+    root = releases.fetch_sdist_tree("demo", "1.1", ["demo/mod.py"], tmp_path / "a", srv.url_for("/json/"),
+                                     tmp_path / "cache")
+    assert (root / "demo" / "mod.py").read_text() == "X = 1\n" and root.name == "demo-1.1"
+    root = releases.fetch_sdist_tree("demo", "2.0", ["demo/mod.py"], tmp_path / "b", srv.url_for("/html/"),
+                                     tmp_path / "cache")  # no sdist: the wheel
+    assert root == tmp_path / "b" and (root / "demo" / "mod.py").read_text() == "X = 2\n"
+    assert not (root / "demo" / "__init__.py").exists()
+    assert (root / "demo-2.0.dist-info" / "METADATA").is_file()
+    with pytest.raises(BadInput, match="no member demo/nope.py in the wheel"):
+        releases.fetch_sdist_tree("demo", "2.0", ["demo/nope.py"], tmp_path / "c", srv.url_for("/json/"),
+                                  tmp_path / "cache")
 
 
 def test_index_unreachable_is_error(tmp_path: Path) -> None:
