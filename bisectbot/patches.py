@@ -317,7 +317,7 @@ def stack_hash(stack: Stack, ids: list[str] | None) -> str:
     """
     h = hashlib.sha256()
     for spec in stack.select(ids):
-        h.update(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode())
+        h.update(json.dumps(spec.model_dump(mode="json", exclude={"description"}), sort_keys=True).encode())
         for var in spec.variants:
             h.update(b"\0" + var.id.encode() + b"\0" + stack.diff_bytes(var))
         h.update(b"\n")
@@ -456,7 +456,7 @@ def gnu_patch(diff: Path, target: Path, *, reverse: bool = False, fuzz: int = 2,
         results[num] = HunkResult(num, m.group(2) == "succeeded", int(m.group(3)),
                                   int(m.group(5) or 0), int(m.group(4) or 0))
     for num in range(1, n_hunks + 1):
-        results.setdefault(num, HunkResult(num, proc.returncode == 0))
+        results.setdefault(num, HunkResult(num, True))  # GNU patch names every failed hunk
     return PatchRun(proc.returncode == 0, [results[k] for k in sorted(results)], out)
 
 
@@ -644,11 +644,31 @@ def _sha(data: bytes) -> str:
 # =========================================================================== evaluation
 
 
-def _found_lines(text: str, line: int | None, hunk: Hunk, spread: int = 0) -> tuple[int, list[str]]:
+def _found_lines(text: str, line: int | None, hunk: Hunk) -> tuple[int, list[str]]:
+    """(first line number, lines) of the region that best matches the hunk's expected lines.
+
+    Candidate starts come from expected lines found verbatim in the file; the start that
+    lines up the most expected lines wins, ties going to the one nearest ``line`` (where
+    GNU patch looked). Without any match, the region at ``line``.
+    """
     lines = text.splitlines()
-    start = max(1, (line or hunk.old_start) - spread)
-    end = min(len(lines), start + len(hunk.expected) - 1 + 2 * spread)
-    return start, lines[start - 1:end]
+    exp = hunk.expected
+    near = line or hunk.old_start
+    where: dict[str, list[int]] = {}
+    for n, ln in enumerate(lines):
+        where.setdefault(ln, []).append(n)
+    starts: set[int] = set()
+    for k, e in enumerate(exp):
+        if e.strip() and len(e.strip()) > 3:
+            starts.update(n - k for n in where.get(e, []) if n - k >= 0)
+    best, best_key = near - 1, (0, 0)
+    for st in starts:
+        score = sum(1 for k, e in enumerate(exp) if st + k < len(lines) and lines[st + k] == e)
+        key = (score, -abs(st + 1 - near))
+        if key > best_key:
+            best, best_key = st, key
+    start = max(0, min(best, max(0, len(lines) - 1)))
+    return start + 1, lines[start:start + len(exp)]
 
 
 class _Evaluator:
@@ -762,7 +782,10 @@ class _Evaluator:
         hunks = parse_diff(Path(dname).read_text(encoding="utf-8"), dname)
         bad = run.failed[0] if run.failed else HunkResult(1, False)
         hunk = hunks[bad.number - 1] if 0 < bad.number <= len(hunks) else hunks[0]
-        at, found = _found_lines(text, bad.line, hunk)
+        # GNU patch counts lines of the file as patched so far: undo earlier hunks' growth
+        shift = sum(hunks[r.number - 1].new_len - hunks[r.number - 1].old_len
+                    for r in run.hunks if r.ok and r.number < hunk.number and r.number <= len(hunks))
+        at, found = _found_lines(text, bad.line - shift if bad.line else None, hunk)
         st.state = State.CONFLICT
         st.variant = var.id
         st.detail = (f"no variant applies (tried {', '.join(v.split(' ')[0] for v in st.tried)}); "

@@ -68,6 +68,8 @@ def test_git_history_applies_offset_fuzz_conflict_upstream(tmp_path: Path, repo_
     c = answers["conflict"]
     assert c.state is State.CONFLICT and c.failed_hunk["number"] == 1
     assert "    TileQCount = batch_size * next_n * (heads // ChunkQ)" in c.failed_hunk["expected"]
+    assert c.failed_hunk["found_at"] == 194 + 4
+    assert "    TileQCount = batch_size * next_n * max(heads // ChunkQ, 0)" in c.failed_hunk["found"]
     assert c.label.startswith("conflict: hunk #1 @@ -194,7")
     assert c.sha256_after == c.sha256_before
     u = answers["upstream"]
@@ -144,6 +146,7 @@ def test_half_applicable_stack_leaves_tree_byte_identical(tmp_path: Path) -> Non
     before = tree_bytes(root)
     sts = check_stack(stack, None, root)
     assert [s.state for s in sts] == [State.APPLIES, State.CONFLICT]
+    assert sts[1].failed_hunk["found"][:3] == ["def b():", "    p = 1", "    q = 2"]
     with pytest.raises(PatchError) as ei:
         apply_stack(stack, None, root)
     msg = str(ei.value)
