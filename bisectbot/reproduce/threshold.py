@@ -44,7 +44,7 @@ from ..models import Outcome
 from ..recipe import ReproducerSpec
 from .classify import Classification, classify
 from .client import Client, Reply
-from .prompts import PromptBuilder
+from .prompts import Prompt, PromptBuilder
 
 #: Statuses of a :class:`ThresholdResult`.
 STATUSES = ("ok", "garbage", "all-garbage", "non-monotone", "error", "inconclusive")
@@ -335,20 +335,23 @@ def vote(classes: list[Classification], replies: list[Reply], requested: int, pr
 
 class HttpProbe:
     """``probe(size)`` against one server: build a prompt of ``size`` tokens, send the
-    identical request ``effective_repeats(spec)`` times (``concurrency`` at once), classify, vote."""
+    identical request ``effective_repeats(spec)`` times (``concurrency`` at once), classify, vote.
+    A size that comes out ``INCONCLUSIVE`` (cut off inside the reasoning) is asked once more
+    with ``max_tokens * inconclusive_retry_factor`` (default 4; 1 = no retry)."""
 
-    def __init__(self, client: Client, spec: ReproducerSpec, builder: PromptBuilder):
+    def __init__(self, client: Client, spec: ReproducerSpec, builder: PromptBuilder,
+                 inconclusive_retry_factor: int = 4):
         self.client = client
         self.spec = spec
         self.builder = builder
+        self.inconclusive_retry_factor = inconclusive_retry_factor
 
-    def _chat(self, messages: list[dict[str, Any]]) -> Reply:
-        return self.client.chat(messages, max_tokens=self.spec.max_tokens, temperature=self.spec.temperature,
+    def _chat(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
+        return self.client.chat(messages, max_tokens=max_tokens, temperature=self.spec.temperature,
                                 seed=self.spec.seed)
 
-    def __call__(self, size: int) -> SizeResult:
+    def _ask(self, size: int, prompt: Prompt, max_tokens: int) -> SizeResult:
         t0 = time.monotonic()
-        prompt = self.builder.build(size)
         n = effective_repeats(self.spec)
         need = n // 2 + 1
         replies: list[Reply] = []
@@ -357,7 +360,7 @@ class HttpProbe:
         with ThreadPoolExecutor(max_workers=conc) as pool:
             while len(replies) < n:
                 batch = min(conc, n - len(replies))
-                got = list(pool.map(lambda _i: self._chat(prompt.messages), range(batch)))
+                got = list(pool.map(lambda _i: self._chat(prompt.messages, max_tokens), range(batch)))
                 for r in got:
                     replies.append(r)
                     classes.append(classify(r, self.spec, prompt.needles))
@@ -371,6 +374,22 @@ class HttpProbe:
             self.builder.calibrate(prompt, first.prompt_tokens)
         measured = next((r.prompt_tokens for r in replies if r.prompt_tokens), None) or prompt.measured_tokens
         return vote(classes, replies, size, measured, time.monotonic() - t0)
+
+    def __call__(self, size: int) -> SizeResult:
+        prompt = self.builder.build(size)
+        res = self._ask(size, prompt, self.spec.max_tokens)
+        if res.outcome == Outcome.INCONCLUSIVE and self.inconclusive_retry_factor > 1:
+            # cut off inside the reasoning: ask once more with more room before giving up on this size
+            more = self.spec.max_tokens * self.inconclusive_retry_factor
+            again = self._ask(size, prompt, more)
+            again.requests += res.requests
+            again.seconds += res.seconds
+            for k, v in res.votes.items():
+                again.votes[k] = again.votes.get(k, 0) + v
+            if again.outcome == Outcome.INCONCLUSIVE:
+                again.reasons = [f"{r} (also with max_tokens {more})" for r in again.reasons]
+            return again
+        return res
 
 
 def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = None,

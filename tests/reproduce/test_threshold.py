@@ -24,6 +24,7 @@ def _probe_cli(url: str, *args: str, timeout: float = 120) -> tuple[int, dict]:
     return p.returncode, json.loads(p.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("T", [2100, 7777, 20000, 64000, 119000])
 def test_done_when_interval_contains_threshold_within_3pct_and_10_requests(engine_factory, T):
     e = engine_factory(threshold=T)
@@ -65,6 +66,7 @@ def test_bad_at_every_size_is_all_garbage(engine_factory):
     assert res["first_garbage"] <= 2010
 
 
+@pytest.mark.slow
 def test_killing_the_server_mid_sweep_is_error_exit_4_never_garbage(engine_factory):
     e = engine_factory(threshold=20000, delay_s=0.3)
     p = subprocess.Popen(PROBE + ["--endpoint", e.url, "--max-size", "120000"], stdout=subprocess.PIPE,
@@ -92,6 +94,7 @@ def test_server_crash_on_a_prompt_is_error(engine_factory):
     assert res["table"][0]["outcome"] == "ERROR"
 
 
+@pytest.mark.slow
 def test_flaky_server_majority_and_agreement(engine_factory):
     e = engine_factory(threshold=30000, flaky=0.1, seed=11)
     spec = ReproducerSpec(min_size=2000, max_size=100000, repeats=5, tolerance_tokens=64)
@@ -221,3 +224,18 @@ def test_split_point_is_log_above_and_linear_below():
     assert split_point(20000, 80000, spec) == 40000
     assert split_point(1000, 3000, spec) == 2000
     assert 2000 < split_point(2000, 2002, spec) < 2002 or split_point(2000, 2002, spec) == 2001
+
+
+def test_cut_inside_reasoning_is_retried_with_more_max_tokens(engine_factory):
+    e = engine_factory(threshold=5000, reasoning=True)
+    rc, res = _probe_cli(e.url, "--max-size", "20000", "--max-tokens", "30")
+    # 30 tokens end inside the engine's ~45-token reasoning; 120 are enough
+    assert rc == 1 and res["last_ok"] < 5000 <= res["first_garbage"]
+    assert any(r["requests"] == 2 and r["outcome"] == "OK" for r in res["table"])
+
+
+def test_hanging_server_is_timeout_error_exit_4(engine_factory):
+    e = engine_factory(threshold=None, delay_s=5)
+    rc, res = _probe_cli(e.url, "--max-size", "4000", "--timeout", "0.5")
+    assert rc == 4 and res["status"] == "error" and "timeout" in res["error"]
+    assert res["table"][0]["outcome"] == "ERROR"
