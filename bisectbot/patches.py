@@ -55,6 +55,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .errors import BadInput, PatchError
 
+__all__ = [
+    "PATCHES_DIR_ENV", "PatchSpec", "PatchStatus", "Stack", "StackApplication", "StackConflict", "State",
+    "apply_stack", "check_release", "check_stack", "conflict_message", "default_stack_path", "detect_versions",
+    "load_stack", "package_dir", "parse_diff", "stack_hash",
+]
+
 #: Environment variable naming the directory that holds ``stack.yaml`` and the diffs.
 PATCHES_DIR_ENV = "BISECTBOT_PATCHES_DIR"
 
@@ -726,7 +732,7 @@ class _Evaluator:
             if not ok:
                 st.detail = f"condition: {why}"
                 return st
-        if f"{MARKER} {spec.id}" in text:
+        if re.search(re.escape(f"{MARKER} {spec.id}") + r"(?![\w.-])", text):
             st.state, st.detail = State.UPSTREAM, f"already patched here ('{MARKER} {spec.id}' marker)"
             return st
         if spec.upstream.code is not None and (hit := spec.upstream.code.match(text)):
