@@ -414,6 +414,23 @@ def parse_recipe(text: str, filename: str = "<recipe>") -> Recipe:
         raise RecipeError(problems) from None
 
 
+def check_patch_ids(recipe: Recipe, known: list[str], text: str, filename: str = "<recipe>") -> list[str]:
+    """Cross-check ``recipe.patches`` against the ids of the patch stack.
+
+    Returns one ``FILE:LINE:COL: patches[i]: unknown patch id ...`` line per unknown id
+    (empty list when all are known).
+    """
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    marks = _mark_tree(node) if node is not None else {}
+    out = []
+    for i, pid in enumerate(recipe.patches):
+        if pid not in known:
+            line, col = _locate(marks, ("patches", i), False)
+            out.append(f"{filename}:{line}:{col}: patches[{i}]: unknown patch id {pid!r} "
+                       f"(known: {', '.join(known) or 'none'})")
+    return out
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Load and validate a recipe file. Raises :class:`RecipeError` (exit code 2)."""
     p = Path(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import EXIT_BAD_INPUT, RecipeError
-from ..recipe import load_recipe, recipe_schema
+from ..recipe import check_patch_ids, load_recipe, recipe_schema
 from .base import Ctx, cli, pass_ctx
 
 
@@ -20,22 +20,34 @@ def recipe() -> None:
 
 @recipe.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--stack", "stack_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Patch stack to check patch ids against (default: patches/stack.yaml).")
 @pass_ctx
-def validate(ctx: Ctx, files: tuple[Path, ...]) -> int:
+def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     """Validate recipe FILES; every problem as FILE:LINE:COL: field: message (exit 2).
+
+    Patch ids are checked against the patch stack.
 
     \b
     Example:
       bisectbot recipe validate recipes/*.yaml
     """
+    from ..patches import load_stack
+
+    known = load_stack(stack_path).ids
     problems: list[str] = []
     ok: dict[str, str] = {}
     for f in files:
         try:
             r = load_recipe(f)
-            ok[str(f)] = r.verdict_hash()
         except RecipeError as e:
             problems.extend(e.problems)
+            continue
+        bad_ids = check_patch_ids(r, known, f.read_text(encoding="utf-8"), str(f))
+        if bad_ids:
+            problems.extend(bad_ids)
+        else:
+            ok[str(f)] = r.verdict_hash()
     if ctx.json:
         click.echo(json.dumps({"ok": ok, "problems": problems}, indent=2))
     else:

@@ -103,3 +103,11 @@ def test_missing_file_is_bad_input(tmp_path: Path) -> None:
     p = cli("recipe", "validate", str(tmp_path / "nope.yaml"))
     assert p.returncode == 2
     assert "nope.yaml:1:1: (file): cannot read" in p.stderr
+
+
+def test_unknown_patch_id_located(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(BASE + "patches:\n  - aiter-chunkq-clamp\n  - no-such-patch\n")
+    p = cli("recipe", "validate", str(f))
+    assert p.returncode == 2
+    assert p.stderr.strip().startswith(f"{f}:7:5: patches[1]: unknown patch id 'no-such-patch'")
