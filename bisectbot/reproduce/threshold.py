@@ -12,14 +12,16 @@ so the number of requests is the cost minimised):
    an OK size above a GARBAGE size makes the result ``non-monotone`` (reported, not
    hidden). Then refine between the largest OK size below the first GARBAGE size and
    that GARBAGE size.
-2. Without one: probe ``max_size`` (OK -> status ``ok``, 1 request), then ``min_size``
-   (GARBAGE -> ``all-garbage``), then refine.
+2. Without one: probe ``max_size`` (OK -> status ``ok``, 1 request), then the first
+   bisection point; only when that is GARBAGE is ``min_size`` probed (GARBAGE there ->
+   ``all-garbage`` after 3 requests). Then refine.
 3. Refine by bisection on a scale where the wanted interval width is uniform: linear
    below ``tolerance_tokens / tolerance`` tokens, logarithmic above (pure log-space
    bisection when ``tolerance_tokens`` is small). It stops when
    ``first_garbage - last_ok <= max(tolerance * last_ok, tolerance_tokens)``. Both
    interval ends are sizes that were actually requested, with the server's own
-   ``prompt_tokens``. Over [2K, 120K] to 2 % that is 2 + 8 requests when deterministic.
+   ``prompt_tokens``. Over [2K, 120K] to 2 % that is 9 requests when deterministic
+   (10 when the threshold lies below the first bisection point, which needs ``min_size``).
 
 With ``repeats > 1``, ``temperature > 0`` (at least 3 then) or ``concurrency > 1``
 several identical requests are sent per size and the majority decides; the table
@@ -248,20 +250,31 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         if r_hi.outcome == Outcome.INCONCLUSIVE:
             res.notes.append(f"largest size {hi_size} inconclusive: {'; '.join(r_hi.reasons)}")
             return finish("inconclusive")
-        r_lo = do(lo_size)
-        if r_lo.outcome == Outcome.ERROR:
-            return fail(r_lo)
-        if r_lo.outcome == Outcome.GARBAGE:
-            res.first_garbage = r_lo.size
-            return finish("all-garbage")
-        if r_lo.outcome == Outcome.INCONCLUSIVE:
-            res.first_garbage = r_hi.size
-            res.notes.append(f"smallest size {lo_size} inconclusive: {'; '.join(r_lo.reasons)}")
-            return finish("inconclusive")
-        lo, hi = r_lo.size, r_hi.size
-        if lo >= hi:
-            res.first_garbage = hi
-            return finish("all-garbage")
+        lo = hi = None
+        if not narrow_enough(lo_size, r_hi.size, spec) and lo_size < r_hi.size - 1:
+            # the first bisection point before min_size: when it is OK, min_size is never needed
+            r_mid = do(split_point(lo_size, r_hi.size, spec))
+            if r_mid.outcome == Outcome.ERROR:
+                return fail(r_mid)
+            if r_mid.outcome == Outcome.OK and r_mid.size < r_hi.size:
+                lo, hi = r_mid.size, r_hi.size
+            elif r_mid.outcome == Outcome.GARBAGE:
+                r_hi = r_mid
+        if lo is None:
+            r_lo = do(lo_size)
+            if r_lo.outcome == Outcome.ERROR:
+                return fail(r_lo)
+            if r_lo.outcome == Outcome.GARBAGE:
+                res.first_garbage = r_lo.size
+                return finish("all-garbage")
+            if r_lo.outcome == Outcome.INCONCLUSIVE:
+                res.first_garbage = r_hi.size
+                res.notes.append(f"smallest size {lo_size} inconclusive: {'; '.join(r_lo.reasons)}")
+                return finish("inconclusive")
+            lo, hi = r_lo.size, r_hi.size
+            if lo >= hi:
+                res.first_garbage = hi
+                return finish("all-garbage")
     # refine between lo (OK) and hi (GARBAGE), both measured
     while not narrow_enough(lo, hi, spec):
         target = split_point(lo, hi, spec)

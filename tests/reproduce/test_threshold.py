@@ -62,7 +62,7 @@ def test_no_garbage_is_exit_0_after_one_request(engine_factory):
 def test_bad_at_every_size_is_all_garbage(engine_factory):
     e = engine_factory(threshold=10)
     rc, res = _probe_cli(e.url, "--max-size", "50000")
-    assert rc == 1 and res["status"] == "all-garbage" and res["requests"] == 2
+    assert rc == 1 and res["status"] == "all-garbage" and res["requests"] == 3
     assert res["first_garbage"] <= 2010
 
 
@@ -149,7 +149,8 @@ def test_reasoning_cut_everywhere_is_inconclusive_exit_3(engine_factory):
     assert res["table"][0]["outcome"] == "INCONCLUSIVE" and "max_tokens" in res["table"][0]["reasons"][0]
     e2 = engine_factory(threshold=5000, reasoning=True)
     rc, res = _probe_cli(e2.url, "--max-size", "20000", "--max-tokens", "8")
-    assert rc == 3 and res["table"][1]["outcome"] == "INCONCLUSIVE"  # garbage at 20K, min size undecidable
+    # garbage at 20K and at the first bisection point, the smallest size undecidable
+    assert rc == 3 and [r["outcome"] for r in res["table"]] == ["GARBAGE", "GARBAGE", "INCONCLUSIVE"]
 
 
 def test_reasoning_model_with_room_finds_threshold(engine_factory):
