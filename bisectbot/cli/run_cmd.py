@@ -1,14 +1,191 @@
-"""``bisectbot run``: filled in by issue 6."""
+"""``bisectbot run`` and the ``bisectbot bisect`` group (``log``, ``replay``, ``plan``).
+
+Exit codes of ``run``: 0 culprit found, 1 error, 2 bad input, 3 inconclusive (a range, a
+failed verification or boundary, no regression, budget spent).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from .base import cli, not_yet
+from ..errors import BadInput
+from .base import Ctx, cli, pass_ctx
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> CandidateRunner
+    """The runner for a recipe: ``local`` (git worktrees) or ``container`` (images)."""
+    if kind == "auto":
+        kind = "local" if recipe.source.kind == "git" else "container"
+    if kind == "local":
+        from ..recipe import GitSource
+        from ..run.local import LocalRunner, load_profile_env
+
+        repos: dict[str, Path] = {}
+        srcs = ([("", recipe.source)] if isinstance(recipe.source, GitSource) else []) + list(
+            recipe.bisect.components.items())
+        for name, src in srcs:
+            p = Path(src.repo).expanduser()
+            if not p.is_absolute():
+                p = (recipe_path.parent / p) if (recipe_path.parent / p).exists() else p.resolve()
+            repos.setdefault(name or src.component or p.resolve().name, p)
+        if not repos:
+            raise BadInput(f"{recipe_path}: the local runner needs a git source or bisect.components")
+        state = ctx.ledger().state_dir
+        return LocalRunner(recipe, repos, workdir=state / "worktrees" / recipe.name,
+                           log_dir=state / "logs" / recipe.name,
+                           profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]))
+    try:
+        from ..run import container  # the containers area (issue 4)
+    except ImportError:
+        raise BadInput("the container runner is not available in this bisectbot; use --runner local") from None
+    factory = getattr(container, "runner_for_recipe", None)
+    if factory is None:
+        raise BadInput("the container runner has no runner_for_recipe(recipe, ledger) yet; use --runner local")
+    return factory(recipe, ctx.ledger())
+
+
+def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
+         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool) -> int:
+    from ..recipe import load_recipe
+    from ..session import Session, exit_code, make_source, parse_replay, plan_text, write_report
+
+    path = Path(recipe_file)
+    recipe = load_recipe(path)
+    if parallel:
+        recipe.bisect.parallel = parallel
+    if dry_run:
+        g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
+        if not g or not b:
+            raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad")
+        if "=" in g or "=" in b:
+            click.echo(f"plan: component bisection from {g} to {b}: mixed pairs first when several changed")
+            return 0
+        cands = make_source(recipe, path.parent).candidates(g, b)
+        click.echo(plan_text(recipe, cands, recipe.bisect.parallel))
+        return 0
+    lines = None
+    if replay:
+        try:
+            text = Path(replay).read_text(encoding="utf-8")
+        except OSError as e:
+            raise BadInput(f"{replay}: cannot read replay log: {e.strerror or e}") from None
+        lines = parse_replay(text, replay)
+    runner = _make_runner(ctx, recipe, path, runner_kind)
+    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: click.echo(s, err=True))
+    session = Session(recipe, ctx.ledger(), runner, echo=echo, replay=lines, base_dir=path.parent,
+                      prefetch=prefetch, recipe_path=str(path))
+    result = session.run(good, bad)
+    paths = write_report(result, out or recipe.report.dir)
+    final = result.final
+    if ctx.json:
+        ctx.emit(result.to_dict())
+    else:
+        if final is not None:
+            if final.first_bad is not None and final.status.value == "culprit":
+                click.echo(f"culprit: {final.first_bad.component} {final.first_bad.ref} ({final.first_bad.label}), "
+                           f"confidence {final.confidence:.1%}, verified")
+            else:
+                click.echo(f"{final.status.value}: {final.message}")
+                if final.culprits:
+                    click.echo("first bad is one of: " + " ".join(c.ref for c in final.culprits))
+        for n in result.notes:
+            click.echo(n)
+        click.echo(f"report: {paths[1]} ({paths[0].name})")
+    return exit_code(result)
+
+
+_run_options = [
+    click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False)),
+    click.option("--good", help="Known-good candidate (commit, tag; component=commit,... for component pairs)."),
+    click.option("--bad", help="Known-bad candidate."),
+    click.option("--dry-run", is_flag=True, help="Print the plan and the first candidates; probe nothing."),
+    click.option("--out", type=click.Path(file_okay=False), help="Report directory (default: recipe report.dir)."),
+    click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container"]), default="auto",
+                 show_default=True, help="Where candidates run."),
+    click.option("--parallel", type=click.IntRange(1, 64), help="Candidates probed at once (k-ary plan)."),
+    click.option("--no-prefetch", "prefetch", is_flag=True, flag_value=False, default=True,
+                 help="Do not prepare the next candidates in the background."),
+]
+
+
+def _apply(opts):
+    def deco(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return deco
+
+
+@cli.command("run")
+@_apply(_run_options)
+@click.option("--replay", type=click.Path(dir_okay=False, exists=True),
+              help="Take verdicts from a 'bisectbot bisect log' file instead of probing those candidates.")
+@pass_ctx
 @click.pass_context
-def run(ctx: click.Context) -> None:
-    """(not implemented yet: issue 6)"""
-    not_yet(6, "run")
+def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool,
+        out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None) -> None:
+    """Bisect RECIPE between a good and a bad candidate; verify; write the report.
+
+    \b
+    Exit codes: 0 culprit found, 1 error, 2 bad input, 3 inconclusive.
+    Interrupted runs resume from the ledger without re-probing.
+    """
+    cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch))
+
+
+@cli.group("bisect")
+def bisect_group() -> None:
+    """Session logs, replays and plans of bisections."""
+
+
+@bisect_group.command("log")
+@click.argument("session", required=False)
+@click.option("--recipe", "recipe_name", help="Latest session of this recipe name.")
+@pass_ctx
+def bisect_log(ctx: Ctx, session: str | None, recipe_name: str | None) -> None:
+    """Print a session as a readable log (verdict lines replayable with --replay)."""
+    from ..session import format_log
+
+    led = ctx.ledger()
+    if session:
+        s = led.get_session(session)
+        if s is None:
+            raise BadInput(f"no session {session!r} in {led.path}; 'bisectbot bisect log' lists the latest")
+    else:
+        all_s = led.sessions(recipe_name)
+        if not all_s:
+            raise BadInput(f"no bisection session{' for ' + recipe_name if recipe_name else ''} in {led.path}")
+        s = max(all_s, key=lambda x: (x["updated"], x["created"]))
+    events = led.events(s["id"])
+    if ctx.json:
+        ctx.emit({"session": s, "events": events})
+    else:
+        click.echo(format_log(s, events), nl=False)
+
+
+@bisect_group.command("replay")
+@click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
+@click.argument("log_file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--good")
+@click.option("--bad")
+@click.option("--out", type=click.Path(file_okay=False))
+@click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container"]), default="auto")
+@pass_ctx
+@click.pass_context
+def bisect_replay(cctx: click.Context, ctx: Ctx, recipe_file: str, log_file: str, good: str | None,
+                  bad: str | None, out: str | None, runner_kind: str) -> None:
+    """Re-run a bisection taking verdicts from LOG_FILE; candidates it lacks are probed."""
+    cctx.exit(_run(ctx, recipe_file, good, bad, False, log_file, out, runner_kind, None, True))
+
+
+@bisect_group.command("plan")
+@click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
+@click.option("--good")
+@click.option("--bad")
+@click.option("-k", "--parallel", type=click.IntRange(1, 64), help="Free runners: candidates probed at once.")
+@pass_ctx
+def bisect_plan(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, parallel: int | None) -> None:
+    """Print the plan (range, search mode, first probes) without probing."""
+    _run(ctx, recipe_file, good, bad, True, None, None, "auto", parallel, True)

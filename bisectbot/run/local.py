@@ -1,0 +1,341 @@
+"""Local runner: candidates from git worktrees on this host, no Docker.
+
+For each candidate the runner checks out the commit(s) with ``git worktree add --detach``
+into a fresh temporary directory, applies the recipe's patch stack there (when
+``recipe.patches`` is non-empty), runs ``recipe.server.build_command`` (non-zero exit =
+the candidate is untestable: ``skip``), and then either starts ``recipe.server.command``
+as a subprocess in its own process group or runs a reproducer command. The process group
+is always killed and the worktree always removed.
+
+A candidate is one commit of one component (``candidate.component``; the other
+components stay at their *pins*), or a tuple of commits in ``candidate.meta["commits"]``
+(``{component: sha}``), e.g. the mixed pairs of a two-component attribution.
+
+Substitutions in argv: ``{port}``, ``{model}``, ``{tp}``, ``{source}`` (worktree of the
+candidate's component) and ``{source:NAME}`` (worktree of component NAME). The runner
+profile's env, the recipe's ``server.env`` and triage env are layered over ``os.environ``
+in that order; ``BISECTBOT_SOURCE`` points at ``{source}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from ..errors import PatchError, ServerError
+from ..models import Candidate
+from ..recipe import GitSource, Recipe
+from ..sources.git import GitRepo
+from .base import CommandRun, Prepared, PrepareFailed, Server
+
+log = logging.getLogger(__name__)
+
+_TAIL = 4000  # characters of output kept in CommandRun tails and skip reasons
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def load_profile_env(name: str, search: list[Path] | None = None) -> dict[str, str]:
+    """``env`` of the runner profile ``runners/<name>.yaml`` (first found in ``search`` dirs, then cwd).
+
+    A missing profile gives ``{}`` (the ``cpu`` profile needs nothing); a profile that is
+    not a mapping is ignored with a warning.
+    """
+    for base in [*(search or []), Path.cwd()]:
+        p = base / "runners" / f"{name}.yaml"
+        if p.is_file():
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            env = data.get("env") if isinstance(data, dict) else None
+            if isinstance(env, dict):
+                return {str(k): str(v) for k, v in env.items()}
+            return {}
+    return {}
+
+
+def _tail(path: Path | None, n: int = _TAIL) -> str:
+    if not path or not path.exists():
+        return ""
+    data = path.read_bytes()[-n:]
+    return data.decode("utf-8", "replace")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group, wait ``grace_s`` seconds, then SIGKILL it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    try:  # children may outlive the leader
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable
+        log.warning("process %d did not exit after SIGKILL", proc.pid)
+
+
+class LocalRunner:
+    """:class:`bisectbot.run.base.CandidateRunner` over local git repositories.
+
+    ``repos`` maps component names to repository paths; by default the recipe's git
+    source and ``bisect.components``. ``pins`` maps components to the commit used when a
+    candidate does not name one (default: the repository's ``HEAD``). ``workdir`` holds
+    the temporary worktrees; ``log_dir`` the build/server logs. ``stack_path`` is the
+    patch stack file (default: :func:`bisectbot.patches.default_stack_path`).
+    """
+
+    def __init__(self, recipe: Recipe, repos: dict[str, str | Path] | None = None, *,
+                 pins: dict[str, str] | None = None, workdir: str | Path | None = None,
+                 log_dir: str | Path | None = None, profile_env: dict[str, str] | None = None,
+                 stack_path: str | Path | None = None):
+        self.recipe = recipe
+        if repos is None:
+            repos = {}
+            if isinstance(recipe.source, GitSource):
+                repos[recipe.source.component or Path(recipe.source.repo).name] = recipe.source.repo
+            for name, src in recipe.bisect.components.items():
+                repos.setdefault(name, src.repo)
+        self.repos = {name: GitRepo(path, name) for name, path in repos.items()}
+        self.pins = dict(pins or {})
+        self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "bisectbot-worktrees"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = Path(log_dir) if log_dir else self.workdir / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.profile_env = dict(profile_env or {})
+        self.stack_path = Path(stack_path) if stack_path else None
+        self._stack: Any = None
+
+    # ------------------------------------------------------------------ identity
+    def commits_of(self, candidate: Candidate) -> dict[str, str]:
+        """``{component: sha}`` that make up the candidate (pins filled in)."""
+        commits = dict(candidate.meta.get("commits") or {})
+        if not commits:
+            comp = candidate.component or next(iter(self.repos))
+            commits[comp] = candidate.ref
+        for name in self.repos:
+            if name not in commits and name in self.pins:
+                commits[name] = self.pins[name]
+        unknown = [c for c in commits if c not in self.repos]
+        if unknown:
+            raise ValueError(f"candidate {candidate.label or candidate.ref} names unknown components {unknown}")
+        return {c: self.repos[c].resolve(s) for c, s in commits.items()}
+
+    def primary(self, candidate: Candidate) -> str:
+        return candidate.component if candidate.component in self.repos else next(iter(self.commits_of(candidate)))
+
+    def _stack_and_hash(self) -> tuple[Any, str]:
+        if not self.recipe.patches:
+            return None, ""
+        from .. import patches as P  # lands with the patches area (issue 5)
+
+        if self._stack is None:
+            self._stack = P.load_stack(self.stack_path)
+        return self._stack, P.stack_hash(self._stack, list(self.recipe.patches))
+
+    def build_key(self, candidate: Candidate) -> str:
+        """What will run, computed without a checkout: component trees + patch-stack hash + build command."""
+        trees = ",".join(f"{c}:{self.repos[c].tree(s)}" for c, s in sorted(self.commits_of(candidate).items()))
+        _, sh = self._stack_and_hash()
+        build = " ".join(self.recipe.server.build_command or [])
+        return f"local|{trees}|patches:{sh}|build:{build}"
+
+    # ------------------------------------------------------------------ prepare / release
+    def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
+        """Worktree(s) at the candidate's commit(s), patch stack applied, build command run.
+
+        A patch conflict of a required patch or a failed build is a :class:`PrepareFailed`
+        (verdict ``skip``) with the reason and the log path.
+        """
+        commits = self.commits_of(candidate)
+        root = Path(tempfile.mkdtemp(prefix=f"cand-{candidate.ref[:10]}-", dir=self.workdir))
+        worktrees: dict[str, Path] = {}
+        prepared = Prepared(candidate=candidate, build_key=self.build_key(candidate),
+                            meta={"root": str(root), "worktrees": worktrees, "commits": commits})
+        try:
+            for comp, sha in commits.items():
+                wt = root / comp
+                with self.repos[comp].lock:
+                    self.repos[comp].repo.git.worktree("add", "--detach", "--force", str(wt), sha)
+                worktrees[comp] = wt
+            prepared.source = worktrees[self.primary(candidate)]
+            stack, _ = self._stack_and_hash()
+            if stack is not None:
+                from .. import patches as P
+
+                try:
+                    app = P.apply_stack(stack, list(self.recipe.patches), prepared.source, None)
+                except PatchError as e:
+                    self.release(prepared)
+                    return PrepareFailed(candidate, f"patch conflict: {e}")
+                d = app.to_dict()
+                prepared.patches = list(d.get("patches", [])) if isinstance(d, dict) else []
+            if self.recipe.server.build_command:
+                log_path = self.log_dir / f"build-{candidate.ref[:12]}-{root.name}.log"
+                argv = self.substitute(self.recipe.server.build_command, prepared, port=0)
+                with open(log_path, "wb") as fh:
+                    try:
+                        rc = subprocess.run(argv, cwd=prepared.source, env=self.env(prepared), stdout=fh,
+                                            stderr=subprocess.STDOUT, timeout=self.recipe.server.health_timeout_s,
+                                            start_new_session=True).returncode
+                    except subprocess.TimeoutExpired:
+                        rc = None
+                    except OSError as e:
+                        fh.write(f"cannot run build command: {e}\n".encode())
+                        rc = 127
+                prepared.log_paths.append(str(log_path))
+                if rc != 0:
+                    why = "timed out" if rc is None else f"exit {rc}"
+                    last = _last_line(_tail(log_path))
+                    self.release(prepared)
+                    return PrepareFailed(candidate, f"build failed ({why}){': ' + last if last else ''}",
+                                         log_paths=[str(log_path)])
+            return prepared
+        except Exception:
+            self.release(prepared)
+            raise
+
+    def release(self, prepared: Prepared) -> None:
+        """Remove the candidate's worktrees and temporary directory (idempotent)."""
+        worktrees: dict[str, Path] = prepared.meta.get("worktrees") or {}
+        for comp, wt in list(worktrees.items()):
+            with self.repos[comp].lock:
+                try:
+                    self.repos[comp].repo.git.worktree("remove", "--force", str(wt))
+                except Exception:  # already gone: prune below
+                    pass
+                try:
+                    self.repos[comp].repo.git.worktree("prune")
+                except Exception:  # pragma: no cover
+                    pass
+            worktrees.pop(comp, None)
+        root = prepared.meta.get("root")
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def cleanup_stale(self) -> None:
+        """Remove worktrees a killed run left behind in ``workdir``."""
+        for p in self.workdir.glob("cand-*"):
+            shutil.rmtree(p, ignore_errors=True)
+        for comp, repo in self.repos.items():
+            with self.repos[comp].lock:
+                repo.repo.git.worktree("prune")
+
+    # ------------------------------------------------------------------ run
+    def substitute(self, argv: list[str], prepared: Prepared, port: int) -> list[str]:
+        """Fill ``{port}``, ``{model}``, ``{tp}``, ``{source}``, ``{source:NAME}`` into argv."""
+        subs = {"{port}": str(port), "{model}": self.recipe.model, "{tp}": str(self.recipe.tp),
+                "{source}": str(prepared.source or "")}
+        for comp, wt in (prepared.meta.get("worktrees") or {}).items():
+            subs[f"{{source:{comp}}}"] = str(wt)
+        out = []
+        for a in argv:
+            for k, v in subs.items():
+                a = a.replace(k, v)
+            out.append(a)
+        return out
+
+    def env(self, prepared: Prepared, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.profile_env)
+        env.update(self.recipe.server.env)
+        env.update(extra or {})
+        env["BISECTBOT_SOURCE"] = str(prepared.source or "")
+        for comp, wt in (prepared.meta.get("worktrees") or {}).items():
+            env[f"BISECTBOT_SOURCE_{comp.upper().replace('-', '_')}"] = str(wt)
+        return env
+
+    @contextmanager
+    def server(self, prepared: Prepared, env: dict[str, str] | None = None,
+               args: list[str] | None = None) -> Iterator[Server]:
+        """Start ``recipe.server.command`` from the worktree; yield when ``GET /health`` is 200.
+
+        Raises :class:`ServerError` at once when the process exits before it is healthy,
+        or after ``server.health_timeout_s`` seconds. The process group is always killed.
+        """
+        if not self.recipe.server.command:
+            raise ServerError("recipe.server.command is empty: nothing to start")
+        port = free_port()
+        argv = self.substitute(list(self.recipe.server.command), prepared, port) + list(args or [])
+        log_path = self.log_dir / f"server-{prepared.candidate.ref[:12]}-{port}.log"
+        prepared.log_paths.append(str(log_path))
+        fh = open(log_path, "wb")
+        try:
+            proc = subprocess.Popen(argv, cwd=prepared.source, env=self.env(prepared, env), stdout=fh,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as e:
+            fh.close()
+            raise ServerError(f"cannot start server {argv[0]!r}: {e}") from None
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + self.recipe.server.health_timeout_s
+            while True:
+                rc = proc.poll()
+                if rc is not None:
+                    last = _last_line(_tail(log_path))
+                    raise ServerError(f"server exited with code {rc} before it was healthy"
+                                      f"{': ' + last if last else ''} (log: {log_path})")
+                try:
+                    if requests.get(base + "/health", timeout=2).status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerError(f"server not healthy after {self.recipe.server.health_timeout_s:.0f} s "
+                                      f"(log: {log_path})")
+                time.sleep(0.1)
+            yield Server(base_url=base, log_path=log_path, meta={"pid": proc.pid, "argv": argv})
+        finally:
+            _kill_group(proc)
+            fh.close()
+
+    def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
+                    env: dict[str, str] | None = None) -> CommandRun:
+        """Run ``argv`` in the worktree in its own process group; kill the group on timeout."""
+        argv = self.substitute(list(argv), prepared, port=0)
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, cwd=prepared.source, env=self.env(prepared, env), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            return CommandRun(returncode=127, duration_s=0.0, stderr_tail=f"cannot run {argv[0]!r}: {e}")
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc, grace_s=2)
+            out, err = proc.communicate()
+            timed_out = True
+        finally:
+            _kill_group(proc, grace_s=0)
+        return CommandRun(returncode=None if timed_out else proc.returncode, duration_s=time.monotonic() - t0,
+                          stdout_tail=out.decode("utf-8", "replace")[-_TAIL:],
+                          stderr_tail=err.decode("utf-8", "replace")[-_TAIL:], timed_out=timed_out)

@@ -1,0 +1,720 @@
+"""Orchestration of ``bisectbot run``: candidates -> probes -> search -> verification -> report.
+
+One :class:`Session` drives :class:`bisectbot.bisect.Bisection` (the pure search) with
+a :class:`bisectbot.run.base.CandidateRunner` (local worktrees or containers):
+
+* **Stage 1** over the recipe's source (a git range here; nightlies and releases plug in
+  through :func:`register_source`), then, when the first-bad and last-good candidates
+  name their component commits (``meta["commits"]``), the **component stage**: mixed
+  pairs attribute the regression to one component when several changed, and that
+  component's first-parent commits are bisected with the others pinned.
+* Every probe is cached in the ledger under (candidate ref, build key, reproducer key =
+  ``recipe.verdict_hash()``, triage toggle, attempt number). The search is
+  deterministic given the verdicts, so a run that was interrupted (Ctrl-C, ``kill -9``,
+  reboot) re-runs from the start, takes every finished probe from the cache, and
+  continues with the first one that never finished: no probe is repeated.
+* Each verdict is appended to the session's event log (``bisectbot bisect log``), printed
+  as a progress line, and a replay file (``--replay``) can force verdicts instead.
+* While a candidate is probed, the two candidates that can come next are prepared in
+  the background (prefetch); the one not needed is released.
+
+Result: a :class:`bisectbot.models.RunResult`, written by :func:`write_report` as JSON
+and Markdown to ``recipe.report.dir``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shlex
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .bisect import (
+    FLAG_TEXT,
+    Bisection,
+    Judgement,
+    is_patch_mode,
+    judge_command,
+    judge_patches,
+    judge_threshold,
+    may_blame,
+    plausibility_flags,
+)
+from .errors import BadInput, ServerError
+from .ledger import Ledger
+from .models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
+from .recipe import GitSource, Recipe, TriageToggle
+from .run.base import CandidateRunner, Prepared, PrepareFailed
+
+log = logging.getLogger(__name__)
+
+Echo = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------- candidate sources
+
+
+class CandidateSource(Protocol):
+    """Where stage-1 candidates come from (git range, nightlies, releases)."""
+
+    component: str
+
+    def candidates(self, good: str, bad: str) -> list[Candidate]:
+        """Ordered candidates from ``good`` to ``bad`` inclusive (oldest first). BadInput on bad refs."""
+        ...
+
+    def flags(self, culprit: Candidate, predecessor: Candidate) -> list[str]:
+        """Plausibility flags of a culprit (keys of :data:`bisectbot.bisect.FLAG_TEXT`)."""
+        ...
+
+
+class GitCandidates:
+    """A git range of the recipe's :class:`GitSource` (first-parent by default)."""
+
+    def __init__(self, src: GitSource, base_dir: Path | None = None):
+        from .sources.git import GitRepo
+
+        path = Path(src.repo).expanduser()
+        if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+            path = base_dir / path
+        self.src = src
+        self.repo = GitRepo(path, src.component or path.resolve().name)
+        self.component = self.repo.component
+
+    def candidates(self, good: str, bad: str) -> list[Candidate]:
+        return self.repo.commits(good, bad, first_parent=self.src.first_parent)
+
+    def flags(self, culprit: Candidate, predecessor: Candidate) -> list[str]:
+        inputs = self.repo.plausibility_inputs(culprit.ref, predecessor.ref)
+        return plausibility_flags(runtime_paths=self.src.runtime_paths, **inputs)
+
+
+_SOURCES: dict[str, Callable[[Recipe, Path | None], CandidateSource]] = {
+    "git": lambda r, base: GitCandidates(r.source, base),  # type: ignore[arg-type]
+}
+
+
+def register_source(kind: str, factory: Callable[[Recipe, Path | None], CandidateSource]) -> None:
+    """Plug in a stage-1 source for ``recipe.source.kind`` (``registry``, ``pypi``)."""
+    _SOURCES[kind] = factory
+
+
+def make_source(recipe: Recipe, base_dir: Path | None = None) -> CandidateSource:
+    """The candidate source of a recipe; BadInput when its kind has no source here."""
+    kind = recipe.source.kind
+    if kind not in _SOURCES:
+        raise BadInput(f"source kind '{kind}' has no candidate source in this bisectbot "
+                       f"(available: {', '.join(sorted(_SOURCES))})")
+    return _SOURCES[kind](recipe, base_dir)
+
+
+# --------------------------------------------------------------------------- replay files
+
+
+@dataclass
+class LogLine:
+    """One verdict line of a session log: ``good|bad|skip REF [sig=SIGNATURE]  # comment``."""
+
+    verdict: Verdict
+    ref: str
+    signature: str = ""
+
+
+def parse_replay(text: str, name: str = "<replay>") -> list[LogLine]:
+    """Parse a ``bisectbot bisect log`` file. BadInput names the line of a malformed entry."""
+    out: list[LogLine] = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        try:
+            parts = shlex.split(raw, comments=True)
+        except ValueError as e:
+            raise BadInput(f"{name}:{no}: cannot parse: {e}") from None
+        if not parts:
+            continue
+        if parts[0] not in ("good", "bad", "skip") or len(parts) < 2:
+            raise BadInput(f"{name}:{no}: expected 'good|bad|skip REF [sig=SIGNATURE]', got {raw.strip()!r}")
+        sig = next((p[4:] for p in parts[2:] if p.startswith("sig=")), "")
+        out.append(LogLine(Verdict(parts[0]), parts[1], sig))
+    return out
+
+
+def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> str:
+    """A session's events as a readable log whose verdict lines ``--replay`` accepts."""
+    lines: list[str] = []
+    if session:
+        lines.append(f"# bisectbot session {session['id']}: recipe {session['recipe']}, "
+                     f"good {session.get('good')}, bad {session.get('bad')}, status {session['status']}")
+    for ev in events:
+        d, kind = ev["data"], ev["kind"]
+        if kind == "start":
+            lines.append(f"# {ev['at']} stage {d.get('stage')}: {d.get('n')} candidates, "
+                         f"{'noisy' if d.get('noisy') else 'exact'} search")
+        elif kind == "resume":
+            lines.append(f"# {ev['at']} resumed ({d.get('cached', 0)} probes already done)")
+        elif kind == "probe":
+            sig = f" sig={shlex.quote(d['signature'])}" if d.get("signature") and d.get("verdict") == "bad" else ""
+            thr = d.get("threshold")
+            thr_s = f" threshold {thr[0]}..{thr[1]}" if thr else ""
+            eff = f" (used as {d['effective']})" if d.get("effective") and d["effective"] != d["verdict"] else ""
+            lines.append(f"{d['verdict']} {d['ref']}{sig}  # [{d.get('phase', '')}] {d.get('label', '')}: "
+                         f"{d.get('reason', '')}{thr_s}{eff} ({d.get('duration_s', 0):.1f}s)")
+        elif kind == "triage":
+            lines.append(f"# triage {d.get('toggle')}: {d.get('verdict')} ({d.get('reason', '')})")
+        elif kind == "result":
+            lines.append(f"# {ev['at']} result of stage {d.get('stage')}: {d.get('status')} "
+                         f"{d.get('culprits', '')} confidence {d.get('confidence', 0):.1%} {d.get('message', '')}")
+        else:
+            lines.append(f"# {ev['at']} {kind}: {json.dumps(d, sort_keys=True)}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- prefetch
+
+
+class Prefetcher:
+    """Prepares candidates in background threads; hands each prepared one out once.
+
+    ``want(cands)`` starts preparing those not yet started; ``get(c)`` returns the prepared
+    candidate (waiting, or preparing in this thread when it was not started);
+    ``drop(keep)`` releases what was prepared and is not in ``keep``.
+    """
+
+    def __init__(self, runner: CandidateRunner, workers: int = 2):
+        self.runner = runner
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch")
+        self.futures: dict[str, Future] = {}
+        self.started: list[str] = []  # refs whose preparation was started in the background
+
+    def want(self, cands: list[Candidate]) -> None:
+        for c in cands:
+            if c.ref not in self.futures:
+                self.futures[c.ref] = self.pool.submit(self.runner.prepare, c)
+                self.started.append(c.ref)
+
+    def get(self, c: Candidate) -> Prepared | PrepareFailed:
+        fut = self.futures.pop(c.ref, None)
+        if fut is None:
+            return self.runner.prepare(c)
+        return fut.result()
+
+    def _release_when_done(self, fut: Future) -> None:
+        def done(f: Future) -> None:
+            try:
+                res = f.result()
+            except Exception as e:  # a failed prefetch is only logged
+                log.debug("prefetch failed: %s", e)
+                return
+            if isinstance(res, Prepared):
+                self.runner.release(res)
+        fut.add_done_callback(done)
+
+    def drop(self, keep: set[str] | None = None) -> None:
+        keep = keep or set()
+        for ref in [r for r in self.futures if r not in keep]:
+            self._release_when_done(self.futures.pop(ref))
+
+    def close(self) -> None:
+        self.drop()
+        self.pool.shutdown(wait=True)
+
+
+# --------------------------------------------------------------------------- the session
+
+
+def probe_key(ref: str, build_key: str, reproducer_key: str, toggle: str = "", attempt: int = 1) -> str:
+    """Probe cache key: SHA-256 (hex, 32 chars) of candidate, build key, reproducer key, toggle, attempt."""
+    blob = f"{ref}|{build_key}|{reproducer_key}|{toggle}|#{attempt}"
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _fmt_thr(thr: tuple[int | None, int | None] | None) -> str:
+    if not thr or thr == (None, None):
+        return ""
+    lo, hi = thr
+    return f", threshold {lo if lo is not None else '-'}..{hi if hi is not None else '-'} tokens"
+
+
+class Session:
+    """One ``bisectbot run``. ``echo`` receives progress lines (None: silent).
+
+    ``replay`` forces verdicts per candidate ref (in order) instead of probing.
+    ``base_dir`` resolves relative repository paths of the recipe (its directory).
+    """
+
+    def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *,
+                 echo: Echo | None = None, replay: list[LogLine] | None = None,
+                 base_dir: Path | None = None, prefetch: bool = True, recipe_path: str = ""):
+        self.recipe = recipe
+        self.recipe_path = recipe_path or f"{recipe.name}.yaml"
+        self.ledger = ledger
+        self.runner = runner
+        self.echo: Echo = echo or (lambda s: None)
+        self.base_dir = base_dir
+        self.repro_key = recipe.verdict_hash()
+        self.replay: dict[str, list[LogLine]] = {}
+        for ln in replay or []:
+            self.replay.setdefault(ln.ref, []).append(ln)
+        self.replayed = bool(replay)
+        self.prefetch_enabled = prefetch
+        self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
+        self.t0 = time.monotonic()
+        self.session_id = ""
+        self._logged = 0
+        self._to_skip_logging = 0
+
+    # ------------------------------------------------------------------ keys and ids
+    def _build_key(self, c: Candidate) -> str:
+        fn = getattr(self.runner, "build_key", None)
+        return fn(c) if callable(fn) else ""
+
+    def _session_id(self, stage: str, good: str, bad: str) -> str:
+        blob = f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    # ------------------------------------------------------------------ one probe
+    def judge(self, prepared: Prepared, env: dict[str, str] | None,
+              args: list[str] | None) -> tuple[Judgement, dict[str, Any]]:
+        """Run the reproducer on a prepared candidate and decide the verdict (regress mode)."""
+        r = self.recipe
+        if is_patch_mode(r.regress):
+            return judge_patches(r.regress, prepared.patches), {}
+        if r.regress.mode == "command":
+            if not r.reproducer.command:
+                raise BadInput("regress mode 'command' needs reproducer.command (an argv; exit 0 good, "
+                               "1..127 bad, 125 skip)")
+            run_command = self.runner.run_command
+            argv = list(r.reproducer.command) + list(args or [])
+            try:
+                cr = run_command(prepared, argv, r.reproducer.command_timeout_s, env=env)  # type: ignore[call-arg]
+            except TypeError:  # runners without an env argument
+                cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
+            j = judge_command(cr.returncode, cr.timed_out)
+            extra = {"returncode": cr.returncode, "stderr_tail": cr.stderr_tail[-500:]}
+            if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():
+                j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
+            return j, extra
+        if r.reproducer.kind == "command":
+            raise BadInput("a command reproducer needs regress mode 'command' in this bisectbot")
+        from .reproduce.threshold import search_threshold  # the reproducer area (issue 3)
+
+        with self.runner.server(prepared, env=env, args=args) as srv:
+            tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None)
+        j = judge_threshold(r.regress, tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []), tr.error)
+        table = [t.to_dict() if hasattr(t, "to_dict") else t for t in (tr.table or [])]
+        return j, {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,
+                   "status": tr.status}
+
+    def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
+              prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:
+        """Probe candidate ``c`` (or take it from the replay file or the cache).
+
+        Returns the result and where it came from: ``probe``, ``cache`` or ``replay``.
+        """
+        tname = toggle.name if toggle else ""
+        if not toggle and self.replay.get(c.ref):
+            ln = self.replay[c.ref].pop(0)
+            return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay"
+        key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
+        cached = self.ledger.get_probe(key)
+        if cached is not None:
+            return cached, "cache"
+        self.fresh_probes += 1
+        t0 = time.monotonic()
+        prepared = prefetcher.get(c) if prefetcher else self.runner.prepare(c)
+        res = ProbeResult(c, Verdict.SKIP, cache_key=key)
+        try:
+            if isinstance(prepared, PrepareFailed):
+                res.reason = prepared.reason
+                res.log_paths = list(prepared.log_paths)
+                res.patches = list(prepared.patches)
+            else:
+                res.patches = list(prepared.patches)
+                try:
+                    j, extra = self.judge(prepared, toggle.env if toggle else None, toggle.args if toggle else None)
+                    res.verdict, res.reason = j.verdict, j.reason
+                    res.signature = str(j.signature) if j.signature else ""
+                    thr = extra.pop("threshold", None)
+                    res.threshold = thr
+                    res.table = extra.pop("table", [])
+                    res.extra = extra
+                except ServerError as e:
+                    res.reason = f"server error, not a verdict: {e}"
+                res.log_paths = list(prepared.log_paths)
+                res.extra["build_key"] = prepared.build_key
+        finally:
+            if isinstance(prepared, Prepared):
+                self.runner.release(prepared)
+        res.duration_s = time.monotonic() - t0
+        res.extra["attempt"] = attempt
+        if tname:
+            res.extra["toggle"] = tname
+        self.ledger.put_probe(res)
+        return res, "probe"
+
+    # ------------------------------------------------------------------ one stage
+    def _event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "probe" and self._to_skip_logging > 0:
+            self._to_skip_logging -= 1
+            return
+        self.ledger.log_event(self.session_id, kind, data)
+
+    def search(self, name: str, candidates: list[Candidate], component: str,
+               flags_fn: Callable[[Candidate, Candidate], list[str]] | None = None,
+               check_boundary: bool = True) -> StageResult:
+        """Bisect one ordered candidate list (index 0 good end, last bad end); returns the stage."""
+        r = self.recipe
+        bs = r.bisect
+        noisy = bs.flake.false_positive > 0 or bs.flake.false_negative > 0
+        good, bad = candidates[0], candidates[-1]
+        self.session_id = self._session_id(name, good.ref, bad.ref)
+        cleanup = getattr(self.runner, "cleanup_stale", None)
+        if callable(cleanup):
+            cleanup()  # worktrees a killed run left behind
+        prior = self.ledger.events(self.session_id)
+        done_before = sum(1 for e in prior if e["kind"] == "probe")
+        self._to_skip_logging = done_before
+        self.ledger.save_session(self.session_id, r.name, self.repro_key, good.ref, bad.ref, "running",
+                                 {"stage": name, "component": component, "n": len(candidates),
+                                  "candidates": [c.ref for c in candidates]})
+        if prior:
+            self.ledger.log_event(self.session_id, "resume", {"cached": done_before})
+            self.echo(f"resuming session {self.session_id}: {done_before} probes already done")
+        else:
+            self.ledger.log_event(self.session_id, "start", {
+                "stage": name, "component": component, "n": len(candidates), "good": good.ref, "bad": bad.ref,
+                "noisy": noisy})
+        b = Bisection(len(candidates), false_positive=bs.flake.false_positive,
+                      false_negative=bs.flake.false_negative, confidence=bs.confidence,
+                      max_probes=bs.max_probes, check_boundary=check_boundary, verify=bs.verify)
+        self.echo(f"stage {name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
+                  f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes")
+        probes: list[ProbeResult] = []
+        attempts: dict[int, int] = {}
+        prefetcher = Prefetcher(self.runner) if self.prefetch_enabled and bs.parallel == 1 else None
+        pool = ThreadPoolExecutor(max_workers=bs.parallel) if bs.parallel > 1 else None
+        try:
+            while not b.done:
+                batch = b.next_probes(bs.parallel)
+                if not batch:
+                    break
+                if prefetcher is not None and len(batch) == 1:
+                    nxt = [j for j in b.lookahead(batch[0]).values() if j is not None and j != batch[0]]
+                    prefetcher.drop(keep={candidates[i].ref for i in batch + nxt})
+                    prefetcher.want([candidates[j] for j in nxt if self._needs_probe(candidates[j], attempts, j)])
+                jobs = []
+                for i in batch:
+                    attempts[i] = attempts.get(i, 0) + 1
+                    jobs.append((i, attempts[i]))
+                if pool is not None:
+                    futs = [pool.submit(self.probe, candidates[i], a) for i, a in jobs]
+                    results = [f.result() for f in futs]
+                else:
+                    results = [self.probe(candidates[i], a, prefetcher=prefetcher) for i, a in jobs]
+                for (i, a), (res, origin) in zip(jobs, results):
+                    phase = ("boundary" if i in b._ends_left else "verify" if i in b._verify_targets else "search")
+                    eff = b.feed(i, res.verdict, res.signature or None)
+                    probes.append(res)
+                    note = b.history[-1].note
+                    self._event("probe", {
+                        "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
+                        "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
+                            f"; {note}" if note else ""),
+                        "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
+                        "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
+                    self._progress(b, candidates[i], res, eff, origin)
+        finally:
+            if prefetcher is not None:
+                prefetcher.close()
+            if pool is not None:
+                pool.shutdown(wait=True)
+        sr = b.result()
+        st = StageResult(name=name, component=component, status=sr.status, candidates=list(candidates),
+                         probes=probes, confidence=sr.confidence, message=sr.message)
+        if sr.last_good is not None:
+            st.last_good = candidates[sr.last_good]
+        if sr.first_bad is not None:
+            st.first_bad = candidates[sr.first_bad]
+        st.culprits = [candidates[i] for i in sr.culprits]
+        if st.status is Status.CULPRIT and flags_fn and st.first_bad and st.last_good:
+            try:
+                st.flags = flags_fn(st.first_bad, st.last_good)
+            except Exception as e:  # flags are advisory
+                log.warning("plausibility flags failed: %s", e)
+        self.ledger.log_event(self.session_id, "result", {
+            "stage": name, "status": st.status.value, "culprits": [c.ref for c in st.culprits],
+            "confidence": st.confidence, "message": st.message, "flags": st.flags})
+        self.ledger.save_session(self.session_id, r.name, self.repro_key, good.ref, bad.ref, st.status.value,
+                                 {"stage": name, "component": component, "n": len(candidates),
+                                  "candidates": [c.ref for c in candidates],
+                                  "culprits": [c.ref for c in st.culprits]})
+        return st
+
+    def _needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:
+        if self.replay.get(c.ref):
+            return False
+        key = probe_key(c.ref, self._build_key(c), self.repro_key, "", attempts.get(i, 0) + 1)
+        return self.ledger.get_probe(key) is None
+
+    def _progress(self, b: Bisection, c: Candidate, res: ProbeResult, eff: Verdict, origin: str) -> None:
+        v = res.verdict.value if eff is res.verdict else f"{res.verdict.value} -> {eff.value}"
+        src = "" if origin == "probe" else f" [{origin}]"
+        left = b.steps_left()
+        self.echo(f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res.threshold)}; {res.reason} "
+                  f"({res.duration_s:.1f}s, elapsed {time.monotonic() - self.t0:.0f}s){src}"
+                  + ("" if b.done else f"; ~{left} probes left"))
+
+    # ------------------------------------------------------------------ triage
+    def triage(self, c: Candidate) -> dict[str, str]:
+        """Try each ``recipe.triage`` toggle on the first-bad candidate; ``{name: verdict}``."""
+        out: dict[str, str] = {}
+        for t in self.recipe.triage:
+            res, origin = self.probe(c, 1, toggle=t)
+            gone = res.verdict is Verdict.GOOD
+            out[t.name] = res.verdict.value + (" (problem disappears)" if gone else "")
+            self.ledger.log_event(self.session_id, "triage", {"toggle": t.name, "verdict": res.verdict.value,
+                                                              "reason": res.reason, "origin": origin})
+            self.echo(f"triage {t.name} on {c.label or c.ref}: {out[t.name]}; {res.reason}")
+        return out
+
+    # ------------------------------------------------------------------ components
+    def components(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
+                   repos: dict[str, Any] | None = None) -> list[StageResult]:
+        """Attribute a regression between two component tuples, then bisect the guilty component.
+
+        ``old``/``new`` map component -> commit (last-good and first-bad). When several
+        components changed, the mixed pairs (one component new, the others old) are probed
+        first: the component whose change alone is bad is bisected over its first-parent
+        commits with the others pinned at ``old``. ``repos`` maps components to
+        :class:`bisectbot.sources.git.GitRepo` (default: the runner's ``repos``).
+        """
+        from .models import CandidateKind
+
+        repos = repos or getattr(self.runner, "repos", {})
+        changed = [c for c in new if old.get(c) != new[c]]
+        if not changed:
+            return [StageResult("components", "", Status.NO_REGRESSION,
+                                message="no component changed between last-good and first-bad")]
+
+        def combo(commits: dict[str, str], label: str) -> Candidate:
+            ref = ",".join(f"{k}={v}" for k, v in sorted(commits.items()))
+            return Candidate(CandidateKind.COMMIT, ref, label, "+".join(sorted(commits)), {"commits": commits})
+
+        stages: list[StageResult] = []
+        guilty = changed
+        if len(changed) > 1:
+            att = StageResult("attribution", "+".join(changed), Status.INCONCLUSIVE)
+            self.session_id = self._session_id("attribution", combo(old, "").ref, combo(new, "").ref)
+            self._to_skip_logging = sum(1 for e in self.ledger.events(self.session_id) if e["kind"] == "probe")
+            ends = [] if stage1_done else [(combo(old, "all old"), Verdict.GOOD), (combo(new, "all new"), Verdict.BAD)]
+            mixes = [(combo({**old, x: new[x]}, f"new {x} + old {', '.join(c for c in changed if c != x)}"), None)
+                     for x in changed]
+            bad_alone: list[str] = []
+            for (cand, expect), x in zip(ends + mixes, [None] * len(ends) + changed):
+                res, origin = self.probe(cand)
+                att.probes.append(res)
+                self._event("probe", {"ref": cand.ref, "label": cand.label, "verdict": res.verdict.value,
+                                      "reason": res.reason, "signature": res.signature, "origin": origin,
+                                      "phase": "attribution", "duration_s": round(res.duration_s, 3)})
+                self.echo(f"attribution {cand.label}: {res.verdict.value}; {res.reason}")
+                if expect is not None and res.verdict is not expect:
+                    att.status = Status.BOUNDARY_FAILED
+                    att.message = f"{cand.label} is {res.verdict.value}, expected {expect.value}"
+                    return [att]
+                if x is not None and res.verdict is Verdict.BAD:
+                    bad_alone.append(x)
+            if len(bad_alone) == 1:
+                att.status = Status.CULPRIT
+                att.message = f"the regression comes with {bad_alone[0]} alone"
+                guilty = bad_alone
+            elif not bad_alone:
+                att.message = "no single component reproduces alone: the regression needs the changes together"
+                return [att]
+            else:
+                att.message = f"each of {', '.join(bad_alone)} is bad alone; bisecting {bad_alone[0]} first"
+                guilty = bad_alone[:1]
+            att.confidence = 1.0 if att.status is Status.CULPRIT else 0.0
+            stages.append(att)
+        g = guilty[0]
+        repo = repos[g]
+        commits = repo.commits(old[g], new[g], first_parent=True)
+        pinned = {k: v for k, v in old.items() if k != g}
+        cands = [Candidate(c.kind, c.ref, c.label, g, {**c.meta, "commits": {g: c.ref, **pinned}}) for c in commits]
+
+        def flags(cul: Candidate, pred: Candidate) -> list[str]:
+            src = self.recipe.bisect.components.get(g)
+            return plausibility_flags(runtime_paths=src.runtime_paths if src else (),
+                                      **repo.plausibility_inputs(cul.ref, pred.ref))
+
+        stages.append(self.search(f"{g} commits", cands, g, flags))
+        return stages
+
+    # ------------------------------------------------------------------ whole run
+    def run(self, good: str | None = None, bad: str | None = None,
+            source: CandidateSource | None = None) -> RunResult:
+        """Stage 1 over the recipe's source (plus the component stage when possible), triage, result."""
+        r = self.recipe
+        good = good or r.bisect.good
+        bad = bad or r.bisect.bad
+        if not good or not bad:
+            raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad "
+                           "in the recipe")
+        result = self._new_result()
+        if "=" in good or "=" in bad:
+            old, new = parse_pins(good), parse_pins(bad)
+            result.stages = self.components(old, new)
+        else:
+            source = source or make_source(r, self.base_dir)
+            cands = source.candidates(good, bad)
+            st = self.search("stage 1", cands, source.component, source.flags)
+            result.stages.append(st)
+            lg, fb = st.last_good, st.first_bad
+            if (st.status is Status.CULPRIT and r.bisect.second_stage and lg and fb
+                    and lg.meta.get("commits") and fb.meta.get("commits")):
+                result.stages += self.components(dict(lg.meta["commits"]), dict(fb.meta["commits"]),
+                                                 stage1_done=True)
+        final = result.final
+        assert final is not None
+        if r.triage and final.first_bad is not None and final.status in (Status.CULPRIT, Status.RANGE):
+            result.triage = self.triage(final.first_bad)
+        return self._finish_result(result)
+
+    def _new_result(self) -> RunResult:
+        r = self.recipe
+        return RunResult(recipe=r.name, kind="fix" if r.regress.is_fix else "regression", status=Status.INCONCLUSIVE,
+                         model=r.model, tp=r.tp, runner=r.runner, regress=str(r.regress),
+                         patch_stack=[{"id": p} for p in r.patches])
+
+    def _finish_result(self, result: RunResult) -> RunResult:
+        final = result.final
+        assert final is not None
+        result.status = final.status
+        result.session_id = self.session_id
+        if final.status is Status.CULPRIT and final.message == "" and final.first_bad:
+            final.message = f"first bad: {final.first_bad.label or final.first_bad.ref}"
+        ok, why = may_blame(final.status, final.confidence, final.flags, self.recipe.bisect.blame_confidence)
+        result.notes.append(("may blame: " if ok else "will not blame: ") + why)
+        if final.last_good and final.first_bad:
+            result.reproduce = (f"bisectbot run {shlex.quote(self.recipe_path)} "
+                                f"--good {shlex.quote(final.last_good.ref)} --bad {shlex.quote(final.first_bad.ref)}")
+        if self.fresh_probes == 0 and not self.replayed:
+            result.notes.append("every verdict came from the probe cache")
+        return result
+
+
+def parse_pins(text: str) -> dict[str, str]:
+    """``vllm=SHA,aiter=SHA`` -> ``{"vllm": "SHA", "aiter": "SHA"}``; BadInput when malformed."""
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        name, eq, ref = part.partition("=")
+        if not eq or not name.strip() or not ref.strip():
+            raise BadInput(f"expected component=commit[,component=commit], got {text!r}")
+        out[name.strip()] = ref.strip()
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def exit_code(result: RunResult) -> int:
+    """0 culprit found, 3 anything else (range, inconclusive, boundary failed, no regression)."""
+    from .errors import EXIT_INCONCLUSIVE, EXIT_OK
+
+    return EXIT_OK if result.status is Status.CULPRIT else EXIT_INCONCLUSIVE
+
+
+def render_markdown(result: RunResult) -> str:
+    """A plain Markdown report (the report area renders a richer one through ``bisectbot.report``)."""
+    lines = [f"# bisectbot: {result.recipe} ({result.kind})", ""]
+    final = result.final
+    if final and final.status is Status.CULPRIT and final.first_bad:
+        word = "fixed in" if result.kind == "fix" else "regression in"
+        lines.append(f"**{word} {final.first_bad.component or ''} {final.first_bad.ref}** "
+                     f"({final.first_bad.label}), confidence {final.confidence:.0%}.")
+    elif final:
+        lines.append(f"**{final.status.value}**: {final.message}")
+        if final.culprits:
+            lines.append("")
+            lines.append("The first bad candidate is one of: " + ", ".join(
+                f"`{c.label or c.ref}`" for c in final.culprits))
+    lines += ["", f"- model: {result.model or '-'} (tp {result.tp}), runner {result.runner}, "
+                  f"regress `{result.regress}`", f"- session: {result.session_id}"]
+    for n in result.notes:
+        lines.append(f"- {n}")
+    if final and final.flags:
+        lines.append("- plausibility flags: " + "; ".join(FLAG_TEXT.get(f, f) for f in final.flags))
+    if result.triage:
+        lines += ["", "## Triage (toggles on the first bad candidate)", ""]
+        lines += [f"- `{k}`: {v}" for k, v in result.triage.items()]
+    for st in result.stages:
+        lines += ["", f"## {st.name} ({st.component}): {st.status.value}", ""]
+        if st.last_good or st.first_bad:
+            lines.append(f"searched {len(st.candidates)} candidates; last good "
+                         f"`{st.last_good.label if st.last_good else '-'}`, first bad "
+                         f"`{st.first_bad.label if st.first_bad else '-'}`")
+            lines.append("")
+        lines += ["| candidate | verdict | threshold (tokens) | reason | time |", "|---|---|---|---|---|"]
+        for p in st.probes:
+            thr = f"{p.threshold[0]}..{p.threshold[1]}" if p.threshold else ""
+            reason = p.reason.replace("|", "\\|")[:160]
+            lines.append(f"| `{p.candidate.label or p.candidate.ref}` | {p.verdict.value} | {thr} | {reason} | "
+                         f"{p.duration_s:.1f}s |")
+    if result.reproduce:
+        lines += ["", "## Reproduce", "", "```", result.reproduce, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(result: RunResult, out_dir: str | Path) -> list[Path]:
+    """Write ``result.json`` and ``report.md`` into ``out_dir``; returns the paths.
+
+    The one place where a run's result is written: the report area swaps in its renderer here.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    jp, mp = out / "result.json", out / "report.md"
+    jp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    mp.write_text(render_markdown(result), encoding="utf-8")
+    return [jp, mp]
+
+
+def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
+    """The ``--dry-run`` plan: range size, search mode, the first probes and what comes next."""
+    bs = recipe.bisect
+    b = Bisection(len(candidates), false_positive=bs.flake.false_positive,
+                  false_negative=bs.flake.false_negative, confidence=bs.confidence,
+                  max_probes=bs.max_probes, verify=bs.verify)
+    noisy = not b.exact
+    lines = [f"plan: {len(candidates)} candidates from {candidates[0].label} (good) to {candidates[-1].label} (bad)",
+             f"search: {'noisy (Bayesian, confidence ' + format(bs.confidence, '.0%') + ')' if noisy else 'exact'}"
+             f", ~{b.steps_left()} probes, budget {bs.max_probes}, {k} at a time",
+             f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
+    # the boundary probes, assumed to come out as expected, then the first search probes
+    step = 0
+    while not b.done and step < 3:
+        batch = b.next_probes(k)
+        if not batch:
+            break
+        for i in batch:
+            expect = Verdict.BAD if i == len(candidates) - 1 else Verdict.GOOD if i == 0 else None
+            if expect is None:
+                la = b.lookahead(i)
+                nxt = ", ".join(f"if {v.value}: {candidates[j].label}" for v, j in la.items() if j is not None)
+                lines.append(f"probe {candidates[i].label}   (next {nxt})")
+            else:
+                lines.append(f"probe {candidates[i].label}   (boundary: expect {expect.value})")
+                b.feed(i, expect)
+        if any(i not in (0, len(candidates) - 1) for i in batch):
+            break
+        step += 1
+    return "\n".join(lines)
+
+
+__all__ = [
+    "CandidateSource", "GitCandidates", "LogLine", "Prefetcher", "Session", "exit_code", "format_log",
+    "make_source", "parse_pins", "parse_replay", "plan_text", "probe_key", "register_source",
+    "render_markdown", "write_report",
+]

@@ -1,0 +1,119 @@
+"""Commit ranges of a git repository (GitPython), as ordered candidate lists.
+
+The range between a good and a bad commit follows the first-parent chain by default
+(merges of a topic branch are one candidate, as on vLLM's and aiter's main branches),
+oldest first, both ends included. Also here: the inputs of the plausibility flags of a
+culprit (number of parents, paths changed against its predecessor, tree identity).
+
+Errors: an unknown ref, or a good commit that is not an ancestor of the bad one, is
+:class:`bisectbot.errors.BadInput` (exit code 2) naming the repository and the ref.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+from typing import Any
+
+import git
+
+from ..errors import BadInput
+from ..models import Candidate, CandidateKind
+
+
+def _locked(fn):  # GitPython's persistent cat-file processes are not thread-safe
+    @functools.wraps(fn)
+    def wrapper(self, *a, **kw):
+        with self.lock:
+            return fn(self, *a, **kw)
+    return wrapper
+
+
+class GitRepo:
+    """A local git repository read through GitPython. ``component`` names it in candidates.
+
+    Thread-safe: every method holds ``lock`` (an RLock), which callers also take around
+    their own ``repo.git`` calls (worktree add/remove from prefetch threads).
+    """
+
+    def __init__(self, path: str | Path, component: str = ""):
+        self.path = Path(path).expanduser().resolve()
+        try:
+            self.repo = git.Repo(self.path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise BadInput(f"{self.path}: not a git repository (source.repo)") from None
+        self.component = component or self.path.name
+        self.lock = threading.RLock()
+        self._resolved: dict[str, str] = {}
+
+    @_locked
+    def resolve(self, ref: str) -> str:
+        """Full SHA of ``ref`` (branch, tag, short SHA, ``HEAD~3``); BadInput when unknown."""
+        if len(ref) == 40 and ref in self._resolved:
+            return self._resolved[ref]
+        try:
+            sha = self.repo.commit(ref).hexsha
+            if len(ref) == 40:
+                self._resolved[ref] = sha
+            return sha
+        except (git.BadName, ValueError, git.GitCommandError):
+            raise BadInput(f"{self.path}: unknown commit {ref!r}; expected a branch, tag or SHA") from None
+
+    @_locked
+    def candidate(self, ref: str) -> Candidate:
+        """The commit ``ref`` as a :class:`Candidate` (label: short SHA + subject)."""
+        c = self.repo.commit(self.resolve(ref))
+        subject = (c.message or "").splitlines()[0] if c.message else ""
+        return Candidate(
+            kind=CandidateKind.COMMIT, ref=c.hexsha, label=f"{c.hexsha[:10]} {subject}".strip(),
+            component=self.component,
+            meta={"parents": len(c.parents), "date": c.committed_datetime.isoformat(), "repo": str(self.path)},
+        )
+
+    @_locked
+    def commits(self, good: str, bad: str, first_parent: bool = True) -> list[Candidate]:
+        """Candidates from ``good`` to ``bad`` inclusive, oldest first.
+
+        With ``first_parent`` the list walks the first-parent chain of ``bad`` back to
+        ``good``, which must lie on it. Raises BadInput otherwise, or when ``good`` is not
+        an ancestor of ``bad``.
+        """
+        g, b = self.resolve(good), self.resolve(bad)
+        if g == b:
+            raise BadInput(f"{self.path}: good and bad are the same commit {g[:12]}")
+        if not self.repo.is_ancestor(g, b):
+            raise BadInput(f"{self.path}: good {good} ({g[:12]}) is not an ancestor of bad {bad} ({b[:12]}); "
+                           "swap them for a fix bisection, or choose an older good commit")
+        args = ["--reverse"] + (["--first-parent"] if first_parent else ["--topo-order"]) + [f"{g}..{b}"]
+        shas = self.repo.git.rev_list(*args).split()
+        if first_parent:
+            oldest = self.repo.commit(shas[0])
+            if not oldest.parents or oldest.parents[0].hexsha != g:
+                raise BadInput(f"{self.path}: good {good} ({g[:12]}) is not on the first-parent chain of bad "
+                               f"{bad}; use the merge commit that brought it in, or first_parent: false")
+        return [self.candidate(s) for s in [g, *shas]]
+
+    @_locked
+    def parents(self, ref: str) -> int:
+        return len(self.repo.commit(self.resolve(ref)).parents)
+
+    @_locked
+    def changed_paths(self, old: str, new: str) -> list[str]:
+        """Paths changed between two commits (renames give both names), sorted."""
+        out = self.repo.git.diff("--name-only", "--no-renames", self.resolve(old), self.resolve(new))
+        return sorted(p for p in out.splitlines() if p)
+
+    @_locked
+    def tree(self, ref: str) -> str:
+        """SHA of the commit's tree: equal trees build the same thing."""
+        return self.repo.commit(self.resolve(ref)).tree.hexsha
+
+    @_locked
+    def plausibility_inputs(self, culprit: str, predecessor: str) -> dict[str, Any]:
+        """Keyword arguments of :func:`bisectbot.bisect.plausibility_flags` (except runtime paths)."""
+        return {
+            "parents": self.parents(culprit),
+            "changed_paths": self.changed_paths(predecessor, culprit),
+            "same_build": self.tree(culprit) == self.tree(predecessor),
+        }

@@ -1,0 +1,136 @@
+"""`bisectbot run` with the local runner on real git histories of the reference engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bisectbot.errors import ServerError
+from bisectbot.ledger import Ledger
+from bisectbot.models import Candidate, CandidateKind
+from bisectbot.recipe import load_recipe
+from bisectbot.run.base import Prepared, PrepareFailed
+from bisectbot.run.local import LocalRunner
+
+
+def test_command_mode_finds_commit_k_with_unbuildable_and_broken_commits(tmp_path, kit, starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=30, k=17, unbuildable={8, 22}, broken={12})
+    out = tmp_path / "out"
+    recipe = kit.write_recipe(tmp_path / "r.yaml", repo, out, mode="command")
+    p = kit.run_cli("--state", str(tmp_path / "state"), "run", str(recipe))
+    assert p.returncode == 0, p.stderr
+    assert repo.shas[17] in p.stdout and "verified" in p.stdout
+    res = json.loads((out / "result.json").read_text())
+    final = res["stages"][-1]
+    assert res["status"] == "culprit" and final["first_bad"]["ref"] == repo.shas[17]
+    assert final["last_good"]["ref"] == repo.shas[16]
+    md = (out / "report.md").read_text()
+    assert repo.shas[17] in md and "regression in" in md
+    # progress lines name candidate, verdict, reason, time and probes left
+    assert "probes left" in p.stderr and "command exit" in p.stderr
+    log = kit.run_cli("--state", str(tmp_path / "state"), "bisect", "log")
+    assert log.returncode == 0
+    assert f"bad {repo.shas[17]}" in log.stdout and f"good {repo.shas[16]}" in log.stdout
+
+
+def test_local_runner_prepare_build_failure_is_skip_and_worktrees_are_removed(tmp_path, kit, starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=4, k=2, unbuildable={1}, broken={3})
+    recipe = load_recipe(kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out"))
+    r = LocalRunner(recipe, {"engine": repo.path}, workdir=tmp_path / "wt")
+    cand = lambda i: Candidate(CandidateKind.COMMIT, repo.shas[i], f"c{i}", "engine")  # noqa: E731
+    failed = r.prepare(cand(1))
+    assert isinstance(failed, PrepareFailed) and "build failed (exit 1)" in failed.reason
+    assert "BUILD_FAILS" in failed.reason and Path(failed.log_paths[0]).exists()
+    ok = r.prepare(cand(0))
+    assert isinstance(ok, Prepared) and (ok.source / "version.txt").read_text().strip() == "engine-0"
+    assert ok.build_key == r.build_key(cand(0)) and ok.build_key != r.build_key(cand(2))
+    with r.server(ok) as srv:
+        import requests
+
+        assert requests.get(srv.base_url + "/health", timeout=5).status_code == 200
+        pid = srv.meta["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    r.release(ok)
+    assert not ok.source.exists()
+    assert "worktree" not in kit.git(repo.path, "worktree", "list").split("\n", 1)[-1]
+    broken = r.prepare(cand(3))
+    t0 = time.monotonic()
+    with pytest.raises(ServerError, match="exited with code"):
+        with r.server(broken):
+            pass
+    assert time.monotonic() - t0 < 15  # a dead process ends the health wait at once
+    r.release(broken)
+    cr = r.run_command(r.prepare(cand(2)), [sys.executable, "-c", "import time; time.sleep(30)"],
+                       timeout_s=0.5)
+    assert cr.timed_out and cr.returncode is None
+
+
+def test_kill_9_then_resume_repeats_no_probe(tmp_path, kit, starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=40, k=29, unbuildable={14})
+    out = tmp_path / "out"
+    recipe = kit.write_recipe(tmp_path / "r.yaml", repo, out, mode="command")
+    state = tmp_path / "state"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "RUN_ID": "1", "CHECK_SLEEP": "0.4"}
+    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(recipe)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(kit.read_starts(starts_file)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run1 = Counter(v for r, v in kit.read_starts(starts_file) if r == "1")
+    assert sum(run1.values()) >= 4
+    with Ledger(state) as led:
+        done1 = len(led.probes())
+    assert done1 >= 3
+    p = kit.run_cli("--state", str(state), "run", str(recipe), env={"RUN_ID": "2", "CHECK_SLEEP": "0"})
+    assert p.returncode == 0, p.stderr
+    assert "resuming session" in p.stderr
+    res = json.loads((out / "result.json").read_text())
+    assert res["stages"][-1]["first_bad"]["ref"] == repo.shas[29]
+    run2 = Counter(v for r, v in kit.read_starts(starts_file) if r == "2")
+    with Ledger(state) as led:
+        total = len(led.probes())
+    # every probe finished before the kill came from the cache; at most the one in flight ran twice
+    assert sum(run1.values()) + sum(run2.values()) <= total + 1
+    assert sum(run2.values()) == total - done1
+    # an uninterrupted run over the same ledger probes nothing at all
+    p3 = kit.run_cli("--state", str(state), "run", str(recipe), env={"RUN_ID": "3"})
+    assert p3.returncode == 0 and not [1 for r, _ in kit.read_starts(starts_file) if r == "3"]
+
+
+def test_dry_run_prints_plan_without_probing(tmp_path, kit, starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=20, k=5)
+    recipe = kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command")
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(recipe), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "plan: 20 candidates" in p.stdout and "boundary: expect bad" in p.stdout and "if good:" in p.stdout
+    assert kit.read_starts(starts_file) == []
+    p = kit.run_cli("--state", str(tmp_path / "s"), "bisect", "plan", str(recipe), "-k", "3")
+    assert p.returncode == 0 and "3 at a time" in p.stdout
+
+
+def test_bad_input_exit_2(tmp_path, kit) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=5, k=2)
+    recipe = kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command")
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(recipe), "--good", repo.shas[3], "--bad", repo.shas[1])
+    assert p.returncode == 2 and "not an ancestor" in p.stderr
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(recipe), "--good", "nope")
+    assert p.returncode == 2 and "unknown commit 'nope'" in p.stderr
+
+
+def test_boundary_failure_exit_3(tmp_path, kit, starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=6, k=0)
+    recipe = kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command")
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(recipe), "--good", repo.shas[1])
+    assert p.returncode == 3 and "good end is bad" in p.stdout
