@@ -580,6 +580,8 @@ def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first
         return Judgement(Verdict.GOOD, f"no request error (threshold search: {status})")
     if status == "error":
         return Judgement(Verdict.SKIP, f"server error, not a verdict: {error or 'error'}")
+    if status == "inconclusive":
+        return Judgement(Verdict.SKIP, f"threshold search inconclusive: {error or 'no size could be decided'}")
     if status not in ("ok", "garbage", "all-garbage", "non-monotone"):
         return Judgement(Verdict.SKIP, f"unknown threshold status {status!r}")
     kind = "all-garbage" if status == "all-garbage" else "garbage"

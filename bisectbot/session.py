@@ -299,11 +299,25 @@ class Session:
                 j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
             return j, extra
         if r.reproducer.kind == "command":
-            raise BadInput("a command reproducer needs regress mode 'command' in this bisectbot")
-        from .reproduce.threshold import search_threshold  # the reproducer area (issue 3)
+            from .reproduce.command import search_threshold_command, substitute
 
-        with self.runner.server(prepared, env=env, args=args) as srv:
-            tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None)
+            argv0 = list(r.reproducer.command or [])
+
+            def run_size(size: int):  # -> CommandRun
+                argv = substitute(argv0, size, prepared.source) + list(args or [])
+                try:
+                    return self.runner.run_command(prepared, argv, r.reproducer.command_timeout_s,
+                                                   env=env)  # type: ignore[call-arg]
+                except TypeError:  # runners without an env argument
+                    return self.runner.run_command(prepared, argv, r.reproducer.command_timeout_s)
+
+            tr = search_threshold_command(run_size, r.reproducer)
+        else:
+            from .reproduce.threshold import search_threshold  # the reproducer area (issue 3)
+
+            with self.runner.server(prepared, env=env, args=args) as srv:
+                tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None,
+                                      timeout_s=r.server.request_timeout_s)
         j = judge_threshold(r.regress, tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []), tr.error)
         table = [t.to_dict() if hasattr(t, "to_dict") else t for t in (tr.table or [])]
         return j, {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,

@@ -134,3 +134,38 @@ def test_boundary_failure_exit_3(tmp_path, kit, starts_file) -> None:
     recipe = kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command")
     p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(recipe), "--good", repo.shas[1])
     assert p.returncode == 3 and "good end is bad" in p.stdout
+
+
+def test_prefill_engine_history_finds_commit_k_verifies_and_reports(tmp_path, kit, starts_file) -> None:
+    """Done-when: the reference engine's threshold drops below the probe sizes at commit k;
+    some commits do not build and one engine never starts: `bisectbot run` finds k and verifies it."""
+    n, k = 26, 15
+    repo = kit.make_engine_repo(tmp_path / "repo", n=n, k=k, unbuildable={12, 20}, broken={13})
+    out = tmp_path / "out"
+    recipe = kit.write_recipe(
+        tmp_path / "r.yaml", repo, out,
+        triage=[{"name": "no-garbage-config", "args": ["--threshold", "100000"]}])
+    p = kit.run_cli("--state", str(tmp_path / "state"), "run", str(recipe))
+    assert p.returncode == 0, p.stderr
+    res = json.loads((out / "result.json").read_text())
+    final = res["stages"][-1]
+    assert res["status"] == "culprit" and final["first_bad"]["ref"] == repo.shas[k]
+    assert final["last_good"]["ref"] == repo.shas[k - 1] and final["confidence"] == 1.0
+    verdicts = {(pr["candidate"]["ref"], pr["verdict"]) for pr in final["probes"]}
+    assert (repo.shas[k], "bad") in verdicts and (repo.shas[k - 1], "good") in verdicts
+    # culprit and predecessor were re-probed (verification)
+    refs = [pr["candidate"]["ref"] for pr in final["probes"]]
+    assert refs[-2:] == [repo.shas[k], repo.shas[k - 1]]
+    skips = [pr["reason"] for pr in final["probes"] if pr["verdict"] == "skip"]
+    assert any("build failed" in r for r in skips) and any("server exited" in r for r in skips), skips
+    bad_probe = next(pr for pr in final["probes"] if pr["candidate"]["ref"] == repo.shas[k])
+    assert bad_probe["threshold"][1] is not None and bad_probe["threshold"][1] <= 8000
+    assert bad_probe["signature"].startswith("garbage@")
+    assert res["triage"] == {"no-garbage-config": "good (problem disappears)"}
+    md = (out / "report.md").read_text()
+    assert repo.shas[k] in md and "## Triage" in md
+    assert f"--good {repo.shas[k - 1]} --bad {repo.shas[k]}" in res["reproduce"]
+    # one server start per probe that reached the server (skips for build failures start nothing)
+    starts = Counter(v for _, v in kit.read_starts(starts_file))
+    assert starts[f"engine-{k}"] == 3  # search, verification, triage
+    assert "engine-12" not in starts and "engine-20" not in starts
