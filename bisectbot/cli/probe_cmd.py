@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -13,7 +14,8 @@ PROBE_EPILOG = """\b
 Example:
   python -m bisectbot.demo.engine --port 8000 --threshold 20000 &
   bisectbot probe --endpoint http://127.0.0.1:8000 --min-size 2000 --max-size 120000
-  bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51.yaml
+  bisectbot --json probe --endpoint http://127.0.0.1:8000 --model bisectbot/demo-engine \
+      --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
 
 \b
 Exit codes:
@@ -121,6 +123,7 @@ def probe(ctx: Ctx, endpoint: str, model: str | None, recipe_path: Path | None, 
     INCONCLUSIVE. Bisects in log space between --min-size and --max-size (or sweeps
     --sizes first) down to the tolerance and prints the threshold interval
     [last OK, first GARBAGE] in prompt tokens. A dead server is an ERROR, never GARBAGE.
+    A server that wants an API key gets $BISECTBOT_API_KEY as a bearer token.
     """
     from pydantic import ValidationError
 
@@ -152,7 +155,8 @@ def probe(ctx: Ctx, endpoint: str, model: str | None, recipe_path: Path | None, 
         if ctx.verbosity >= 0:
             click.echo(line, err=True)
 
-    res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s or 600.0)
+    api_key = os.environ.get("BISECTBOT_API_KEY") or None  # sent as a bearer token, never printed
+    res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s or 600.0, api_key=api_key)
     if ctx.json:
         ctx.emit(res.to_dict())
     else:

@@ -36,7 +36,8 @@ never comes up), ``crash_above`` (tokens: the process dies while serving a promp
 least that long, like a GPU fault), ``garbage_kinds`` (subset of :data:`GARBAGE_KINDS`),
 ``delay_s`` (seconds added to every chat reply), ``answer`` (fixed coherent answer),
 ``tokenize_endpoint`` (false: no ``/tokenize``, like a server without it),
-``report_max_model_len`` (false: ``/v1/models`` omits ``max_model_len``).
+``report_max_model_len`` (false: ``/v1/models`` omits ``max_model_len``), ``error_above``
+(tokens: HTTP 500 for prompts at least that long, like an out-of-memory error).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "answer": None,
     "tokenize_endpoint": True,
     "report_max_model_len": True,
+    "error_above": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop")
@@ -241,6 +243,9 @@ class Engine:
             sys.stderr.write(f"engine: fatal: memory access fault while prefilling {ptoks} tokens\n")
             sys.stderr.flush()
             os._exit(134)
+        err = self.s.get("error_above")
+        if err is not None and ptoks >= int(err):
+            return 500, _error("HIP out of memory. Tried to allocate 18.00 GiB", "InternalServerError", 500)
         delay = float(self.s.get("delay_s") or 0)
         if delay:
             time.sleep(delay)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -240,3 +241,20 @@ def test_hanging_server_is_timeout_error_exit_4(engine_factory):
     rc, res = _probe_cli(e.url, "--max-size", "4000", "--timeout", "0.5")
     assert rc == 4 and res["status"] == "error" and "timeout" in res["error"]
     assert res["table"][0]["outcome"] == "ERROR"
+
+
+def test_http_500_is_error_exit_4(engine_factory):
+    e = engine_factory(threshold=None, error_above=10000)
+    rc, res = _probe_cli(e.url, "--max-size", "30000")
+    assert rc == 4 and res["status"] == "error" and "HTTP 500" in res["error"] and "out of memory" in res["error"]
+    assert all(r["outcome"] != "GARBAGE" for r in res["table"])
+
+
+def test_probe_with_the_glm51_recipe_ladder(engine_factory):
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "glm51-fp8-sparse-mla-prefill.yaml"
+    e = engine_factory(threshold=17500, model="zai-org/GLM-5.1-FP8")
+    rc, res = _probe_cli(e.url, "--recipe", str(recipe))
+    assert rc == 1 and res["model"] == "zai-org/GLM-5.1-FP8"
+    assert [r["requested"] for r in res["table"][:6]] == [5000, 10000, 15000, 20000, 25000, 30000]
+    assert res["last_ok"] < 17500 <= res["first_garbage"]
+    assert res["first_garbage"] - res["last_ok"] <= max(0.02 * res["last_ok"], 256)
