@@ -14,8 +14,8 @@ PROBE_EPILOG = """\b
 Example:
   python -m bisectbot.demo.engine --port 8000 --threshold 20000 &
   bisectbot probe --endpoint http://127.0.0.1:8000 --min-size 2000 --max-size 120000
-  bisectbot --json probe --endpoint http://127.0.0.1:8000 --model bisectbot/demo-engine \
-      --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
+  bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
+      --model bisectbot/demo-engine
 
 \b
 Exit codes:
