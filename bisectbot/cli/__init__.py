@@ -15,6 +15,7 @@ import click
 
 from ..errors import EXIT_BAD_INPUT, BisectbotError
 from . import (  # noqa: F401  (modules register their commands on import)
+    build_cmd,
     demo_cmd,
     nightlies_cmd,
     patches_cmd,
@@ -22,6 +23,7 @@ from . import (  # noqa: F401  (modules register their commands on import)
     recipe_cmd,
     report_cmd,
     run_cmd,
+    runner_cmd,
 )
 from .base import Ctx, cli, pass_ctx
 

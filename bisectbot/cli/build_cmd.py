@@ -1,0 +1,69 @@
+"""``bisectbot build``: a derived image = base@digest + source overlay + patch stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import BadInput
+from .base import Ctx, cli, pass_ctx
+
+
+def default_stack_dir() -> Path | None:
+    """``./patches`` when it holds a ``stack.yaml``, else the checkout's ``patches/``, else None."""
+    for d in (Path.cwd() / "patches", Path(__file__).resolve().parents[2] / "patches"):
+        if (d / "stack.yaml").is_file():
+            return d
+    return None
+
+
+@cli.command("build")
+@click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="recipe (its patch stack, recipe hash and build command)")
+@click.option("--base", required=True, help="base image (host/repo@sha256:..., or a tag/digest of the recipe's repository)")
+@click.option("--overlay", help="COMPONENT=COMMIT: overlay vllm or aiter sources at COMMIT")
+@click.option("--repo", "repo_path", type=click.Path(file_okay=False, path_type=Path),
+              help="local clone for the overlay (default: recipe bisect.components.<component>.repo)")
+@click.option("--base-commit", help="commit the base image was built from (when its version carries none)")
+@click.option("--stack-dir", type=click.Path(file_okay=False, path_type=Path), help="patch stack directory")
+@click.option("--no-patches", is_flag=True, help="ignore the recipe's patch stack")
+@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("bisectbot-out/logs"),
+              show_default=True)
+@pass_ctx
+def build(ctx: Ctx, recipe_path: Path, base: str, overlay: str | None, repo_path: Path | None,
+          base_commit: str | None, stack_dir: Path | None, no_patches: bool, log_dir: Path) -> None:
+    """Build (or reuse) bisectbot/<recipe>:<hash> and print its tag."""
+    from ..build import BuildRequest, Overlay, _default_patch_fn, build_image
+    from ..recipe import load_recipe
+    from ..run.container import stack_hash
+    from .nightlies_cmd import _resolve
+
+    recipe = load_recipe(recipe_path)
+    ov = None
+    if overlay:
+        comp, sep, commit = overlay.partition("=")
+        if not sep or comp not in ("vllm", "aiter") or not commit:
+            raise BadInput(f"--overlay {overlay!r}: expected vllm=COMMIT or aiter=COMMIT")
+        repo = repo_path
+        if repo is None:
+            src = recipe.bisect.components.get(comp)
+            if src is None:
+                raise BadInput(f"--overlay {comp}: give --repo or bisect.components.{comp}.repo in the recipe")
+            repo = Path(src.repo)
+        ov = Overlay(comp, repo, commit, base_commit=base_commit)
+    ids = [] if no_patches else list(recipe.patches)
+    sdir = stack_dir or default_stack_dir()
+    if ids and sdir is None:
+        raise BadInput("the recipe lists patches but no patch stack was found: give --stack-dir")
+    req = BuildRequest(
+        base=_resolve(base, recipe_path), recipe=recipe.name, recipe_hash=recipe.verdict_hash(), overlay=ov,
+        patch_ids=ids, stack_hash=stack_hash(sdir, ids), patch_fn=_default_patch_fn(sdir, ids) if ids else None,
+        build_command=recipe.server.build_command, log_dir=log_dir,
+    )
+    res = build_image(req, ledger=ctx.ledger())
+    verb = "reused" if res.reused else "built"
+    text = f"{verb} {res.tag}"
+    if not res.reused:
+        text += f" ({len(res.changed_files)} file(s) changed, {len(res.deleted_files)} deleted; log {res.log_path})"
+    ctx.emit(res.to_dict(), text)

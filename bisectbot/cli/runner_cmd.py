@@ -1,0 +1,128 @@
+"""``bisectbot runner check``: can this host run probes with a runner profile?"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import EXIT_ERROR
+from .base import Ctx, cli, pass_ctx
+
+MIN_FREE_GB = 50.0  # a ROCm vLLM image is 10-30 GB compressed; leave room for two
+
+
+def gpu_count() -> tuple[int | None, str]:
+    """GPUs seen by ``amd-smi``, ``rocm-smi`` or ``nvidia-smi`` (first present wins): ``(count, tool)``;
+    ``(None, "")`` when none of them is installed."""
+    def run(argv: list[str]) -> str | None:
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return p.stdout if p.returncode == 0 else None
+
+    if shutil.which("amd-smi"):
+        out = run(["amd-smi", "list", "--json"])
+        if out is not None:
+            try:
+                data = json.loads(out)
+                return (len(data) if isinstance(data, list) else len(data.get("gpus", data))), "amd-smi"
+            except ValueError:
+                return sum(1 for ln in out.splitlines() if ln.strip().startswith("GPU:")), "amd-smi"
+    if shutil.which("rocm-smi"):
+        out = run(["rocm-smi", "--showid", "--json"])
+        if out is not None:
+            try:
+                return sum(1 for k in json.loads(out) if k.startswith("card")), "rocm-smi"
+            except ValueError:
+                pass
+    if shutil.which("nvidia-smi"):
+        out = run(["nvidia-smi", "-L"])
+        if out is not None:
+            return sum(1 for ln in out.splitlines() if ln.startswith("GPU ")), "nvidia-smi"
+    return None, ""
+
+
+def run_checks(profile_name: str, state_dir: Path | None) -> list[dict[str, Any]]:
+    """One dict per check: ``name``, ``ok`` (bool), ``detail``, ``required`` (a failed required check
+    makes ``runner check`` exit 1)."""
+    from ..ledger import default_state_dir
+    from ..runner_profile import load_profile
+
+    checks: list[dict[str, Any]] = []
+
+    def add(name: str, ok: bool, detail: str, required: bool = True) -> None:
+        checks.append({"name": name, "ok": ok, "detail": detail, "required": required})
+
+    profile = load_profile(profile_name)
+    add("profile", True, f"{profile.name}: {profile.description}")
+    docker_root = None
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        v = client.version()
+        docker_root = client.info().get("DockerRootDir")
+        add("docker", True, f"daemon {v.get('Version')} (API {v.get('ApiVersion')}), root {docker_root}")
+    except Exception as e:  # docker.errors.DockerException, requests errors
+        add("docker", False, f"cannot reach the Docker daemon: {str(e).splitlines()[0][:200]}")
+    for dev in profile.devices:
+        path = dev.split(":")[0]
+        ok = os.path.exists(path)
+        add(f"device {path}", ok, "present" if ok else "missing (no GPU driver or not passed into this host)")
+    count, tool = gpu_count()
+    need = max((max(int(x) for x in _gpus(s)) + 1 for s in profile.gpu_slots), default=0)
+    if count is None:
+        add("gpus", need == 0, "no amd-smi/rocm-smi/nvidia-smi found" + (f"; profile needs {need}" if need else ""),
+            required=need > 0)
+    else:
+        add("gpus", count >= need, f"{count} GPU(s) by {tool}; profile slots need {need}", required=need > 0)
+    for label, path in (("disk docker", docker_root), ("disk state", str(state_dir or default_state_dir()))):
+        if not path:
+            continue
+        p = Path(path)
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        try:
+            free = shutil.disk_usage(p).free / 1e9
+            add(label, free >= MIN_FREE_GB or label == "disk state", f"{free:.1f} GB free at {path}",
+                required=label == "disk docker")
+        except OSError as e:
+            add(label, False, f"{path}: {e}", required=False)
+    for c in profile.expanded_cache_dirs():
+        p = Path(c)
+        ok = p.is_dir() and os.access(p, os.W_OK)
+        add(f"cache {c}", ok, "writable" if ok else "missing or not writable (created on first use)", required=False)
+    return checks
+
+
+def _gpus(slot: str) -> list[int]:
+    from ..slots import slot_gpus
+
+    return slot_gpus(slot) or [-1]
+
+
+@cli.group()
+def runner() -> None:
+    """Runner profiles and host checks."""
+
+
+@runner.command("check")
+@click.option("--profile", "profile_name", default="cpu", show_default=True, help="runner profile name or YAML path")
+@pass_ctx
+def check(ctx: Ctx, profile_name: str) -> None:
+    """Report Docker access, devices, GPU count, disk space and cache dirs; exit 1 when a required check fails."""
+    checks = run_checks(profile_name, ctx.state_dir)
+    text = "\n".join(f"{'ok  ' if c['ok'] else ('FAIL' if c['required'] else 'warn')} {c['name']:24} {c['detail']}"
+                     for c in checks)
+    ctx.emit(checks, text)
+    if any(not c["ok"] and c["required"] for c in checks):
+        sys.exit(EXIT_ERROR)

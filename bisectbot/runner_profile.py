@@ -1,0 +1,184 @@
+"""Runner profiles (``runners/<name>.yaml``): how a host runs a candidate's server container.
+
+A profile names the devices (``/dev/kfd``, ``/dev/dri``), supplementary groups, IPC mode,
+shared-memory size, security options, capabilities, ulimits, GPU slots (e.g. ``0-3`` and
+``4-7`` for TP=4 on an 8-GPU host), the variables that receive a slot's GPU list
+(``HIP_VISIBLE_DEVICES``), extra environment, bind mounts (Hugging Face cache),
+variables passed through from the host (``HF_TOKEN``: the value never reaches logs) and
+cache directories ``runner check`` looks at.
+
+``${VAR}`` and ``${VAR:-default}`` and a leading ``~`` are expanded in mounts and cache dirs.
+Errors are ``FILE:LINE:COL: field: message`` lines (:class:`bisectbot.errors.BadInput`, exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import BadInput
+from .recipe import _field_path, _locate, _mark_tree
+from .slots import slot_gpus
+
+
+class RunnerProfile(BaseModel):
+    """One runner profile. ``shm_size`` in Docker's notation (``16g``); ``ulimits`` maps a
+    name to a soft=hard limit (``-1`` unlimited)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    devices: list[str] = Field(default_factory=list)
+    group_add: list[str] = Field(default_factory=list)
+    ipc_mode: str | None = None
+    shm_size: str | None = None
+    security_opt: list[str] = Field(default_factory=list)
+    cap_add: list[str] = Field(default_factory=list)
+    ulimits: dict[str, int] = Field(default_factory=dict)
+    gpu_slots: list[str] = Field(default_factory=list)
+    visible_devices_env: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    mounts: list[str] = Field(default_factory=list, description="HOST:CONTAINER[:ro]")
+    pass_env: list[str] = Field(default_factory=list)
+    cache_dirs: list[str] = Field(default_factory=list)
+    network: str | None = Field(None, description="docker network (default: bridge)")
+
+    @field_validator("gpu_slots")
+    @classmethod
+    def _slots(cls, v: list[str]) -> list[str]:
+        for s in v:
+            slot_gpus(s)  # raises ValueError with the slot in the message
+        return v
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, v: list[str]) -> list[str]:
+        for m in v:
+            parts = expand(m).split(":")  # ${VAR:-default} has a colon: split after expansion
+            if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+                raise ValueError(f"mount {m!r}: expected HOST:CONTAINER or HOST:CONTAINER:ro")
+        return v
+
+    def slot_env(self, slot: str | None) -> dict[str, str]:
+        """The ``visible_devices_env`` variables set to the slot's GPUs (``0,1,2,3``)."""
+        if not slot:
+            return {}
+        gpus = ",".join(str(g) for g in slot_gpus(slot))
+        return {k: gpus for k in self.visible_devices_env}
+
+    def expanded_mounts(self) -> list[tuple[str, str, str]]:
+        """``(host, container, mode)`` with variables and ``~`` expanded."""
+        out = []
+        for m in self.mounts:
+            parts = expand(m).split(":")
+            out.append((parts[0], parts[1], parts[2] if len(parts) == 3 else "rw"))
+        return out
+
+    def expanded_cache_dirs(self) -> list[str]:
+        return [expand(c) for c in self.cache_dirs]
+
+
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+
+
+def expand(s: str, environ: dict[str, str] | None = None) -> str:
+    """Expand ``${VAR}``, ``${VAR:-default}``, ``$VAR`` and a leading ``~`` (after expansion)."""
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        val = env.get(name)
+        if val:
+            return val
+        return m.group(2) if m.group(2) is not None else ""
+
+    out = _VAR.sub(sub, s)
+    if out.startswith("~"):
+        out = os.path.expanduser(out)
+    return out
+
+
+def profile_search_path() -> list[Path]:
+    """Where profiles are looked up: ``$BISECTBOT_RUNNERS`` (``:``-separated), ``./runners``,
+    and the ``runners/`` directory next to the installed package (a source checkout)."""
+    dirs = [Path(p) for p in os.environ.get("BISECTBOT_RUNNERS", "").split(":") if p]
+    dirs.append(Path.cwd() / "runners")
+    dirs.append(Path(__file__).resolve().parents[1] / "runners")
+    return dirs
+
+
+def parse_profile(text: str, filename: str = "<profile>") -> RunnerProfile:
+    """Parse a profile's YAML text. Raises :class:`BadInput` with located one-line errors."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise BadInput(f"{filename}:{line}:{col}: (yaml): {(e.problem or str(e)).strip()}") from None
+    if node is None or not isinstance(data, dict):
+        raise BadInput(f"{filename}:1:1: (top level): expected a mapping of runner-profile fields")
+    marks = _mark_tree(node)
+    try:
+        return RunnerProfile.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            unknown = err["type"] == "extra_forbidden"
+            line, col = _locate(marks, loc, unknown)
+            msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
+            problems.append(f"{filename}:{line}:{col}: {_field_path(loc, data)}: {msg}")
+        raise BadInput("\n".join(problems)) from None
+
+
+def load_profile(name_or_path: str | Path) -> RunnerProfile:
+    """Load ``runners/<name>.yaml`` (searched in :func:`profile_search_path`) or a file path.
+
+    Raises :class:`BadInput` when not found or invalid.
+    """
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        candidates = [p]
+    else:
+        candidates = [d / f"{name_or_path}.yaml" for d in profile_search_path()]
+    for c in candidates:
+        if c.is_file():
+            return parse_profile(c.read_text(encoding="utf-8"), str(c))
+    raise BadInput(
+        f"runner profile {name_or_path!r} not found (looked in {', '.join(str(c) for c in candidates)})"
+    )
+
+
+def docker_run_kwargs(profile: RunnerProfile, slot: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``docker.containers.run`` from a profile (devices, groups, ipc,
+    shm, security options, capabilities, ulimits, mounts). Environment is left to the caller."""
+    import docker
+
+    kw: dict[str, Any] = {}
+    if profile.devices:
+        kw["devices"] = [d if ":" in d else f"{d}:{d}:rwm" for d in profile.devices]
+    if profile.group_add:
+        kw["group_add"] = list(profile.group_add)
+    if profile.ipc_mode:
+        kw["ipc_mode"] = profile.ipc_mode
+    if profile.shm_size:
+        kw["shm_size"] = profile.shm_size
+    if profile.security_opt:
+        kw["security_opt"] = list(profile.security_opt)
+    if profile.cap_add:
+        kw["cap_add"] = list(profile.cap_add)
+    if profile.ulimits:
+        kw["ulimits"] = [docker.types.Ulimit(name=k, soft=v, hard=v) for k, v in profile.ulimits.items()]
+    if profile.network:
+        kw["network"] = profile.network
+    mounts = profile.expanded_mounts()
+    if mounts:
+        kw["volumes"] = {h: {"bind": c, "mode": m} for h, c, m in mounts}
+    return kw
