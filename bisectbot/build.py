@@ -223,7 +223,9 @@ def _file_digest(p: Path) -> str:
 
 
 def _tree(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): _file_digest(p) for p in root.rglob("*") if p.is_file()}
+    """Relative path -> SHA-256 of every source file under ``root`` (byte code left out)."""
+    return {str(p.relative_to(root)): _file_digest(p) for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")}
 
 
 def _apply_overlay(ov: Overlay, base_commit: str, stage_pkg: Path) -> list[str]:
@@ -248,19 +250,29 @@ def _apply_overlay(ov: Overlay, base_commit: str, stage_pkg: Path) -> list[str]:
     return touched
 
 
+def stack_file(stack_dir: Path | None) -> Path | None:
+    """``stack.yaml`` of a stack directory (or the file itself); None means the default stack."""
+    if stack_dir is None:
+        return None
+    p = Path(stack_dir)
+    return p if p.is_file() else p / "stack.yaml"
+
+
 def _default_patch_fn(stack_dir: Path | None, ids: Sequence[str]) -> PatchFn:
-    """The project's patch step (``bisectbot.patches.apply_stack``) bound to a stack and ids."""
+    """The project's patch step (``bisectbot.patches.apply_stack``) bound to a stack and ids.
+
+    The returned records are ``StackApplication.to_dict()['patches']`` (state, variant,
+    SHA-256 before/after per patch)."""
 
     def run(root: Path, versions: dict[str, str]) -> list[dict[str, Any]]:
         try:
             from . import patches as patches_mod  # type: ignore[attr-defined]
         except ImportError:
             raise BuildError("patch stack requested but bisectbot.patches is not available") from None
-        stack = patches_mod.load_stack(stack_dir) if stack_dir else patches_mod.load_stack()
-        app = patches_mod.apply_stack(stack, list(ids), root, versions)
-        recs = getattr(app, "records", None) or getattr(app, "patches", None) or []
-        return [r.to_dict() if hasattr(r, "to_dict") else (asdict(r) if hasattr(r, "__dataclass_fields__") else r)
-                for r in recs]
+        stack = patches_mod.load_stack(stack_file(stack_dir))
+        pkg_versions = {k: v for k, v in versions.items() if k in ("vllm", "aiter") and v}
+        app = patches_mod.apply_stack(stack, list(ids), root, pkg_versions)
+        return list(app.to_dict().get("patches") or [])
 
     return run
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import requests
 
-from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image
+from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image, stack_file
 from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
 from ..runner_profile import RunnerProfile, docker_run_kwargs
@@ -283,19 +283,19 @@ def stack_hash(stack_dir: Path | None, ids: list[str]) -> str:
         return ""
     try:
         from .. import patches as patches_mod  # type: ignore[attr-defined]
+    except ImportError:
+        patches_mod = None
+    if patches_mod is not None:
+        return str(patches_mod.stack_hash(patches_mod.load_stack(stack_file(stack_dir)), list(ids)))[:16]
+    import hashlib
 
-        stack = patches_mod.load_stack(stack_dir) if stack_dir else patches_mod.load_stack()
-        return str(patches_mod.stack_hash(stack, ids))
-    except (ImportError, AttributeError):
-        import hashlib
-
-        h = hashlib.sha256("\n".join(ids).encode())
-        if stack_dir:
-            for p in sorted(Path(stack_dir).rglob("*")):
-                if p.is_file():
-                    h.update(str(p.relative_to(stack_dir)).encode())
-                    h.update(p.read_bytes())
-        return h.hexdigest()[:16]
+    h = hashlib.sha256("\n".join(ids).encode())
+    if stack_dir:
+        for p in sorted(Path(stack_dir).rglob("*")):
+            if p.is_file():
+                h.update(str(p.relative_to(stack_dir)).encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
 
 
 class ContainerRunner:

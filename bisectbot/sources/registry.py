@@ -263,6 +263,7 @@ class RegistryClient:
         out: list[str] = []
         have: set[str] = set()
         seen_urls: set[str] = set()
+        saw_link = False
         while url:
             if url in seen_urls:
                 raise RegistryError(f"tags of {repository}: pagination loops at {url}")
@@ -273,14 +274,19 @@ class RegistryClient:
                 page = list(body.get("tags") or [])
             except (ValueError, AttributeError):
                 raise RegistryError(f"tags of {repository}: registry answered a non-JSON or malformed body") from None
+            fresh = 0
             for t in page:
                 if t not in have:
                     have.add(t)
                     out.append(t)
+                    fresh += 1
             nxt = parse_link_next(resp.headers.get("Link"), url)
-            if nxt is None and page_size and len(page) >= page_size:
-                # Old registries: no Link header; continue with ``last`` until a short page.
-                nxt = f"{self.base}/v2/{repository}/tags/list?n={page_size}&last={page[-1]}"
+            saw_link = saw_link or nxt is not None
+            if (nxt is None and not saw_link and fresh and page_size and len(page) == page_size):
+                # Old registries never send Link: continue with ``last`` until a short page.
+                # (A registry that sent Link before and not now has reached the end; one that
+                # answers more than n tags ignores n, e.g. distribution 2.8: all tags at once.)
+                nxt = f"{self.base}/v2/{repository}/tags/list?n={page_size}&last={max(page)}"
             url = nxt
         return out
 
