@@ -155,10 +155,7 @@ def changed_paths(repo: Path, a: str, b: str) -> list[str]:
     import git
 
     r = git.Repo(str(repo))
-    try:
-        ca, cb = r.commit(a), r.commit(b)
-    except (git.BadName, ValueError) as e:
-        raise BuildError(f"commit not found in {repo}: {e}") from None
+    ca, cb = r.commit(resolve_commit(repo, a)), r.commit(resolve_commit(repo, b))
     out: set[str] = set()
     for d in ca.diff(cb):
         for p in (d.a_path, d.b_path):
@@ -178,13 +175,18 @@ def build_key(base_digest: str, overlay: Overlay | None, stack_hash: str, recipe
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _full_commit(ov: Overlay) -> str:
+def resolve_commit(repo: Path, ref: str) -> str:
+    """Full SHA of ``ref`` in the clone ``repo``; :class:`BuildError` when it is not a commit there."""
     import git
 
     try:
-        return git.Repo(str(ov.repo)).commit(ov.commit).hexsha
-    except (git.BadName, ValueError, git.NoSuchPathError, git.InvalidGitRepositoryError):
-        raise BuildError(f"overlay commit {ov.commit} not found in {ov.repo}") from None
+        return git.Repo(str(repo)).git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}").strip()
+    except (git.GitCommandError, git.NoSuchPathError, git.InvalidGitRepositoryError, ValueError):
+        raise BuildError(f"commit {ref} not found in {repo} (fetch it, or check the clone)") from None
+
+
+def _full_commit(ov: Overlay) -> str:
+    return resolve_commit(ov.repo, ov.commit)
 
 
 def _extract_package(client: Any, image: str, pkg_dir: str, dest: Path) -> None:
@@ -233,7 +235,7 @@ def _apply_overlay(ov: Overlay, base_commit: str, stage_pkg: Path) -> list[str]:
     import git
 
     repo = git.Repo(str(ov.repo))
-    ca, cb = repo.commit(base_commit), repo.commit(ov.commit)
+    ca, cb = repo.commit(resolve_commit(ov.repo, base_commit)), repo.commit(_full_commit(ov))
     prefix = ov.path_in_repo + "/"
     touched = []
     for d in ca.diff(cb):
@@ -399,6 +401,8 @@ def build_image(req: BuildRequest, client: Any = None, ledger: Any = None) -> Bu
             lines.append(f"COPY src/ /opt/bisectbot/src/{req.overlay.component}/")  # type: ignore[union-attr]
             lines.append(f"WORKDIR /opt/bisectbot/src/{req.overlay.component}")  # type: ignore[union-attr]
             lines.append("RUN " + json.dumps(list(req.build_command)))
+            workdir = (ensure_image(base_ref, client).attrs.get("Config") or {}).get("WorkingDir") or "/"
+            lines.append(f"WORKDIR {workdir}")
         (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
         labels[LABEL_PREFIX + "patch-records"] = json.dumps(
             [{k: r.get(k) for k in ("id", "state", "variant") if k in r} for r in records])[:4000]

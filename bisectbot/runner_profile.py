@@ -48,6 +48,7 @@ class RunnerProfile(BaseModel):
     pass_env: list[str] = Field(default_factory=list)
     cache_dirs: list[str] = Field(default_factory=list)
     network: str | None = Field(None, description="docker network (default: bridge)")
+    init: bool = Field(True, description="run docker's init (tini) as PID 1 so the server gets SIGTERM")
 
     @field_validator("gpu_slots")
     @classmethod
@@ -161,7 +162,7 @@ def docker_run_kwargs(profile: RunnerProfile, slot: str | None = None) -> dict[s
     shm, security options, capabilities, ulimits, mounts). Environment is left to the caller."""
     import docker
 
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = {"init": profile.init}
     if profile.devices:
         kw["devices"] = [d if ":" in d else f"{d}:{d}:rwm" for d in profile.devices]
     if profile.group_add:

@@ -1,0 +1,187 @@
+"""Server containers: healthy run, fail fast on exit, timeout, Ctrl-C, cleanup; GPU-slot locks; profiles."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from bisectbot.errors import BadInput, ServerError
+from bisectbot.run.container import server_container
+from bisectbot.runner_profile import docker_run_kwargs, expand, load_profile, parse_profile
+from bisectbot.slots import LockTimeout, file_lock, gpu_slot, slot_gpus
+from tests.containers import proc_helpers
+from tests.containers.nightly_factory import SERVER_COMMAND
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cmd(port: int = 8000) -> list[str]:
+    return [a.format(port=port) for a in SERVER_COMMAND]
+
+
+def _ours(name: str) -> list[str]:
+    p = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={name}"], capture_output=True, text=True)
+    return p.stdout.split()
+
+
+def chat(base_url: str, words: int) -> str:
+    prompt = " ".join(["word"] * words)
+    r = requests.post(f"{base_url}/v1/chat/completions", timeout=30, json={
+        "model": "demo", "messages": [{"role": "user", "content": prompt + " What is 2+2?"}], "max_tokens": 50})
+    r.raise_for_status()
+    return r.json()["choices"][0]["message"]["content"]
+
+
+# ---------------------------------------------------------------------- docker
+
+
+@pytest.mark.docker
+def test_server_healthy_logs_and_removed(nightlies, tmp_path):
+    log = tmp_path / "server.log"
+    with server_container(nightlies["N1"].pinned, _cmd(), load_profile("cpu"), log_path=log,
+                          health_timeout_s=60, env={"HF_TOKEN": "hf_secret"}) as srv:
+        assert srv.base_url.startswith("http://127.0.0.1:")
+        assert requests.get(srv.base_url + "/health", timeout=5).status_code == 200
+        assert chat(srv.base_url, 50)
+        name = srv.meta["container"]
+        assert _ours(name)
+        insp = subprocess.run(["docker", "inspect", "-f", "{{json .HostConfig.PortBindings}}", name],
+                              capture_output=True, text=True).stdout
+        assert '"HostIp":"127.0.0.1"' in insp  # published on loopback only
+    assert _ours(name) == []
+    text = log.read_text()
+    assert "vllm.serve: starting engine" in text and "hf_secret" not in text
+
+
+@pytest.mark.docker
+def test_exits_early_fails_fast_with_log_tail(nightlies, tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(ServerError) as e:
+        with server_container(nightlies["N1"].pinned,
+                              ["python3", "-c", "import sys\nfor i in range(80): print('line', i)\nsys.exit(3)"],
+                              load_profile("cpu"), health_timeout_s=120, log_path=tmp_path / "s.log"):
+            pytest.fail("must not become healthy")
+    assert time.monotonic() - t0 < 30  # not the 120 s timeout
+    msg = str(e.value)
+    assert "exited with code 3" in msg and "line 79" in msg and "line 29" not in msg.split("\n", 1)[1]
+    assert len(e.value.log_tail) == 50
+    assert subprocess.run(["docker", "ps", "-aq", "--filter", "label=bisectbot=server"],
+                          capture_output=True, text=True).stdout.strip() == ""
+
+
+@pytest.mark.docker
+def test_health_timeout_removes_container(nightlies):
+    with pytest.raises(ServerError, match="not healthy after 3 s"):
+        with server_container(nightlies["N1"].pinned, ["sleep", "600"], load_profile("cpu"), health_timeout_s=3):
+            pass
+    assert subprocess.run(["docker", "ps", "-aq", "--filter", "label=bisectbot=server"],
+                          capture_output=True, text=True).stdout.strip() == ""
+
+
+@pytest.mark.docker
+def test_failure_inside_the_block_still_removes(nightlies):
+    name = None
+    with pytest.raises(KeyboardInterrupt):
+        with server_container(nightlies["N1"].pinned, _cmd(), load_profile("cpu"), health_timeout_s=60) as srv:
+            name = srv.meta["container"]
+            raise KeyboardInterrupt  # Ctrl-C while the probe runs
+    assert name and _ours(name) == []
+
+
+@pytest.mark.docker
+def test_sigterm_removes_container(nightlies):
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=proc_helpers.run_and_get_killed, args=(nightlies["N1"].pinned, _cmd(), q))
+    p.start()
+    name = q.get(timeout=60)
+    assert _ours(name)
+    p.terminate()  # SIGTERM
+    p.join(timeout=30)
+    assert _ours(name) == []
+
+
+@pytest.mark.docker
+def test_bad_image_is_server_error(require_docker):
+    with pytest.raises(ServerError, match="not found|cannot start"):
+        with server_container("bisectbot-test/no-such-image:0", ["true"], load_profile("cpu"), health_timeout_s=5):
+            pass
+
+
+# ---------------------------------------------------------------------- slots and profiles
+
+
+def test_slot_gpus():
+    assert slot_gpus("0-3") == [0, 1, 2, 3] and slot_gpus("4,6") == [4, 6] and slot_gpus("") == []
+    with pytest.raises(ValueError):
+        slot_gpus("3-1")
+    with pytest.raises(ValueError):
+        slot_gpus("gpu0")
+
+
+def test_gpu_slots_exclusive_across_processes(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=proc_helpers.hold_slot, args=(str(tmp_path), ["0-3", "4-7"], ready, release))
+    p.start()
+    try:
+        assert ready.get(timeout=30) == "0-3"
+        with gpu_slot(["0-3", "4-7"], lock_dir=tmp_path) as s:
+            assert s == "4-7"  # the other process holds 0-3
+            with pytest.raises(LockTimeout):
+                with gpu_slot(["0-3", "4-7"], lock_dir=tmp_path, timeout_s=0.5, poll_s=0.1):
+                    pass
+            with pytest.raises(LockTimeout):  # overlapping slot shares GPU 3
+                with gpu_slot(["2-3"], lock_dir=tmp_path, timeout_s=0.3, poll_s=0.1):
+                    pass
+    finally:
+        release.put(1)
+        p.join(timeout=30)
+    with gpu_slot(["0-3"], lock_dir=tmp_path, timeout_s=1) as s:
+        assert s == "0-3"  # freed when the holder exited
+    with gpu_slot([], lock_dir=tmp_path) as s:
+        assert s is None
+
+
+def test_file_lock_timeout(tmp_path):
+    with file_lock("build", lock_dir=tmp_path):
+        ctx = multiprocessing.get_context("spawn")
+        p = ctx.Process(target=proc_helpers.try_lock, args=(str(tmp_path),))
+        p.start()
+        p.join(timeout=30)
+        assert p.exitcode == 7
+
+
+def test_profiles_load_and_map_to_docker(monkeypatch):
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    mi = load_profile("mi355x")
+    assert mi.gpu_slots == ["0-3", "4-7"] and mi.slot_env("4-7") == {"HIP_VISIBLE_DEVICES": "4,5,6,7"}
+    kw = docker_run_kwargs(mi, "0-3")
+    assert kw["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    assert kw["group_add"] == ["video", "render"] and kw["ipc_mode"] == "host" and kw["shm_size"] == "16g"
+    assert kw["security_opt"] == ["seccomp=unconfined"] and kw["cap_add"] == ["SYS_PTRACE"]
+    assert kw["volumes"] == {"/data/hf": {"bind": "/root/.cache/huggingface", "mode": "rw"}}
+    assert kw["ulimits"][0]["Name"] == "memlock"
+    cpu = load_profile(REPO / "runners" / "cpu.yaml")
+    assert cpu.gpu_slots == [] and docker_run_kwargs(cpu) == {"init": True, "shm_size": "1g"}
+
+
+def test_profile_errors_are_located():
+    with pytest.raises(BadInput) as e:
+        parse_profile("name: x\ngpu_slots: ['0-3', 'seven']\ndevics: []\n", "p.yaml")
+    lines = str(e.value).splitlines()
+    assert any(ln.startswith("p.yaml:2:") and "gpu_slots" in ln and "seven" in ln for ln in lines)
+    assert any(ln.startswith("p.yaml:3:1: devics: unknown field") for ln in lines)
+    with pytest.raises(BadInput, match="not found"):
+        load_profile("no-such-profile")
+
+
+def test_expand():
+    env = {"HOME_X": "/h"}
+    assert expand("${HF_HOME:-/d/hf}:/c", env) == "/d/hf:/c"
+    assert expand("${HOME_X}/a", env) == "/h/a" and expand("$HOME_X/b", env) == "/h/b"
