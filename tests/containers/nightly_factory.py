@@ -21,7 +21,8 @@ Usage::
     )
     pushed[0].pinned   # '127.0.0.1:5000/bisectbot-test/vllm-dev-abc123@sha256:...'
 
-Server command for a recipe: ``SERVER_COMMAND`` (``python3 -m vllm.serve --port {port}``).
+Server command for a recipe: ``SERVER_COMMAND`` (``python3 -m vllm.serve --port {port} --model {model}``;
+arguments after ``--port P`` go to the engine, e.g. ``--model demo``, ``--flaky 0.1``).
 The base image (Debian bookworm + python3) comes from :func:`baseimage.ensure_base_image`.
 Building 3 nightlies and pushing them takes a few seconds once the base exists.
 """
@@ -39,7 +40,7 @@ from pathlib import Path
 from .baseimage import ensure_base_image
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
-SERVER_COMMAND = ["python3", "-m", "vllm.serve", "--port", "{port}"]
+SERVER_COMMAND = ["python3", "-m", "vllm.serve", "--port", "{port}", "--model", "{model}"]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINI_ENGINE = Path(__file__).resolve().parent / "mini_engine.py"
 
@@ -69,9 +70,14 @@ def vllm_sources(garbage_above: int = 1_000_000) -> dict[str, str]:
 
             from vllm.engine_config import GARBAGE_ABOVE
 
-            port = sys.argv[sys.argv.index("--port") + 1] if "--port" in sys.argv else "8000"
+            args = sys.argv[1:]
+            port = "8000"
+            if "--port" in args:
+                i = args.index("--port")
+                port = args[i + 1]
+                del args[i:i + 2]
             with open("/opt/bisectbot/engine_argv.json") as f:
-                argv = [a.format(port=port, threshold=GARBAGE_ABOVE) for a in json.load(f)]
+                argv = [a.format(port=port, threshold=GARBAGE_ABOVE) for a in json.load(f)] + args
             print("vllm.serve: starting engine:", " ".join(argv), flush=True)
             os.execvp(sys.executable, [sys.executable] + argv)
             '''),

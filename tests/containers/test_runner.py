@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _cmd(port: int = 8000) -> list[str]:
-    return [a.format(port=port) for a in SERVER_COMMAND]
+    return [a.format(port=port, model="demo") for a in SERVER_COMMAND]
 
 
 def _ours(name: str) -> list[str]:
