@@ -15,9 +15,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
+import tarfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -233,6 +235,52 @@ def image_info(image: str, ledger: Any = None, client: Any = None, refresh: bool
         ledger.put_image_info(digest, info)
     info["cached"] = False
     return info
+
+
+def copy_from_image(image: str, paths: Iterable[str], dest: str | Path, client: Any = None,
+                    pull: bool = True) -> Path:
+    """Copy installed package files out of ``image`` (no container is started).
+
+    ``paths`` are ``<package>/<path inside the package>`` (``vllm/v1/attention/ops/x.py``);
+    each lands at ``dest/<package>/<path>``, the layout ``bisectbot.patches`` expects. Files
+    the image lacks are skipped (a patch check then reports them). Returns ``dest``.
+    Raises :class:`BisectbotError` (one line) when the image cannot be pulled or read.
+    """
+    import docker
+
+    dest = Path(dest)
+    client = _docker(client)
+    try:
+        info = introspect(image, client, pull=pull)
+    except BisectbotError as e:
+        raise BisectbotError(f"copying files out of {image} (containers area): {e}") from None
+    container = client.containers.create(image, entrypoint=["true"], command=[], network_disabled=True,
+                                         labels={"bisectbot": "extract"})
+    try:
+        for rel in paths:
+            pkg, _, inner = rel.partition("/")
+            pdir = (info.get(pkg) or {}).get("dir")
+            if not pdir or not inner or ".." in Path(inner).parts:
+                continue
+            try:
+                stream, _ = container.get_archive(f"{pdir}/{inner}")
+            except docker.errors.NotFound:
+                continue
+            buf = io.BytesIO(b"".join(stream))
+            with tarfile.open(fileobj=buf) as tar:
+                member = next((m for m in tar.getmembers() if m.isfile()), None)
+                fh = tar.extractfile(member) if member else None
+                if fh is None:
+                    continue
+                target = dest / pkg / inner
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(fh.read())
+    finally:
+        try:
+            container.remove(force=True)
+        except docker.errors.APIError:
+            pass
+    return dest
 
 
 # ---------------------------------------------------------------------- diff

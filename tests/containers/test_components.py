@@ -151,3 +151,22 @@ def test_introspect_errors_are_one_line(require_docker, base_image, tmp_path):
         assert "python3" in str(e.value) and "\n" not in str(e.value).strip()
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+@pytest.mark.docker
+def test_copy_from_image_feeds_patches_check(nightlies, tmp_path, stack_dir):
+    from bisectbot.components import copy_from_image
+
+    root = copy_from_image(nightlies["N3"].pinned, ["vllm/engine_config.py", "vllm/missing.py", "torch/x.py"],
+                           tmp_path / "root")
+    assert (root / "vllm" / "engine_config.py").read_text().endswith("GARBAGE_ABOVE = 3000\n")
+    assert not (root / "vllm" / "missing.py").exists()
+    import json
+    import os
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "bisectbot", "--json", "patches", "check", "--image",
+                        nightlies["N3"].pinned, "--stack", str(stack_dir / "stack.yaml")],
+                       capture_output=True, text=True, env={**os.environ, "BISECTBOT_STATE": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["patches"][0]["state"] == "applies"
