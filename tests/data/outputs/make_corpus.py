@@ -256,6 +256,54 @@ case("k39-long-log", "ok", "log-lines", "2 + 2 = 4. Server log:\n" + "\n".join(
     for m in range(0, 5) for s in range(0, 60, 12)))
 case("k40-four-word", "ok", "short-answer", "Four.", min_reply=1, completion_tokens=2)
 
+# ------------------------------------------------------------------ second batch (added before re-tuning)
+case("g38-digit-token-flood", "garbage", "flood", "4444444444444444444444444444444444444444444444444444",
+     note="one long token of the answer digit")
+case("g39-cjk-char-loop", "garbage", "word-loop", "答案是" + "的" * 300, finish="length")
+case("g40-line-loop", "garbage", "word-loop", "Answer:\n" * 200, finish="length")
+case("g41-hex-noise", "garbage", "control-soup", " ".join("0x00" if R.random() < 0.7 else f"0x{R.randrange(256):02x}"
+                                                          for _ in range(300)), finish="length")
+case("g42-switch-to-loop", "garbage", "mid-stream-collapse",
+     " ".join(ESSAY_SENTENCES[:6]) + " " + "и " * 200, question="Write an essay about bridges.", expected=None,
+     min_reply=200, finish="length", note="fluent start, then a Cyrillic one-letter loop")
+case("g43-russian-salad", "garbage", "word-salad",
+     "Мост облако семнадцать рыба вчера компилятор синий океан тензор банан оркестр бархат петля север седло",
+     note="non-English salad; the expected answer is missing")
+case("g44-needles-hallucinated", "garbage", "fluent-but-wrong",
+     "2 + 2 = 4. The vault codes are FALCON-1234, EAGLE-5678 and HAWK-9012.", question=QN, needles=NEEDLES,
+     note="plausible codes that were never in the document")
+case("g45-reasoning-fffd", "garbage", "reasoning-garbage", "",
+     reasoning="".join(R.choice(["\ufffd", "\ufffd", "x", " ", "\x1b", "q"]) for _ in range(500)),
+     finish="length", completion_tokens=500)
+case("k41-python-function", "ok", "repetitive-code",
+     "The answer is 4. A helper that sums a list:\n```python\ndef total(values: list[int]) -> int:\n"
+     "    \"\"\"Return the sum of values.\"\"\"\n    result = 0\n    for value in values:\n"
+     "        result += value\n    return result\n\n\nassert total([2, 2]) == 4\n```")
+case("k42-markdown-doc", "ok", "essay",
+     "# Reproducing the threshold\n\n2 + 2 = 4, and the reproducer checks that.\n\n## Steps\n\n"
+     "- Start the server.\n- Send prompts of growing size.\n- Classify each reply.\n\n## Notes\n\n"
+     "- Sizes are in tokens.\n- A crash is an error, not garbage.\n")
+case("k43-latex", "ok", "short-answer", "$2 + 2 = 4$")
+case("k44-diff", "ok", "repetitive-code", "2 + 2 = 4. The patch:\n```diff\n--- a/aiter/ops/triton/pa_mqa_logits.py\n"
+     "+++ b/aiter/ops/triton/pa_mqa_logits.py\n@@ -120,7 +120,7 @@\n-    TileQCount = batch * next_n * (heads // ChunkQ)\n"
+     "+    TileQCount = batch * next_n * max(1, heads // ChunkQ)\n     grid = (TileQCount,)\n```")
+case("k45-traceback", "ok", "log-lines", "2 + 2 = 4. The error you saw:\n```\nTraceback (most recent call last):\n"
+     + "".join(f'  File "/usr/lib/python3.12/site-packages/vllm/{m}.py", line {R.randrange(10, 900)}, in {f}\n'
+               f"    {f}(*args)\n" for m, f in [("entrypoints/api_server", "serve"), ("engine/core", "step"),
+                                              ("worker/model_runner", "execute"), ("attention/backends/mla", "forward"),
+                                              ("v1/attention/sparse", "prefill")])
+     + "ZeroDivisionError: integer division or modulo by zero\n```")
+case("k46-emoji", "ok", "short-answer", "4 ✅", min_reply=1, completion_tokens=3)
+case("k47-json-needles", "ok", "needle-list",
+     '{"sum": 4, "codes": ["KESTREL-4417", "OSPREY-2093", "HERON-7781"]}', question=QN, needles=NEEDLES)
+case("k48-bold-answer", "ok", "short-answer", "The answer is **4**.")
+case("k49-yes-column", "ok", "markdown-table", "2 + 2 = 4. All checks:\n" + "\n".join(
+    f"check_{name}: yes" for name in ["health", "models", "tokenize", "chat", "usage", "reasoning", "stats",
+                                      "seed", "max_tokens", "temperature", "stop", "stream", "logprobs"]))
+case("k50-spanish-long", "ok", "non-english",
+     "La suma de 2 y 2 es 4. Los puentes colgantes sostienen el tablero con cables verticales que cuelgan de dos "
+     "cables principales; estos pasan sobre torres altas y se anclan en grandes bloques de hormigón.")
+
 
 def main() -> None:
     for old in HERE.glob("*.json"):
