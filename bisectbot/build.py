@@ -45,6 +45,7 @@ from typing import Any
 from .components import ensure_image, image_digest, image_info
 from .errors import BisectbotError, BuildError
 from .recipe import slug
+from .slots import file_lock
 
 log = logging.getLogger(__name__)
 
@@ -314,14 +315,37 @@ def build_image(req: BuildRequest, client: Any = None, ledger: Any = None) -> Bu
         LABEL_PREFIX + "recipe-hash": req.recipe_hash,
         LABEL_PREFIX + "build-key": key,
     }
+    reused = _existing(client, tag, key, base_digest)
+    if reused is not None:
+        return reused
+    # Two probes (parallel plan) may want the same image: build it once, per host.
+    with file_lock(f"build-{key}", timeout_s=3600):
+        reused = _existing(client, tag, key, base_digest)
+        if reused is not None:
+            return reused
+        return _build_locked(req, client, ledger, base_ref, base_digest, key, tag, labels)
+
+
+def _existing(client: Any, tag: str, key: str, base_digest: str) -> BuildResult | None:
+    import docker
+
     try:
         existing = client.images.get(tag)
-        if (existing.labels or {}).get(LABEL_PREFIX + "build-key") == key:
-            log.info("reusing %s", tag)
-            return BuildResult(tag, key, existing.id, True, base_digest, dict(existing.labels or {}))
     except docker.errors.ImageNotFound:
-        pass
+        return None
+    if (existing.labels or {}).get(LABEL_PREFIX + "build-key") != key:
+        return None
+    log.info("reusing %s", tag)
+    labels = dict(existing.labels or {})
+    try:
+        patches = json.loads(labels.get(LABEL_PREFIX + "patch-records", "[]"))
+    except ValueError:
+        patches = []
+    return BuildResult(tag, key, existing.id, True, base_digest, labels, patches=patches)
 
+
+def _build_locked(req: BuildRequest, client: Any, ledger: Any, base_ref: str, base_digest: str, key: str,
+                  tag: str, labels: dict[str, str]) -> BuildResult:
     log_path: Path | None = None
     if req.log_dir:
         Path(req.log_dir).mkdir(parents=True, exist_ok=True)

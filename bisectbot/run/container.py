@@ -7,7 +7,8 @@ the server port on 127.0.0.1 only (a free host port), streams the container's lo
 file, waits for ``GET /health`` == 200 (failing fast, with the last 50 log lines, when the
 container exits), and **always** stops and removes the container: on success, failure,
 timeout, ``KeyboardInterrupt`` and ``SIGTERM`` (turned into ``KeyboardInterrupt`` while
-the server runs in the main thread).
+the server runs in the main thread). Docker's init (tini) runs as PID 1 unless the profile
+says ``init: false``, so the server itself receives the stop signal (stop waits 10 s, then kills).
 
 Containers carry the label ``bisectbot=server`` (plus ``bisectbot.pid``) so a leftover
 from a killed process can be found with ``docker ps -a --filter label=bisectbot``.

@@ -115,3 +115,27 @@ def test_required_patch_conflict_raises(nightlies, tmp_path):
     with pytest.raises(PatchError) as e:
         build_image(req)
     assert "bad" in str(e.value)
+
+
+def test_runner_prepare_commit_candidates(nightlies, vllm_repo, tmp_path, recipe_file, stack_dir):
+    """The CandidateRunner view: a python-only commit builds; a compiled change is ``skip`` with the reason."""
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.recipe import load_recipe
+    from bisectbot.run.base import Prepared, PrepareFailed
+    from bisectbot.run.container import ContainerRunner
+
+    recipe_file.write_text(recipe_file.read_text()
+                           + f"bisect:\n  components:\n    vllm:\n      repo: {vllm_repo['path']}\n")
+    recipe = load_recipe(recipe_file)
+    runner = ContainerRunner(recipe, load_profile("cpu"), log_dir=tmp_path, stack_dir=stack_dir)
+    base = nightlies["N2"].pinned
+    skip = runner.prepare(Candidate(CandidateKind.COMMIT, vllm_repo["D"], "D", "vllm", {"base": base}))
+    assert isinstance(skip, PrepareFailed) and "full source build required" in skip.reason
+    ok = runner.prepare(Candidate(CandidateKind.COMMIT, vllm_repo["C"], "C", "vllm", {"base": base}))
+    assert isinstance(ok, Prepared), getattr(ok, "reason", "")
+    try:
+        # overlay C (threshold 3000) then the stack's fix (back to 1000000)
+        assert _read_in(ok.image, THRESHOLD) == "1000000"
+        assert ok.patches[0]["state"] == "applies" and ok.build_key.startswith(nightlies["N2"].digest)
+    finally:
+        subprocess.run(["docker", "rmi", "-f", ok.image], capture_output=True)

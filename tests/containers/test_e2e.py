@@ -55,6 +55,12 @@ def test_done_when(nightlies, vllm_repo, recipe_file, stack_dir, tmp_path):
     r = bb(state, "--json", "nightlies", "list", "--recipe", str(recipe_file))
     assert [t["tag"] for t in json.loads(r.stdout)] == [p.spec.tag for p in nightlies["pushed"]]  # oldest first
 
+    r = bb(state, "--json", "nightlies", "show", n3.spec.tag, "--recipe", str(recipe_file))
+    shown = json.loads(r.stdout)
+    assert shown["digest"] == n3.digest and shown["vllm"]["commit"] == vllm_repo["C"][:9]
+    r = bb(state, "nightlies", "show", n3.pinned)
+    assert f"(commit {vllm_repo['C'][:9]})" in r.stdout and "hip     7.2.53211" in r.stdout
+
     # 2. diff names the changed component with its commit range
     r = bb(state, "--json", "nightlies", "diff", n2.spec.tag, n3.spec.tag, "--recipe", str(recipe_file))
     assert r.returncode == 0, r.stderr

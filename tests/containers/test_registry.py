@@ -164,3 +164,30 @@ def test_real_registry_tags_and_digests(nightlies, registry):
         assert c.digest(repo, p.spec.tag) == p.digest
     with pytest.raises(RegistryError, match="not found"):
         c.tags(repo + "-missing")
+
+
+def test_discover_with_hub_dates_and_record_moving_tag(tmp_path):
+    """A recipe source over the contract server: dated tags + the moving ``nightly`` tag, dates from
+    the Hub API; recording twice while ``nightly`` moves gives a dated history of its digests."""
+    from bisectbot.ledger import Ledger
+    from bisectbot.recipe import RegistrySource
+    from bisectbot.sources.registry import discover, record
+
+    pages = hub_sample_pages()
+    hub_tags = [r["name"] for p in pages for r in p["results"]]
+    digests = {f"rocm/vllm-dev:{r['name']}": r["digest"] for p in pages for r in p["results"]}
+    with FakeRegistry({"rocm/vllm-dev": hub_tags + ["base"]}, digests, hub_pages=pages) as fake:
+        src = RegistrySource(registry=f"127.0.0.1:{fake.port}", repository="rocm/vllm-dev",
+                             tag_pattern="nightly_main_*|nightly", hub_api=fake.url, insecure=True)
+        infos = discover(src, page_size=5)
+        assert [i.tag for i in infos][:2] == ["nightly_main_20260401", "nightly_main_20260402"]
+        assert [i.tag for i in infos][-2:] == ["nightly_main_20260412", "nightly"]
+        assert all(i.last_updated for i in infos) and "base" not in [i.tag for i in infos]
+        assert infos[-1].digest == infos[-2].digest  # the moving tag = the newest dated one
+        with Ledger(tmp_path) as led:
+            assert record(led, infos, seen="2026-04-12T08:00:00+00:00") == 13
+            fake.digests["rocm/vllm-dev:nightly"] = "sha256:" + "e" * 64  # the nightly job moved it
+            record(led, discover(src), seen="2026-04-13T08:00:00+00:00")
+            rows = [r for r in led.nightlies("rocm/vllm-dev") if r["tag"] == "nightly"]
+    assert [(r["digest"], r["first_seen"][:10]) for r in rows] == [
+        (infos[-1].digest, "2026-04-12"), ("sha256:" + "e" * 64, "2026-04-13")]
