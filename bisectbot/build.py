@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .components import ensure_image, image_digest, image_info
+from .components import container_labels, ensure_image, image_digest, image_info
 from .errors import BisectbotError, BuildError
 from .recipe import slug
 from .slots import file_lock
@@ -195,7 +195,7 @@ def _extract_package(client: Any, image: str, pkg_dir: str, dest: Path) -> None:
     import docker
 
     container = client.containers.create(image, entrypoint=["true"], command=[],
-                                         labels={"bisectbot": "extract"}, network_disabled=True)
+                                         labels=container_labels("extract"), network_disabled=True)
     try:
         stream, _ = container.get_archive(pkg_dir)
         buf = io.BytesIO()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 import tarfile
 from collections.abc import Iterable
@@ -106,6 +107,17 @@ print("BISECTBOT-INFO " + json.dumps(out))
 '''
 
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
+RUN_ID_ENV = "BISECTBOT_RUN_ID"
+
+
+def container_labels(kind: str) -> dict[str, str]:
+    """Labels of every container bisectbot creates: ``bisectbot=<kind>`` (``server``, ``command``,
+    ``introspect``, ``extract``), ``bisectbot.pid`` and, when ``$BISECTBOT_RUN_ID`` is set,
+    ``bisectbot.run`` (tests use it to find their own leftovers on a shared daemon)."""
+    labels = {"bisectbot": kind, "bisectbot.pid": str(os.getpid())}
+    if os.environ.get(RUN_ID_ENV):
+        labels["bisectbot.run"] = os.environ[RUN_ID_ENV]
+    return labels
 
 
 def _docker(client: Any = None) -> Any:
@@ -170,7 +182,7 @@ def introspect(image: str, client: Any = None, timeout_s: float = 300.0, pull: b
     try:
         container = client.containers.create(
             image, entrypoint=["python3", "-c", SNIPPET], command=[], network_disabled=True,
-            labels={"bisectbot": "introspect"}, user="0",
+            labels=container_labels("introspect"), user="0",
         )
         container.start()
         try:
@@ -255,7 +267,7 @@ def copy_from_image(image: str, paths: Iterable[str], dest: str | Path, client: 
     except BisectbotError as e:
         raise BisectbotError(f"copying files out of {image} (containers area): {e}") from None
     container = client.containers.create(image, entrypoint=["true"], command=[], network_disabled=True,
-                                         labels={"bisectbot": "extract"})
+                                         labels=container_labels("extract"))
     try:
         for rel in paths:
             pkg, _, inner = rel.partition("/")

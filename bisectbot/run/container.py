@@ -31,6 +31,7 @@ from typing import Any
 import requests
 
 from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image, stack_file
+from ..components import container_labels
 from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
 from ..runner_profile import RunnerProfile, docker_run_kwargs
@@ -184,7 +185,7 @@ def server_container(
                         image, command=command or None, detach=True, name=name,
                         ports={f"{port}/tcp": ("127.0.0.1", None)},
                         environment=container_env(profile, slot, env),
-                        labels={"bisectbot": "server", "bisectbot.pid": str(os.getpid())},
+                        labels=container_labels("server"),
                         **run_kw, **kw,
                     )
                 except docker.errors.ImageNotFound:
@@ -259,7 +260,7 @@ def run_in_container(image: str, argv: list[str], profile: RunnerProfile, timeou
                 run_kw: dict[str, Any] = {} if entrypoint is None else {"entrypoint": entrypoint}
                 container = client.containers.run(
                     image, command=argv, detach=True, environment=container_env(profile, slot, env),
-                    labels={"bisectbot": "command", "bisectbot.pid": str(os.getpid())},
+                    labels=container_labels("command"),
                     **run_kw, **docker_run_kwargs(profile, slot),
                 )
                 timed_out = False

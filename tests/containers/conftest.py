@@ -8,6 +8,7 @@ container created during the session is left behind (and removes it).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -23,22 +24,30 @@ REGISTRY = "127.0.0.1:5000"
 DATA = Path(__file__).parent / "data"
 
 
-def _containers() -> set[str]:
-    p = subprocess.run(["docker", "ps", "-aq", "--no-trunc"], capture_output=True, text=True)
-    return set(p.stdout.split()) if p.returncode == 0 else set()
+# Labels every container this session (and its CLI children) makes; setdefault keeps one id even if
+# this module is imported twice (pytest's conftest instance and ``from tests.containers.conftest``).
+RUN_ID = os.environ.setdefault("BISECTBOT_RUN_ID", f"tests-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def our_containers(*filters: str) -> list[str]:
+    """Ids of containers of this test session (``bisectbot.run`` label), optionally further filtered."""
+    args = ["docker", "ps", "-aq", "--no-trunc", "--filter", f"label=bisectbot.run={RUN_ID}"]
+    for f in filters:
+        args += ["--filter", f]
+    p = subprocess.run(args, capture_output=True, text=True)
+    return p.stdout.split()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_container_left_behind():
-    """Session-end check: every container created during the session is gone."""
+    """Session-end check: no container made by this session's bisectbot code is left (several test
+    sessions may share one daemon, so the check is scoped by the session's run label)."""
     from tests.conftest import docker_available
 
-    if not docker_available():
-        yield
-        return
-    before = _containers()
     yield
-    left = _containers() - before
+    if not docker_available():
+        return
+    left = our_containers()
     if left:
         subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
         pytest.fail(f"containers left behind by the containers tests: {sorted(c[:12] for c in left)}")
@@ -112,7 +121,10 @@ def nightlies(registry, base_image, vllm_repo) -> dict:
                     vllm_files=helper),
     ]
     pushed = push_nightlies(specs, repo, registry=registry, base=base_image)
-    return {"repository": repo, "pushed": pushed, **{f"N{i + 1}": p for i, p in enumerate(pushed)}}
+    yield {"repository": repo, "pushed": pushed, **{f"N{i + 1}": p for i, p in enumerate(pushed)}}
+    # local copies only (the base image stays cached; the registry keeps the session's repository)
+    subprocess.run(["docker", "rmi", "-f", *[p.ref for p in pushed], *[p.pinned for p in pushed]],
+                   capture_output=True)
 
 
 @pytest.fixture

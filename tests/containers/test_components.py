@@ -170,3 +170,38 @@ def test_copy_from_image_feeds_patches_check(nightlies, tmp_path, stack_dir):
                        capture_output=True, text=True, env={**os.environ, "BISECTBOT_STATE": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["patches"][0]["state"] == "applies"
+
+
+def test_diff_cli_maps_rewritten_aiter_commit(tmp_path):
+    """``nightlies diff --aiter-repo``: an old image's aiter commit from before the history rewrite is
+    mapped onto the new history by PR number, and the output says so (infos cached in the ledger,
+    so no container runs)."""
+    import json
+    import os
+    import sys
+
+    repo = git.Repo.init(tmp_path / "aiter")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "T")
+        cw.set_value("user", "email", "t@example.com")
+    _commit(repo, "a.py", "1", "Initial commit")
+    old = _commit(repo, "a.py", "2", "Clamp ChunkQ (#101)")
+    repo.git.checkout("--orphan", "main2")
+    repo.git.rm("-rf", ".")
+    _commit(repo, "a.py", "1", "Initial import")
+    new_fix = _commit(repo, "a.py", "2", "Clamp ChunkQ (#101)")
+    head = _commit(repo, "b.py", "3", "Feature (#200)")
+    da, db = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    with Ledger(tmp_path / "state") as led:
+        for dig, ver in ((da, f"0.1.11.post1.dev3+g{old[:9]}"), (db, f"0.1.13.dev5+g{head[:9]}")):
+            i = info("0.23.0", aiter=ver)
+            i.update(image=f"r/x@{dig}", digest=dig)
+            led.put_image_info(dig, i)
+    env = {**os.environ, "BISECTBOT_STATE": str(tmp_path / "state")}
+    r = subprocess.run([sys.executable, "-m", "bisectbot", "--json", "nightlies", "diff", f"r/x@{da}", f"r/x@{db}",
+                        "--aiter-repo", str(repo.working_tree_dir)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["changed"] == ["aiter"]
+    aiter = out["components"][1]
+    assert aiter["range"] == [new_fix, head[:9]] and "rewritten" in aiter["note"] and "PR number" in aiter["note"]

@@ -15,6 +15,7 @@ from bisectbot.run.container import server_container
 from bisectbot.runner_profile import docker_run_kwargs, expand, load_profile, parse_profile
 from bisectbot.slots import LockTimeout, file_lock, gpu_slot, slot_gpus
 from tests.containers import proc_helpers
+from tests.containers.conftest import our_containers
 from tests.containers.nightly_factory import SERVER_COMMAND
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +28,10 @@ def _cmd(port: int = 8000) -> list[str]:
 def _ours(name: str) -> list[str]:
     p = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={name}"], capture_output=True, text=True)
     return p.stdout.split()
+
+
+def _servers() -> list[str]:
+    return our_containers("label=bisectbot=server")
 
 
 def chat(base_url: str, words: int) -> str:
@@ -70,8 +75,7 @@ def test_exits_early_fails_fast_with_log_tail(nightlies, tmp_path):
     msg = str(e.value)
     assert "exited with code 3" in msg and "line 79" in msg and "line 29" not in msg.split("\n", 1)[1]
     assert len(e.value.log_tail) == 50
-    assert subprocess.run(["docker", "ps", "-aq", "--filter", "label=bisectbot=server"],
-                          capture_output=True, text=True).stdout.strip() == ""
+    assert _servers() == []
 
 
 @pytest.mark.docker
@@ -79,8 +83,7 @@ def test_health_timeout_removes_container(nightlies):
     with pytest.raises(ServerError, match="not healthy after 3 s"):
         with server_container(nightlies["N1"].pinned, ["sleep", "600"], load_profile("cpu"), health_timeout_s=3):
             pass
-    assert subprocess.run(["docker", "ps", "-aq", "--filter", "label=bisectbot=server"],
-                          capture_output=True, text=True).stdout.strip() == ""
+    assert _servers() == []
 
 
 @pytest.mark.docker
