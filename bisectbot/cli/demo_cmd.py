@@ -1,14 +1,195 @@
-"""``bisectbot demo``: filled in by issue 8."""
+"""``bisectbot demo``: the whole main job on the embedded default, no GPU, Docker, token or network.
+
+The demo writes a temporary git history of the reference engine
+(:func:`bisectbot.demo.history.make_history`), fills its path into the embedded recipe
+(``bisectbot/demo/recipe.yaml``, the same as ``recipes/demo.yaml``) and runs exactly what
+``bisectbot run RECIPE --runner local --out OUT`` runs (:func:`bisectbot.cli.run_cmd._run`):
+build each candidate in a git worktree, start its server, run the prefill-threshold
+reproducer, bisect, verify, triage and write the report. Without a GitHub token the
+would-be issue is written to the output directory as Markdown.
+
+Exit codes: 0 when the culprit found is the commit the history planted the regression
+at, 1 otherwise (the message says what was found instead), 2 bad input.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+import sys
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
 import click
+import yaml
 
-from .base import cli, not_yet
+from ..errors import EXIT_ERROR, EXIT_OK
+from .base import Ctx, cli, pass_ctx
+
+#: Default output directory (relative to the current directory).
+DEFAULT_OUT = "bisectbot-demo-out"
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def demo_recipe_text() -> str:
+    """The embedded demo recipe (package data ``bisectbot/demo/recipe.yaml``) as YAML text."""
+    return resources.files("bisectbot.demo").joinpath("recipe.yaml").read_text(encoding="utf-8")
+
+
+def concrete_recipe(repo: Path, out: Path, python: str = sys.executable) -> dict[str, Any]:
+    """The demo recipe as a mapping with ``source.repo`` = ``repo``, ``report.dir`` = ``out`` and
+    every ``python3`` argv[0] (build and server command) replaced by ``python``."""
+    data = yaml.safe_load(demo_recipe_text())
+    data["source"]["repo"] = str(repo)
+    data.setdefault("report", {})["dir"] = str(out)
+    server = data.get("server", {})
+    for key in ("command", "build_command"):
+        argv = server.get(key)
+        if argv and argv[0] in ("python3", "python"):
+            server[key] = [python, *argv[1:]]
+    return data
+
+
+def _result_json(out: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The newest run-result JSON in ``out`` (``report.json`` of the report area, else ``result.json``)."""
+    found = [p for p in (out / "report.json", out / "result.json") if p.is_file()]
+    if not found:
+        return None
+    p = max(found, key=lambda x: x.stat().st_mtime)
+    try:
+        return p, json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _issue_files(out: Path, since: float) -> list[Path]:
+    return sorted(p for p in [*out.glob("issue.md"), *out.glob("issue-*.md")] if p.stat().st_mtime >= since)
+
+
+def write_would_be_issue(ctx: Ctx, recipe_path: Path, out: Path, since: float) -> list[Path]:
+    """The would-be GitHub issue of the run in ``out``: the files the report area wrote, or a dry run
+    of its filing (:func:`bisectbot.report.file_or_update` without a token). Returns the paths."""
+    have = _issue_files(out, since)
+    if have:
+        return have
+    from ..recipe import load_recipe
+
+    recipe = load_recipe(recipe_path)
+    target = recipe.report.github
+    try:
+        from ..report import file_or_update, load_result  # type: ignore[attr-defined]
+    except ImportError:
+        file_or_update = load_result = None
+    found = _result_json(out)
+    if file_or_update is not None and load_result is not None and target is not None and found:
+        result, nightly = load_result(found[0])
+        outcome = file_or_update(result, target, None, ctx.ledger(), True, out, nightly=nightly)
+        return [Path(p) for p in outcome.paths]
+    # The report area's renderer is not in this bisectbot: the issue body is the Markdown report.
+    md = out / "report.md"
+    if not md.is_file() or not found:
+        return []
+    final = (found[1].get("stages") or [{}])[-1]
+    fb = final.get("first_bad") or {}
+    title = (f"[bisectbot] {recipe.name}: regression in {fb.get('component', '')} {str(fb.get('ref', ''))[:12]}"
+             if found[1].get("status") == "culprit" else f"[bisectbot] {recipe.name}: {found[1].get('status')}")
+    where = f"<!-- would be filed on {target.repo} with labels {', '.join(target.labels)} -->\n" if target else ""
+    path = out / "issue.md"
+    path.write_text(f"# {title}\n\n{where}{md.read_text(encoding='utf-8')}", encoding="utf-8")
+    return [path]
+
+
+@cli.command("demo")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUT, show_default=True,
+              help="Where the report, its JSON and the would-be GitHub issue are written.")
+@click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Ledger directory (default: the global --state, else a temporary one, so every demo "
+                   "probes afresh).")
+@click.option("--keep", is_flag=True,
+              help="Keep the engine history, the recipe and the logs under OUT/work (default: removed).")
+@click.option("--commits", type=click.IntRange(8, 400), default=40, show_default=True,
+              help="Commits in the engine history.")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Seed of the history (where the regression and the broken commits are).")
+@pass_ctx
 @click.pass_context
-def demo(ctx: click.Context) -> None:
-    """(not implemented yet: issue 8)"""
-    not_yet(8, "demo")
+def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep: bool, commits: int,
+         seed: int) -> None:
+    """Run the whole main job on the embedded default: no GPU, Docker, token or network.
+
+    \b
+    Writes a temporary git history of the reference engine (its prefill threshold
+    drops below the probe sizes at one commit; a few commits do not build), then
+    runs what `bisectbot run` runs on the embedded recipe (recipes/demo.yaml) with
+    the local runner: build, start the server, probe, bisect, verify, report.
+
+    \b
+    Example:
+      bisectbot demo --out /tmp/demo --keep
+    Exit codes: 0 the planted culprit was found, 1 anything else.
+    """
+    from ..demo.history import BRANCH, GOOD_TAG, make_history
+    from .run_cmd import _run
+
+    t0 = time.monotonic()
+    started = time.time() - 1
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "work" if keep else Path(tempfile.mkdtemp(prefix="bisectbot-demo-"))
+    if keep and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    state = state_dir or ctx.state_dir or work / "state"
+    ctx.state_dir = Path(state)
+    ctx._ledger = None
+    say = click.echo
+    try:
+        hist = make_history(work / "engine-history", commits=commits, seed=seed)
+        recipe_path = work / "demo-engine-prefill.yaml"
+        recipe_path.write_text("# written by `bisectbot demo` from bisectbot/demo/recipe.yaml\n"
+                               + yaml.safe_dump(concrete_recipe(hist.path, out), sort_keys=False),
+                               encoding="utf-8")
+        say(f"bisectbot demo: a history of {commits} commits of the reference engine in {hist.path}")
+        say(f"  good end {GOOD_TAG} ({hist.shas[0][:12]}), bad end {BRANCH} ({hist.shas[-1][:12]}); "
+            f"one commit in between makes the engine return garbage above ~1000 prompt tokens, "
+            f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
+        say(f"  running: bisectbot run {recipe_path.name} --runner local --out {out}"
+            f"   (progress below; one line per probe)")
+        _run(ctx, str(recipe_path), None, None, False, None, str(out), "local", None, True)
+        issue = write_would_be_issue(ctx, recipe_path, out, started)
+        found = _result_json(out)
+        elapsed = time.monotonic() - t0
+        if found is None:
+            say(f"demo: FAILED: no run result was written to {out}", err=True)
+            cctx.exit(EXIT_ERROR)
+        jpath, res = found
+        final = (res.get("stages") or [{}])[-1]
+        fb = (final.get("first_bad") or {}).get("ref")
+        say("")
+        if res.get("status") == "culprit" and fb == hist.culprit:
+            say(f"demo: found the planted regression in {elapsed:.0f}s: commit {hist.first_bad + 1} of {commits}, "
+                f"{hist.culprit[:12]} \"{hist.subjects[hist.first_bad]}\" (verified)")
+            code = EXIT_OK
+        else:
+            got = f"{res.get('status')}" + (f", first bad {fb[:12]}" if fb else "")
+            say(f"demo: FAILED: expected the culprit {hist.culprit[:12]} \"{hist.subjects[hist.first_bad]}\", "
+                f"bisectbot found: {got} ({final.get('message', '')})", err=True)
+            code = EXIT_ERROR
+        say(f"report: {out / 'report.md'}  (JSON: {jpath})")
+        if issue:
+            say(f"would-be GitHub issue (no token, not filed): {issue[0]}")
+        if keep:
+            say(f"kept: history {hist.path}, recipe {recipe_path}, ledger {state}; "
+                f"re-run with: bisectbot --state {state} run {recipe_path}")
+        cctx.exit(code)
+    finally:
+        if ctx._ledger is not None:
+            try:
+                ctx._ledger.close()
+            except Exception:  # pragma: no cover - closing is best effort
+                pass
+            ctx._ledger = None
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
