@@ -1,0 +1,155 @@
+"""``bisectbot demo``: the whole pipeline on a temporary engine history, end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from bisectbot.cli import cli
+from bisectbot.demo import history as H
+from bisectbot.recipe import load_recipe
+
+
+def _port_closed(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.slow
+def test_demo_finds_the_planted_commit_and_writes_report_and_issue(tmp_path, kit) -> None:
+    out, state = tmp_path / "out", tmp_path / "state"
+    t0 = time.monotonic()
+    p = kit.run_demo("--out", str(out), "--state", str(state), "--seed", "3", "--commits", "36")
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert took < 180, f"the demo took {took:.0f}s"
+    # the same seed writes the same history: the expected culprit is known independently of the run
+    ref = H.make_history(tmp_path / "again", commits=36, seed=3)
+    culprit = ref.culprit
+    res = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else \
+        json.loads((out / "report.json").read_text())
+    final = res["stages"][-1]
+    assert res["status"] == "culprit" and final["first_bad"]["ref"] == culprit
+    assert final["last_good"]["ref"] == ref.last_good
+    md = (out / "report.md").read_text()
+    assert culprit[:12] in md
+    issues = sorted(out.glob("issue*.md"))
+    assert issues and culprit[:12] in issues[0].read_text()
+    # the terminal shows progress per probe and names culprit and report
+    assert "probes left" in p.stderr
+    assert "found the planted regression" in p.stdout and culprit[:12] in p.stdout
+    assert str(out / "report.md") in p.stdout and str(issues[0]) in p.stdout
+    # build failures and the engine that never starts were met and are skips, not verdicts
+    skips = [pr["reason"] for st in res["stages"] for pr in st["probes"] if pr["verdict"] == "skip"]
+    assert any("build failed" in r for r in skips) and any("server exited" in r for r in skips), skips
+    assert res["triage"] == {"no-threshold": "good (problem disappears)"}
+    # no engine left running, no worktree left behind
+    ports = [int(m.group(1)) for f in state.rglob("server-*.log") if (m := re.search(r"-(\d+)\.log$", f.name))]
+    assert len(ports) >= 5
+    assert all(_port_closed(pt) for pt in ports)
+    assert kit.engines_using(state) == []
+    assert not list((state / "worktrees").rglob("cand-*"))
+
+
+@pytest.mark.slow
+def test_demo_exits_1_when_the_found_culprit_is_not_the_planted_one(tmp_path, monkeypatch) -> None:
+    """The exit code compares with the history: a history that lies about its culprit fails the demo."""
+    real = H.make_history
+
+    def lying(*a, **kw):
+        h = real(*a, **kw)
+        h.first_bad += 2  # what the history claims; the engine configs stay as they are
+        return h
+
+    monkeypatch.setattr(H, "make_history", lying)
+    r = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path / "out"), "--state", str(tmp_path / "s"),
+                                 "--commits", "12", "--seed", "5"])
+    assert r.exit_code == 1, r.output
+    assert "FAILED: expected the culprit" in r.output and "bisectbot found: culprit" in r.output
+
+
+def test_history_plants_the_regression_and_untestable_commits(tmp_path) -> None:
+    h = H.make_history(tmp_path / "h", commits=30, seed=7)
+    git = lambda *a: subprocess.run(["git", *a], cwd=h.path, check=True, capture_output=True,  # noqa: E731
+                                    text=True).stdout
+    assert len(h.shas) == 30 and git("rev-parse", H.GOOD_TAG).strip() == h.shas[0]
+    assert git("rev-parse", H.BRANCH).strip() == h.shas[-1]
+    assert 10 <= h.first_bad <= 20 and h.unbuildable and h.broken
+    assert not ({h.first_bad, h.first_bad - 1} & (set(h.unbuildable) | set(h.broken)))
+    for i, sha in enumerate(h.shas):
+        text = git("show", f"{sha}:engine.json")
+        if i in h.unbuildable:
+            try:
+                cfg = json.loads(text)
+            except ValueError:
+                continue
+            assert set(cfg) - {"model", "max_model_len", "seed", "threshold"}  # an unknown setting
+            continue
+        cfg = json.loads(text)
+        assert cfg.get("broken", False) == (i in h.broken)
+        if i < h.first_bad:
+            assert cfg["threshold"] >= H.HIGH_RANGE[0]
+        else:
+            assert cfg["threshold"] <= H.LOW_THRESHOLD
+    # the build step really fails on an unbuildable commit and passes on the culprit
+    for i, rc in ((h.unbuildable[0], 1), (h.first_bad, 0)):
+        wt = tmp_path / f"wt{i}"
+        git("worktree", "add", "--detach", str(wt), h.shas[i])
+        assert subprocess.run([sys.executable, "build.py"], cwd=wt, capture_output=True).returncode == rc
+    subjects = git("log", "--format=%s", "--reverse").splitlines()
+    assert subjects == h.subjects and subjects[h.first_bad] == H.CULPRIT_SUBJECT
+    assert len(set(git("log", "--format=%an").splitlines())) > 3
+    # deterministic: same seed, same SHAs; another seed, another history
+    assert H.make_history(tmp_path / "h2", commits=30, seed=7).shas == h.shas
+    assert H.make_history(tmp_path / "h3", commits=30, seed=8).shas != h.shas
+    with pytest.raises(ValueError):
+        H.make_history(tmp_path / "h4", commits=20, first_bad=5, unbuildable=[4], broken=[])
+
+
+def test_shipped_recipe_is_the_readable_one_and_valid(tmp_path, kit) -> None:
+    from bisectbot.cli.demo_cmd import concrete_recipe, demo_recipe_text
+
+    text = demo_recipe_text()
+    assert (kit.root / "recipes" / "demo.yaml").read_text() == text
+    assert load_recipe(kit.root / "recipes" / "demo.yaml").source.kind == "git"
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump(concrete_recipe(tmp_path / "repo", tmp_path / "out", "/x/python")))
+    r = load_recipe(p)
+    assert r.source.repo == str(tmp_path / "repo") and r.report.dir == str(tmp_path / "out")
+    assert r.server.command[0] == "/x/python" and r.server.build_command[0] == "/x/python"
+
+
+def test_demo_help_shows_an_example() -> None:
+    r = CliRunner().invoke(cli, ["demo", "--help"])
+    assert r.exit_code == 0 and "Example:" in r.output and "--commits" in r.output
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_wheel_ships_the_demo_recipe(tmp_path, kit) -> None:
+    """``pip install .`` (not editable) must carry the recipe: build a wheel and look inside."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(kit.root / name, src / name)
+    shutil.copytree(kit.root / "bisectbot", src / "bisectbot",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(tmp_path / "w")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    whl = next((tmp_path / "w").glob("bisectbot-*.whl"))
+    with zipfile.ZipFile(whl) as z:
+        names = set(z.namelist())
+        assert "bisectbot/demo/recipe.yaml" in names and "bisectbot/demo/history.py" in names
+        assert z.read("bisectbot/demo/recipe.yaml").decode() == (kit.root / "recipes" / "demo.yaml").read_text()
