@@ -1,0 +1,570 @@
+"""Render a :class:`~bisectbot.models.RunResult` (and optionally a :class:`NightlyResult`).
+
+Outputs: Markdown (Jinja2 templates in ``templates/``), JSON, the would-be GitHub issue, a
+threshold-over-nightlies chart, and the GitHub Actions job summary.
+
+Size discipline: every body is kept under :data:`~bisectbot.report.sanitize.GITHUB_BODY_LIMIT`
+(65,536 characters) by shrinking the least important parts first, in this order: log and
+model-output excerpts (shorter, then fewer), reasons, rows of the probe tables, notes, patch
+rows, environment values. Only if all that is not enough is the text cut hard (with the open
+code fence closed and a note).
+
+Expected ``Candidate.meta`` keys (all optional): ``subject`` (commit subject), ``author_login``
+(or ``author``), ``url`` (http/https link to the commit or image), ``date``.
+Expected ``ProbeResult.table`` row keys (all optional): ``size`` (prompt tokens), ``outcome``,
+``reasons`` (str or list), and free text under ``reply``/``output``/``content``/``reasoning``/
+``excerpt``, shown collapsed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..models import Candidate, ProbeResult, RunResult, StageResult, Status
+from .fingerprint import fingerprint, marker
+from .history import NightlyResult, Streak
+from .sanitize import GITHUB_BODY_LIMIT, code_block, github_length, redact, sanitize, visible
+
+TEMPLATES = Path(__file__).parent / "templates"
+DEFAULT_BLAME_CONFIDENCE = 0.66
+"""Below this confidence the issue names a range, not a culprit (issue 6; recipe ``bisect.blame_confidence``)."""
+
+TEXT_KEYS = ("reply", "output", "content", "reasoning", "excerpt")
+LOG_TAIL_BYTES = 256 * 1024
+"""Bytes read from the end of each log file for excerpts."""
+
+_URL_RE = re.compile(r"^https?://[^\s<>()\[\]`\"']+$")
+_LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+_MENTION_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9_.-]{1,100})?$")
+
+_DEFAULT_BUDGET: dict[str, int] = {
+    "excerpt_chars": 6000, "max_excerpts": 12, "reason_chars": 300, "max_rows": 400,
+    "note_chars": 2000, "patch_rows": 100, "env_chars": 300,
+}
+# Least important first: each step lowers one budget, re-rendering after each.
+_SHRINK_STEPS: list[tuple[str, int]] = [
+    ("excerpt_chars", 3000), ("excerpt_chars", 1500), ("max_excerpts", 6), ("excerpt_chars", 800),
+    ("max_excerpts", 3), ("excerpt_chars", 400), ("max_excerpts", 1), ("max_excerpts", 0),
+    ("reason_chars", 120), ("max_rows", 100), ("reason_chars", 60), ("max_rows", 40), ("note_chars", 400),
+    ("max_rows", 16), ("reason_chars", 30), ("note_chars", 100), ("patch_rows", 20), ("max_rows", 6),
+    ("env_chars", 80), ("patch_rows", 5),
+]
+
+
+# --------------------------------------------------------------------------- small views
+
+
+def _short(c: Candidate) -> str:
+    if c.label:
+        return c.label
+    return c.ref[:12] if re.fullmatch(r"[0-9a-f]{13,}", c.ref) else c.ref
+
+
+def candidate_link(c: Candidate, limit: int = 120) -> str:
+    """Sanitised candidate label, linked when ``meta['url']`` is an http(s) URL."""
+    text = sanitize(_short(c), limit)
+    url = str(c.meta.get("url") or "")
+    if url and _URL_RE.match(url):
+        return f"[{text}]({url})"
+    return f"`{c.ref[:12]}` {text}" if c.kind.value == "commit" and c.label else text
+
+
+def _author(c: Candidate) -> str:
+    login = str(c.meta.get("author_login") or c.meta.get("author") or "")
+    if _LOGIN_RE.match(login):
+        # A link, never an @mention: the author is not notified by the bot.
+        return f"[{login}](https://github.com/{login})"
+    return sanitize(login, 80) if login else "—"
+
+
+def format_threshold(thr: Sequence[int | None] | None) -> str:
+    """``[last_ok, first_garbage]`` in tokens as text: ``20480–20992``, ``≤ 4096 (bad at all sizes)``..."""
+    if not thr:
+        return "—"
+    lo, hi = thr[0], thr[1]
+    if lo is not None and hi is not None:
+        return f"{lo}–{hi}"
+    if hi is not None:
+        return f"bad at all sizes ≤ {hi}"
+    if lo is not None:
+        return f"OK up to {lo}"
+    return "—"
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as ``42 s`` / ``12.5 min`` / ``3.2 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@dataclass
+class _StageView:
+    name: str
+    component: str
+    status: str
+    probes: list[ProbeResult]
+
+    def rows(self, max_rows: int) -> list[dict[str, Any]]:
+        rows = [
+            {"n": i + 1, "candidate": candidate_link(p.candidate), "verdict": p.verdict.value,
+             "threshold": format_threshold(p.threshold), "time": format_duration(p.duration_s),
+             "reason": p.reason}
+            for i, p in enumerate(self.probes)
+        ]
+        if len(rows) <= max_rows:
+            return rows
+        head = max(1, max_rows // 2)
+        tail = max(1, max_rows - head)
+        return rows[:head] + [{"omitted": len(rows) - head - tail}] + rows[-tail:]
+
+
+@dataclass
+class Blame:
+    """Whether the report may name a culprit, and why not."""
+
+    ok: bool
+    reason: str = ""
+
+
+def blame_decision(result: RunResult, blame_confidence: float = DEFAULT_BLAME_CONFIDENCE) -> Blame:
+    """Refuse to blame on a range, a flagged culprit or a confidence below ``blame_confidence``."""
+    final = result.final
+    if final is None or not final.culprits:
+        return Blame(False, f"no culprit (status {result.status.value})")
+    if result.status != Status.CULPRIT or final.status != Status.CULPRIT or len(final.culprits) != 1:
+        return Blame(False, f"status {final.status.value}: {len(final.culprits)} candidates remain")
+    if final.flags:
+        return Blame(False, "plausibility flags: " + ", ".join(final.flags))
+    if final.confidence < blame_confidence:
+        return Blame(False, f"confidence {final.confidence:.2f} is below {blame_confidence:.2f}")
+    return Blame(True)
+
+
+def _excerpts(result: RunResult) -> list[dict[str, str]]:
+    """Log tails and model replies, most relevant first (culprit and boundary probes first)."""
+    final = result.final
+    important = set()
+    if final is not None:
+        important = {c.ref for c in final.culprits}
+        important |= {c.ref for c in (final.first_bad, final.last_good) if c is not None}
+    probes = [p for st in reversed(result.stages) for p in st.probes]
+    probes.sort(key=lambda p: 0 if p.candidate.ref in important else 1)
+    out: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for p in probes:
+        name = _short(p.candidate)
+        for row in p.table:
+            for key in TEXT_KEYS:
+                val = row.get(key)
+                if isinstance(val, str) and val.strip() and (p.candidate.ref, f"{key}{row.get('size')}") not in seen:
+                    seen.add((p.candidate.ref, f"{key}{row.get('size')}"))
+                    out.append({"title": f"{name}: {key} at {row.get('size', '?')} tokens ({row.get('outcome', '')})",
+                                "text": val, "keep": "head"})
+        for key in TEXT_KEYS:
+            val = p.extra.get(key)
+            if isinstance(val, str) and val.strip():
+                out.append({"title": f"{name}: {key}", "text": val, "keep": "head"})
+        for lp in p.log_paths:
+            path = Path(lp)
+            if (p.candidate.ref, lp) in seen:
+                continue
+            seen.add((p.candidate.ref, lp))
+            try:
+                with path.open("rb") as fh:
+                    size = path.stat().st_size
+                    fh.seek(max(0, size - LOG_TAIL_BYTES))
+                    text = fh.read().decode("utf-8", errors="replace")
+            except OSError as e:
+                text = f"(log not readable: {e.strerror or e})"
+            out.append({"title": f"{name}: log {path.name}", "text": text, "keep": "tail"})
+    return out
+
+
+def _env_rows(result: RunResult) -> list[tuple[str, str]]:
+    order = ["image", "digest", "vllm", "vllm_commit", "aiter", "aiter_commit", "torch", "rocm", "hip", "gpu_arch"]
+    env = dict(result.environment)
+    rows = [(k, str(env.pop(k))) for k in order if k in env]
+    rows += sorted((k, str(v)) for k, v in env.items())
+    return rows
+
+
+def _patch_rows(result: RunResult) -> list[dict[str, str]]:
+    rows = []
+    for p in result.patch_stack:
+        rows.append({
+            "id": str(p.get("id") or p.get("name") or "?"),
+            "status": str(p.get("status") or p.get("state") or ""),
+            "detail": str(p.get("detail") or p.get("reason") or p.get("target") or ""),
+        })
+    return rows
+
+
+def _mentions(mentions: Iterable[str]) -> str:
+    """``@a @b`` from the recipe's list; anything that is not a login or org/team is dropped."""
+    ok = [m.lstrip("@") for m in mentions if _MENTION_RE.match(m.lstrip("@"))]
+    return " ".join("@" + m for m in ok)
+
+
+def heading(result: RunResult, blame: Blame) -> str:
+    """One-line title (plain text, control characters escaped, at most 200 characters)."""
+    kind = "Fix" if result.kind == "fix" else "Regression"
+    final = result.final
+    if final is not None and blame.ok:
+        c = final.culprits[0]
+        subj = str(c.meta.get("subject") or "")
+        comp = f"{final.component} " if final.component else ""
+        text = f"{kind} in {comp}{_short(c)}" + (f": {subj}" if subj else "")
+    elif final is not None and (final.last_good or final.first_bad):
+        lg = _short(final.last_good) if final.last_good else "?"
+        fb = _short(final.first_bad) if final.first_bad else "?"
+        comp = f" ({final.component})" if final.component else ""
+        text = f"{kind} between {lg} and {fb}{comp}"
+    else:
+        text = f"{kind}: {result.status.value}"
+    text = visible(redact(f"{result.recipe}: {text}"), keep_newlines=False, keep_tabs=False)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _summary(result: RunResult, blame: Blame) -> str:
+    final = result.final
+    if final is None:
+        return ""
+    if blame.ok:
+        c = final.culprits[0]
+        return (f"First {'good' if result.kind == 'fix' else 'bad'}: {candidate_link(c)} by {_author(c)}, "
+                f"confidence {final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} probes.")
+    return f"No single culprit named: {blame.reason}."
+
+
+# --------------------------------------------------------------------------- jinja
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=False,  # Markdown, not HTML: values are escaped by the `s`/`code` filters
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["s"] = lambda v, limit=200: sanitize(v, int(limit))
+    env.filters["code"] = lambda v, limit=4000, keep="tail", lang="": code_block(str(v), int(limit), keep, lang)
+    return env
+
+
+_ENV: jinja2.Environment | None = None
+
+
+def _template(name: str) -> jinja2.Template:
+    global _ENV
+    if _ENV is None:
+        _ENV = _env()
+    return _ENV.get_template(name)
+
+
+def _fit(render: Any, limit: int) -> str:
+    """Render with shrinking budgets until ``github_length`` is within ``limit``."""
+    budget = dict(_DEFAULT_BUDGET)
+    text = render(budget)
+    steps = iter(_SHRINK_STEPS)
+    while github_length(text) > limit:
+        step = next(steps, None)
+        if step is None:
+            return _hard_cut(text, limit)
+        key, value = step
+        if budget[key] > value:
+            budget[key] = value
+            text = render(budget)
+    return text
+
+
+def _hard_cut(text: str, limit: int) -> str:
+    note = "\n\n… report cut to fit GitHub's 65,536-character limit; see the run's artifacts.\n"
+    room = limit - len(note) - 16
+    out = text
+    while github_length(out) > room:
+        out = out[: max(0, len(out) - (github_length(out) - room) - 1)]
+        out = out[: out.rfind("\n")] if "\n" in out else out
+    fences = [ln for ln in out.splitlines() if re.match(r"^`{3,}", ln)]
+    if len(fences) % 2 == 1:
+        out += "\n" + re.match(r"^`{3,}", fences[-1]).group(0)  # type: ignore[union-attr]
+    return out + note
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def render_markdown(
+    result: RunResult,
+    nightly: NightlyResult | None = None,
+    *,
+    limit: int = GITHUB_BODY_LIMIT,
+    for_issue: bool = False,
+    chart: str | None = None,
+    mentions: Iterable[str] = (),
+    blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
+) -> str:
+    """Markdown report of ``result`` at most ``limit`` characters long (UTF-16 units, see module doc).
+
+    ``nightly`` adds the nightly-status table (first bad / last good nightly, streak, flips).
+    ``for_issue`` adds the hidden fingerprint marker and the ``cc`` line of ``mentions`` (logins
+    or ``org/team`` from the recipe; anything else is dropped). ``chart`` is a relative image
+    path embedded in local reports (GitHub issues cannot carry uploaded images through the API).
+    Never raises for odd content: every model/log value is sanitised.
+    """
+    blame = blame_decision(result, blame_confidence)
+    fp = fingerprint(result)
+    final = result.final
+    final_view = None
+    if final is not None:
+        final_view = {
+            "culprits": [{"link": candidate_link(c), "subject": str(c.meta.get("subject") or ""),
+                          "author": _author(c)} for c in final.culprits],
+            "confidence": f"{final.confidence:.2f}",
+            "last_good": candidate_link(final.last_good) if final.last_good else "",
+            "first_bad": candidate_link(final.first_bad) if final.first_bad else "",
+            "message": final.message, "flags": final.flags,
+        }
+    ctx = {
+        "marker": marker(fp) if for_issue else "",
+        "fingerprint": fp,
+        "heading": sanitize(heading(result, blame), 250),
+        "kind_word": "Fix bisection" if result.kind == "fix" else "Regression",
+        "recipe": result.recipe, "model": result.model, "tp": result.tp, "runner": result.runner,
+        "regress": result.regress, "status": result.status.value,
+        "summary": _summary(result, blame),
+        "final": final_view, "blame": blame,
+        "streak": nightly.streak() if nightly is not None and nightly.probes else None,
+        "chart": chart if chart and not for_issue else None,
+        "reproduce": redact(result.reproduce),
+        "env_rows": _env_rows(result), "patches": _patch_rows(result),
+        "triage": sorted(result.triage.items()),
+        "stages": [_StageView(s.name, s.component, s.status.value, s.probes) for s in result.stages],
+        "notes": result.notes,
+        "excerpts": _excerpts(result),
+        "mentions": _mentions(mentions) if for_issue else "",
+        "session_id": result.session_id,
+    }
+    tpl = _template("report.md.j2")
+    return _fit(lambda b: tpl.render(**ctx, b=b), limit)
+
+
+def render_json(result: RunResult, nightly: NightlyResult | None = None) -> str:
+    """JSON (indented, sorted keys) of ``result.to_dict()`` plus ``fingerprint``, ``blame`` and,
+    when given, ``nightly`` (with its streak). Secrets found in it are redacted."""
+    blame = blame_decision(result)
+    data: dict[str, Any] = {
+        "schema": "bisectbot.report/1",
+        "fingerprint": fingerprint(result),
+        "result": result.to_dict(),
+        "blame": {"ok": blame.ok, "reason": blame.reason},
+    }
+    if nightly is not None:
+        data["nightly"] = nightly.to_dict()
+    return redact(json.dumps(data, indent=2, sort_keys=True, default=str)) + "\n"
+
+
+def render_issue(
+    result: RunResult,
+    nightly: NightlyResult | None = None,
+    *,
+    mentions: Iterable[str] = (),
+    blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
+    limit: int = GITHUB_BODY_LIMIT,
+) -> tuple[str, str]:
+    """``(title, body)`` of the would-be issue; the body carries the fingerprint marker."""
+    title = "[bisectbot] " + heading(result, blame_decision(result, blame_confidence))
+    body = render_markdown(result, nightly, limit=limit, for_issue=True, mentions=mentions,
+                           blame_confidence=blame_confidence)
+    return title[:256], body
+
+
+def seen_marker(kind: str, key: str) -> str:
+    """Hidden marker of a bot comment, e.g. ``<!-- bisectbot:redetected=<key> -->``: a retry of
+    the same night finds it and does not comment twice."""
+    safe = re.sub(r"[^A-Za-z0-9._:@+-]", "_", key)[:120]
+    return f"<!-- bisectbot:{kind}={safe} -->"
+
+
+def _probe_view(p: ProbeResult) -> dict[str, Any]:
+    rows = []
+    for r in p.table:
+        reasons = r.get("reasons", "")
+        rows.append({"size": sanitize(r.get("size", "?"), 20), "outcome": sanitize(r.get("outcome", ""), 30),
+                     "reasons": ", ".join(map(str, reasons)) if isinstance(reasons, list) else str(reasons)})
+    return {"candidate": candidate_link(p.candidate), "verdict": p.verdict.value,
+            "threshold": format_threshold(p.threshold), "reason": p.reason, "rows": rows}
+
+
+def render_comment(
+    what: str,
+    result: RunResult | None,
+    newest: ProbeResult | None,
+    nightly: NightlyResult | None = None,
+    *,
+    key: str,
+    when: str = "",
+    closing: bool = False,
+    include_report: bool = False,
+    limit: int = GITHUB_BODY_LIMIT,
+) -> str:
+    """Body of a bot comment, at most ``limit`` characters.
+
+    ``what`` is ``redetected`` (tonight's result on a tracked issue) or ``not-reproduced``
+    ("not reproduced since <nightly>" with the evidence: verdict, threshold, per-size table).
+    ``key`` identifies the night (session id or nightly ref) for :func:`seen_marker`.
+    ``include_report`` adds tonight's full report of ``result`` in a collapsed block, sized to
+    what is left of ``limit``. Raises ``ValueError`` for an unknown ``what``.
+    """
+    if what not in ("redetected", "not-reproduced"):
+        raise ValueError(f"unknown comment kind {what!r}")
+    tpl = _template("comment.md.j2")
+    ctx = {
+        "seen_marker": seen_marker(what, key), "what": what,
+        "kind_word": "Fix" if result is not None and result.kind == "fix" else "Regression",
+        "when": sanitize(when, 60) if when else "tonight",
+        "newest": _probe_view(newest) if newest is not None else None,
+        "streak": nightly.streak() if nightly is not None and nightly.probes else None,
+        "closing": closing,
+    }
+    base = _fit(lambda b: tpl.render(**ctx, b=b, details=""), limit)
+    if not include_report or result is None:
+        return base
+    plain = tpl.render(**ctx, b=_DEFAULT_BUDGET, details="")
+    room = limit - github_length(plain) - 100
+    if github_length(plain) > limit or room < 2000:
+        return base
+    return tpl.render(**ctx, b=_DEFAULT_BUDGET, details=render_markdown(result, nightly, limit=room))
+
+
+# --------------------------------------------------------------------------- files
+
+
+@dataclass
+class ReportPaths:
+    """Files written by :func:`write_report` (absolute paths)."""
+
+    markdown: Path
+    json: Path
+    issue: Path
+    charts: list[Path] = field(default_factory=list)
+    step_summary: Path | None = None
+
+    def all(self) -> list[Path]:
+        return [self.markdown, self.json, self.issue, *self.charts]
+
+
+def render_summary(result: RunResult, nightly: NightlyResult | None, files: Sequence[Path]) -> str:
+    """Short Markdown for ``$GITHUB_STEP_SUMMARY`` (the full report is an artifact)."""
+    blame = blame_decision(result)
+    return _template("summary.md.j2").render(
+        recipe=result.recipe, status=result.status.value, summary=sanitize(heading(result, blame), 250) + ". "
+        + _summary(result, blame), streak=nightly.streak() if nightly and nightly.probes else None,
+        files=[str(p) for p in files],
+    )
+
+
+def write_report(
+    result: RunResult,
+    out_dir: Path,
+    nightly: NightlyResult | None = None,
+    *,
+    mentions: Iterable[str] = (),
+    blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
+    step_summary: bool = True,
+) -> ReportPaths:
+    """Write ``report.md``, ``report.json``, ``issue.md`` (title on the first line as ``# ...``)
+    and, when ``nightly`` has threshold data, ``threshold.png``/``threshold.svg`` into ``out_dir``
+    (created). When ``step_summary`` and ``$GITHUB_STEP_SUMMARY`` is set (GitHub Actions), a
+    short summary is appended to that file. Raises ``OSError`` when a file cannot be written.
+    """
+    from .chart import threshold_chart
+
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    charts = threshold_chart(nightly, out_dir) if nightly is not None else []
+    md = render_markdown(result, nightly, chart=charts[0].name if charts else None,
+                         blame_confidence=blame_confidence)
+    paths = ReportPaths(markdown=out_dir / "report.md", json=out_dir / "report.json",
+                        issue=out_dir / "issue.md", charts=charts)
+    paths.markdown.write_text(md, encoding="utf-8")
+    paths.json.write_text(render_json(result, nightly), encoding="utf-8")
+    title, body = render_issue(result, nightly, mentions=mentions, blame_confidence=blame_confidence)
+    paths.issue.write_text(f"# {title}\n\n{body}", encoding="utf-8")
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary and summary_file:
+        with open(summary_file, "a", encoding="utf-8") as fh:
+            fh.write(render_summary(result, nightly, paths.all()))
+        paths.step_summary = Path(summary_file)
+    return paths
+
+
+def load_result(path: Path) -> tuple[RunResult, NightlyResult | None]:
+    """Read a ``RunResult`` JSON (``RunResult.to_dict()`` or :func:`render_json` output).
+
+    Raises :class:`bisectbot.errors.BadInput` with the file and the field on bad input.
+    """
+    from ..errors import BadInput
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: expected a JSON object (a RunResult)")
+    nightly = None
+    if "result" in data and isinstance(data["result"], dict):
+        if isinstance(data.get("nightly"), dict):
+            nightly = NightlyResult.from_dict(data["nightly"])
+        data = data["result"]
+    try:
+        return run_result_from_dict(data), nightly
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadInput(f"{path}: not a RunResult: {type(e).__name__}: {e}") from None
+
+
+def run_result_from_dict(d: dict[str, Any]) -> RunResult:
+    """Inverse of ``RunResult.to_dict()`` (models.py has no ``from_dict`` for RunResult)."""
+    def cand(x: Any) -> Candidate | None:
+        return Candidate.from_dict(x) if x else None
+
+    stages = [
+        StageResult(
+            name=s["name"], component=s.get("component", ""), status=Status(s["status"]),
+            candidates=[Candidate.from_dict(c) for c in s.get("candidates") or []],
+            probes=[ProbeResult.from_dict(p) for p in s.get("probes") or []],
+            last_good=cand(s.get("last_good")), first_bad=cand(s.get("first_bad")),
+            culprits=[Candidate.from_dict(c) for c in s.get("culprits") or []],
+            confidence=float(s.get("confidence") or 0.0), flags=list(s.get("flags") or []),
+            message=s.get("message", ""),
+        )
+        for s in d.get("stages") or []
+    ]
+    return RunResult(
+        recipe=d["recipe"], kind=d.get("kind", "regression"), status=Status(d["status"]), stages=stages,
+        model=d.get("model", ""), tp=int(d.get("tp") or 1), runner=d.get("runner", ""),
+        regress=d.get("regress", ""), environment={k: str(v) for k, v in (d.get("environment") or {}).items()},
+        patch_stack=list(d.get("patch_stack") or []), triage=dict(d.get("triage") or {}),
+        reproduce=d.get("reproduce", ""), notes=list(d.get("notes") or []), session_id=d.get("session_id", ""),
+    )
+
+
+__all__ = [
+    "Blame", "NightlyResult", "ReportPaths", "Streak", "blame_decision", "load_result", "render_comment",
+    "render_issue", "render_json", "render_markdown", "render_summary", "run_result_from_dict", "seen_marker",
+    "write_report",
+]

@@ -1,0 +1,221 @@
+"""Make untrusted text (model output, server logs, commit subjects) safe to put in GitHub Markdown.
+
+Everything that came from a model or a log passes through one of two functions:
+
+* :func:`sanitize` -- *inline* text (table cells, summary lines): control characters are
+  shown as ``\\xNN`` / ``\\uNNNN``, HTML is escaped (``<script>`` becomes ``&lt;script&gt;``),
+  Markdown punctuation that could break the layout is backslash-escaped, ``@mentions`` and
+  ``#123`` cross-references are neutralised with a zero-width space (``@&#8203;someone``,
+  the technique Renovate and Dependabot use), and the result is capped at ``limit`` characters.
+* :func:`code_block` -- *block* text (log excerpts, full replies): the same control-character
+  treatment, then a fenced code block whose fence is longer than any backtick run inside, so
+  nothing inside is rendered (no HTML, no mentions, no references).
+
+Lengths are counted in Python characters (code points). :func:`github_length` counts the way
+GitHub's body limit does in the worst case (UTF-16 code units); :data:`GITHUB_BODY_LIMIT`
+is the documented 65,536-character maximum of an issue or comment body (GitHub REST docs,
+"Create an issue": body over the limit is rejected with 422).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+GITHUB_BODY_LIMIT = 65_536
+"""Maximum characters of an issue/comment body on GitHub (REST API, 422 beyond)."""
+
+TRUNCATION_MARK = "… [{n} characters cut]"
+
+# Invisible characters that reorder or hide text (Trojan Source, CVE-2021-42574) or are BOMs.
+_INVISIBLE = set(range(0x200B, 0x2010)) | set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A)) | {0xFEFF}
+
+_MD_ESCAPE = set("\\`*_[]|~")
+_HTML_ESCAPE = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+_ZWSP = "&#8203;"
+_LINE_START_SPECIAL = set("#>-+=!")
+
+
+def _escape_char(ch: str) -> str | None:
+    """``\\xNN``/``\\uNNNN`` for control and invisible characters, else None."""
+    cp = ord(ch)
+    if cp < 0x20 or 0x7F <= cp <= 0x9F:
+        return f"\\x{cp:02x}"
+    if cp in _INVISIBLE or 0xD800 <= cp <= 0xDFFF:
+        return f"\\u{cp:04x}"
+    return None
+
+
+def visible(text: str, *, keep_newlines: bool = True, keep_tabs: bool = True) -> str:
+    """Replace control, bidi and other invisible characters by ``\\xNN``/``\\uNNNN`` escapes.
+
+    ``\\r\\n`` becomes ``\\n``; newlines and tabs are kept unless told otherwise. No length cap.
+    """
+    text = text.replace("\r\n", "\n")
+    out = []
+    for ch in text:
+        if (ch == "\n" and keep_newlines) or (ch == "\t" and keep_tabs):
+            out.append(ch)
+            continue
+        esc = _escape_char(ch)
+        out.append(esc if esc is not None else ch)
+    return "".join(out)
+
+
+def _inline_tokens(text: str) -> list[str]:
+    """Split sanitized output into atomic tokens (an entity or escape is never cut in half)."""
+    text = text.replace("\r\n", "\n")
+    tokens: list[str] = []
+    n = len(text)
+    for i, ch in enumerate(text):
+        nxt = text[i + 1] if i + 1 < n else ""
+        prev = text[i - 1] if i > 0 else ""
+        if ch in "\n\t":
+            tokens.append(" ")
+            continue
+        esc = _escape_char(ch)
+        if esc is not None:
+            tokens.append(esc.replace("\\", "\\\\"))  # shown literally as \xNN
+            continue
+        if ch == "@" and (nxt.isalnum() or nxt in "-_"):
+            tokens.append("@" + _ZWSP)
+        elif ch == "#" and nxt.isdigit():
+            tokens.append("\\#" + _ZWSP)
+        elif ch in ("-",) and prev.upper() == "H" and i >= 2 and text[i - 2].upper() == "G" and nxt.isdigit():
+            tokens.append("-" + _ZWSP)  # GH-123 cross-reference
+        elif ch in _HTML_ESCAPE:
+            tokens.append(_HTML_ESCAPE[ch])
+        elif ch in _MD_ESCAPE:
+            tokens.append("\\" + ch)
+        elif ch in _LINE_START_SPECIAL and not tokens:
+            tokens.append("\\" + ch)  # would start a heading/quote/list/table rule
+        elif ch == ":" and nxt == "/" and prev.isalpha():
+            tokens.append(ch)  # keep URLs readable; autolinks are harmless
+        else:
+            tokens.append(ch)
+    return tokens
+
+
+def sanitize(text: object, limit: int) -> str:
+    """Return ``text`` as safe *inline* Markdown of at most ``limit`` characters.
+
+    Shapes: any object (``str(text)``; ``None`` gives ``""``) in, one line out (newlines and
+    tabs become spaces). ``limit`` counts characters of the *output*; when the text does not
+    fit, it is cut at a token boundary and ends with ``… [N characters cut]`` (N counts input
+    characters left out). Raises ``ValueError`` when ``limit`` < 1.
+
+    What it does, in order: control characters (C0, DEL, C1) become ``\\xNN`` and invisible
+    bidi/zero-width characters ``\\uNNNN`` (shown literally); ``& < > "`` become HTML entities;
+    ``\\ ` * _ [ ] | ~`` are backslash-escaped; a leading ``# > - + = !`` is escaped;
+    ``@name`` becomes ``@&#8203;name`` and ``#123`` becomes ``\\#&#8203;123`` so GitHub neither
+    notifies nor cross-links.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    if text is None:
+        return ""
+    s = redact(text if isinstance(text, str) else str(text))
+    tokens = _inline_tokens(s)
+    total = sum(len(t) for t in tokens)
+    if total <= limit:
+        return "".join(tokens)
+    out: list[str] = []
+    used = 0
+    for idx, tok in enumerate(tokens):
+        mark = TRUNCATION_MARK.format(n=len(tokens) - idx)
+        if used + len(tok) + len(mark) > limit:
+            cut = mark
+            if len(cut) > limit:  # tiny limits: plain ellipsis
+                cut = "…"
+                while out and used + len(cut) > limit:
+                    used -= len(out.pop())
+            return "".join(out) + cut
+        out.append(tok)
+        used += len(tok)
+    return "".join(out)  # pragma: no cover - total > limit guarantees the loop returns
+
+
+def truncate_text(text: str, limit: int, keep: str = "tail") -> str:
+    """Cut plain text to at most ``limit`` characters, keeping ``head``, ``tail`` or ``both`` ends.
+
+    The cut is marked with ``… [N characters cut]`` on its own line. ``limit`` < 40 keeps
+    only the mark's ellipsis. Raises ``ValueError`` for an unknown ``keep``.
+    """
+    if keep not in ("head", "tail", "both"):
+        raise ValueError(f"keep must be head, tail or both, got {keep!r}")
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    mark = "\n" + TRUNCATION_MARK.format(n=cut + 40) + "\n"
+    room = max(0, limit - len(mark))
+    cut = len(text) - room
+    mark = "\n" + TRUNCATION_MARK.format(n=cut) + "\n"
+    room = max(0, limit - len(mark))
+    if room == 0:
+        return "…"[:limit]
+    if keep == "head":
+        return text[:room] + mark
+    if keep == "tail":
+        return mark + text[len(text) - room:]
+    half = room // 2
+    return text[:half] + mark + text[len(text) - (room - half):]
+
+
+_BACKTICKS = re.compile(r"`+")
+
+
+def code_block(text: str, limit: int, keep: str = "tail", lang: str = "") -> str:
+    """Return ``text`` as a fenced Markdown code block of at most ``limit`` characters in total.
+
+    Control and invisible characters are shown as ``\\xNN``/``\\uNNNN``; the fence is longer
+    than the longest backtick run inside, so the text cannot close it. Nothing inside a code
+    block is rendered by GitHub: no HTML, no @mentions, no #references. ``keep`` chooses what
+    survives a cut (``tail`` for logs: the end is where the error is). ``lang`` must be a plain
+    word (``sh``, ``json``) or empty. Raises ``ValueError`` for an invalid ``lang``.
+    """
+    if lang and not re.fullmatch(r"[A-Za-z0-9_+-]{1,20}", lang):
+        raise ValueError(f"invalid code block language {lang!r}")
+    body = visible(redact(text))
+    runs = [len(m.group(0)) for m in _BACKTICKS.finditer(body)]
+    fence = "`" * max(3, (max(runs) + 1) if runs else 3)
+    overhead = 2 * len(fence) + len(lang) + 3  # fences, lang, 3 newlines
+    body = truncate_text(body, max(0, limit - overhead), keep=keep)
+    # A cut can only remove backticks, so the fence is still long enough.
+    return f"{fence}{lang}\n{body.rstrip(chr(10))}\n{fence}"
+
+
+def github_length(text: str) -> int:
+    """Length as GitHub's body limit counts it in the worst case: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+# Token shapes: GitHub (classic, fine-grained, app, OAuth, refresh), Hugging Face, generic bearer.
+_SECRET_PATTERNS = [
+    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})\b"),
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),
+    re.compile(r"(?i)\b(authorization:\s*(?:token|bearer)\s+)[^\s'\"]+"),
+]
+_SECRET_ENV = re.compile(r"(?i)(token|secret|password|passwd|api_?key)")
+_extra_secrets: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret (e.g. the GitHub token in use) so :func:`redact` removes it everywhere."""
+    if value and len(value) >= 6:
+        _extra_secrets.add(value)
+
+
+def redact(text: str) -> str:
+    """Replace secrets by ``***``: registered values, values of environment variables whose name
+    says token/secret/password/api key (8+ characters), and GitHub/Hugging Face token shapes."""
+    if not text:
+        return text
+    secrets = set(_extra_secrets)
+    secrets |= {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8}
+    for s in sorted(secrets, key=len, reverse=True):
+        if s in text:
+            text = text.replace(s, "***")
+    text = _SECRET_PATTERNS[0].sub("***", text)
+    text = _SECRET_PATTERNS[1].sub("***", text)
+    text = _SECRET_PATTERNS[2].sub(lambda m: m.group(1) + "***", text)
+    return text
