@@ -283,3 +283,21 @@ class Ledger:
             "SELECT fingerprint, repo, number, state, updated FROM github WHERE fingerprint=?", (fingerprint,)
         ).fetchone()
         return dict(zip(("fingerprint", "repo", "number", "state", "updated"), row)) if row else None
+
+    def github_set_state(self, fingerprint: str, state: str) -> None:
+        """Set the recorded state of a tracked issue (``open``, ``closed``); no-op when unknown."""
+        with self._tx() as db:
+            db.execute("UPDATE github SET state=?, updated=? WHERE fingerprint=?", (state, now_iso(), fingerprint))
+
+    def github_issues(self, repo: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
+        """Tracked issues (fingerprint, repo, number, state, updated), optionally filtered."""
+        q = "SELECT fingerprint, repo, number, state, updated FROM github WHERE 1=1"
+        args: list[Any] = []
+        if repo:
+            q += " AND repo=?"
+            args.append(repo)
+        if state:
+            q += " AND state=?"
+            args.append(state)
+        rows = self._db.execute(q + " ORDER BY updated", args).fetchall()
+        return [dict(zip(("fingerprint", "repo", "number", "state", "updated"), r)) for r in rows]
