@@ -94,7 +94,7 @@ def test_fallback_listing_follows_pagination(fake_github, target, ledger, tmp_pa
     fp = fingerprint(result)
     fake_github.add_issue(REPO, "the tracked one", marker(fp), labels=["bisectbot"])
     for i in range(23):
-        fake_github.add_issue(REPO, f"other {i}", f"{marker('%016x' % i)}", labels=["bisectbot"])
+        fake_github.add_issue(REPO, f"other {i}", marker(f"{i:016x}"), labels=["bisectbot"])
     fake_github.search_enabled = False  # e.g. search unavailable: fall back to the label listing
     out = _file(result, target, ledger, tmp_path, client)
     assert out.action == "commented" and out.number == 1
