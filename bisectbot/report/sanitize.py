@@ -114,25 +114,26 @@ def sanitize(text: object, limit: int) -> str:
         raise ValueError(f"limit must be >= 1, got {limit}")
     if text is None:
         return ""
-    s = redact(text if isinstance(text, str) else str(text))
+    s = text if isinstance(text, str) else str(text)
+    n_input = len(s)
+    # Each input character gives at least one output character: more than limit+64 cannot show.
+    s = redact(s[: limit + 64])
+    n_input += len(s) - min(n_input, limit + 64)  # redaction changes lengths
     tokens = _inline_tokens(s)
     total = sum(len(t) for t in tokens)
-    if total <= limit:
+    if total <= limit and n_input <= len(s):
         return "".join(tokens)
     out: list[str] = []
     used = 0
+    short = limit < 40  # too small for "… [N characters cut]": a bare ellipsis
     for idx, tok in enumerate(tokens):
-        mark = TRUNCATION_MARK.format(n=len(tokens) - idx)
+        mark = "…" if short else TRUNCATION_MARK.format(n=max(1, n_input - idx))
         if used + len(tok) + len(mark) > limit:
-            cut = mark
-            if len(cut) > limit:  # tiny limits: plain ellipsis
-                cut = "…"
-                while out and used + len(cut) > limit:
-                    used -= len(out.pop())
-            return "".join(out) + cut
+            return "".join(out) + mark
         out.append(tok)
         used += len(tok)
-    return "".join(out)  # pragma: no cover - total > limit guarantees the loop returns
+    mark = "…" if short else TRUNCATION_MARK.format(n=max(1, n_input - len(tokens)))
+    return "".join(out) + mark
 
 
 def truncate_text(text: str, limit: int, keep: str = "tail") -> str:
@@ -175,6 +176,10 @@ def code_block(text: str, limit: int, keep: str = "tail", lang: str = "") -> str
     """
     if lang and not re.fullmatch(r"[A-Za-z0-9_+-]{1,20}", lang):
         raise ValueError(f"invalid code block language {lang!r}")
+    if len(text) > limit + 64:  # escapes only grow the text: cut the input first (fast on huge logs)
+        room = limit + 64
+        text = text[:room] if keep == "head" else text[-room:] if keep == "tail" else (
+            text[: room // 2] + text[-(room // 2):])
     body = visible(redact(text))
     runs = [len(m.group(0)) for m in _BACKTICKS.finditer(body)]
     fence = "`" * max(3, (max(runs) + 1) if runs else 3)
