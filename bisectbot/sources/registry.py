@@ -403,13 +403,23 @@ def merge_hub_dates(infos: list[TagInfo], hub: list[TagInfo]) -> list[TagInfo]:
 def discover(source: Any, registry_client: RegistryClient | None = None, hub_client: HubClient | None = None,
              page_size: int | None = None) -> list[TagInfo]:
     """Tags of a recipe's :class:`bisectbot.recipe.RegistrySource` matching its ``tag_pattern``,
-    with digests (registry ``HEAD``) and dates (Docker Hub when ``hub_api`` is set), oldest first.
-    Raises :class:`RegistryError`."""
+    with digests and, when ``hub_api`` is set, dates; oldest first. Raises :class:`RegistryError`.
+
+    Without ``hub_api``: the registry's tag list, one manifest ``HEAD`` per matching tag. With
+    it: Docker Hub's list (names, digests, ``last_updated``; no per-tag request), and a registry
+    ``HEAD`` only for a tag whose Hub entry has no digest.
+    """
     rc = registry_client or RegistryClient(source.registry, insecure=source.insecure)
-    infos = rc.tag_infos(source.repository, source.tag_pattern, page_size=page_size)
-    if source.hub_api:
-        hc = hub_client or HubClient(source.hub_api)
-        merge_hub_dates(infos, hc.tags(source.repository))
+    if not source.hub_api:
+        return order_tags(rc.tag_infos(source.repository, source.tag_pattern, page_size=page_size))
+    hc = hub_client or HubClient(source.hub_api)
+    hub = hc.tags(source.repository, page_size=min(page_size or 100, 100))
+    repo = source.repository
+    wanted = set(filter_tags([h.tag for h in hub], source.tag_pattern))
+    infos = [TagInfo(repo, h.tag, h.digest, h.last_updated) for h in hub if h.tag in wanted]
+    for t in infos:
+        if not t.digest:
+            t.digest = rc.digest(repo, t.tag)
     return order_tags(infos)
 
 

@@ -176,6 +176,8 @@ def test_discover_with_hub_dates_and_record_moving_tag(tmp_path):
     pages = hub_sample_pages()
     hub_tags = [r["name"] for p in pages for r in p["results"]]
     digests = {f"rocm/vllm-dev:{r['name']}": r["digest"] for p in pages for r in p["results"]}
+    old_one = next(r for p in pages for r in p["results"] if r["name"] == "nightly_main_20260401")
+    old_one["digest"] = None  # a Hub entry without digest: asked from the registry (HEAD)
     with FakeRegistry({"rocm/vllm-dev": hub_tags + ["base"]}, digests, hub_pages=pages) as fake:
         src = RegistrySource(registry=f"127.0.0.1:{fake.port}", repository="rocm/vllm-dev",
                              tag_pattern="nightly_main_*|nightly", hub_api=fake.url, insecure=True)
@@ -186,7 +188,11 @@ def test_discover_with_hub_dates_and_record_moving_tag(tmp_path):
         assert infos[-1].digest == infos[-2].digest  # the moving tag = the newest dated one
         with Ledger(tmp_path) as led:
             assert record(led, infos, seen="2026-04-12T08:00:00+00:00") == 13
-            fake.digests["rocm/vllm-dev:nightly"] = "sha256:" + "e" * 64  # the nightly job moved it
+            assert infos[0].digest == digests["rocm/vllm-dev:nightly_main_20260401"]
+            heads = [p for m, p, h in fake.log if m == "HEAD"]
+            assert len(heads) == 2 and all("nightly_main_20260401" in p for p in heads)  # 401, then with token
+            moved = next(r for p in pages for r in p["results"] if r["name"] == "nightly")
+            moved["digest"] = "sha256:" + "e" * 64  # the nightly job moved the tag
             record(led, discover(src), seen="2026-04-13T08:00:00+00:00")
             rows = [r for r in led.nightlies("rocm/vllm-dev") if r["tag"] == "nightly"]
     assert [(r["digest"], r["first_seen"][:10]) for r in rows] == [
