@@ -1,0 +1,75 @@
+"""Git ranges (first-parent) and plausibility inputs on a real repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bisectbot.bisect import plausibility_flags
+from bisectbot.errors import BadInput
+from bisectbot.sources.git import GitRepo
+
+
+@pytest.fixture
+def history(tmp_path: Path, kit):
+    r = tmp_path / "repo"
+    r.mkdir()
+    g = lambda *a: kit.git(r, *a)  # noqa: E731
+    g("init", "-q", "-b", "main")
+    shas = {}
+
+    def commit(name: str, path: str, text: str) -> None:
+        p = r / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        g("add", "-A")
+        g("commit", "-q", "-m", name)
+        shas[name] = g("rev-parse", "HEAD")
+
+    commit("c0", "vllm/a.py", "a = 0\n")
+    commit("c1", "vllm/a.py", "a = 1\n")
+    g("checkout", "-q", "-b", "topic")
+    commit("t1", "vllm/b.py", "b = 1\n")
+    commit("t2", "vllm/b.py", "b = 2\n")
+    g("checkout", "-q", "main")
+    commit("c2", "docs/x.md", "doc\n")
+    g("merge", "-q", "--no-ff", "-m", "merge topic", "topic")
+    shas["merge"] = g("rev-parse", "HEAD")
+    commit("c3", "setup.py", "print()\n")
+    g("commit", "-q", "--allow-empty", "-m", "empty")
+    shas["empty"] = g("rev-parse", "HEAD")
+    commit("c4", "vllm/a.py", "a = 4\n")
+    return GitRepo(r, "vllm"), shas
+
+
+def test_first_parent_range_and_labels(history) -> None:
+    repo, s = history
+    cands = repo.commits(s["c0"], s["c4"])
+    assert [c.ref for c in cands] == [s[k] for k in ("c0", "c1", "c2", "merge", "c3", "empty", "c4")]
+    assert cands[3].meta["parents"] == 2 and cands[1].label.endswith("c1") and cands[0].component == "vllm"
+    full = repo.commits(s["c0"], s["c4"], first_parent=False)
+    assert {s["t1"], s["t2"]} <= {c.ref for c in full}
+
+
+def test_range_errors_are_bad_input(history) -> None:
+    repo, s = history
+    with pytest.raises(BadInput, match="not an ancestor"):
+        repo.commits(s["c4"], s["c0"])
+    with pytest.raises(BadInput, match="first-parent chain"):
+        repo.commits(s["t1"], s["c4"])
+    with pytest.raises(BadInput, match="unknown commit"):
+        repo.commits("nope", s["c4"])
+    with pytest.raises(BadInput, match="same commit"):
+        repo.commits(s["c1"], s["c1"])
+
+
+def test_plausibility_inputs_give_flags(history) -> None:
+    repo, s = history
+    rt = ["vllm/"]
+    assert plausibility_flags(runtime_paths=rt, **repo.plausibility_inputs(s["merge"], s["c2"])) == ["merge"]
+    assert plausibility_flags(runtime_paths=rt, **repo.plausibility_inputs(s["c2"], s["c1"])) == ["docs-tests-only"]
+    assert plausibility_flags(runtime_paths=rt, **repo.plausibility_inputs(s["c3"], s["merge"])) == [
+        "outside-runtime-paths"]
+    assert plausibility_flags(runtime_paths=rt, **repo.plausibility_inputs(s["empty"], s["c3"])) == ["no-op-build"]
+    assert plausibility_flags(runtime_paths=rt, **repo.plausibility_inputs(s["c4"], s["empty"])) == []
