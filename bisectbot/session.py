@@ -323,21 +323,23 @@ class Session:
         return j, {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,
                    "status": tr.status}
 
-    def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
-              prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:
-        """Probe candidate ``c`` (or take it from the replay file or the cache).
+    def lookup(self, c: Candidate, attempt: int = 1,
+               toggle: TriageToggle | None = None) -> tuple[ProbeResult | None, str, str]:
+        """A verdict known without probing: ``(result, origin, cache_key)``; result None when unknown.
 
-        Returns the result and where it came from: ``probe``, ``cache`` or ``replay``.
+        ``origin`` is ``replay`` (forced by the replay log) or ``cache`` (the ledger).
         """
         tname = toggle.name if toggle else ""
         if not toggle and self.replay.get(c.ref):
             ln = self.replay[c.ref].pop(0)
-            return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay"
+            return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
         key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
         cached = self.ledger.get_probe(key)
-        if cached is not None:
-            return cached, "cache"
-        self.fresh_probes += 1
+        return cached, "cache", key
+
+    def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
+                  prefetcher: Prefetcher | None = None) -> ProbeResult:
+        """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe)."""
         t0 = time.monotonic()
         prepared = prefetcher.get(c) if prefetcher else self.runner.prepare(c)
         res = ProbeResult(c, Verdict.SKIP, cache_key=key)
@@ -352,8 +354,7 @@ class Session:
                     j, extra = self.judge(prepared, toggle.env if toggle else None, toggle.args if toggle else None)
                     res.verdict, res.reason = j.verdict, j.reason
                     res.signature = str(j.signature) if j.signature else ""
-                    thr = extra.pop("threshold", None)
-                    res.threshold = thr
+                    res.threshold = extra.pop("threshold", None)
                     res.table = extra.pop("table", [])
                     res.extra = extra
                 except ServerError as e:
@@ -365,10 +366,40 @@ class Session:
                 self.runner.release(prepared)
         res.duration_s = time.monotonic() - t0
         res.extra["attempt"] = attempt
-        if tname:
-            res.extra["toggle"] = tname
+        if toggle:
+            res.extra["toggle"] = toggle.name
+        return res
+
+    def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
+              prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:
+        """Probe candidate ``c`` (or take it from the replay file or the cache); store fresh results.
+
+        Returns the result and where it came from: ``probe``, ``cache`` or ``replay``.
+        """
+        known, origin, key = self.lookup(c, attempt, toggle)
+        if known is not None:
+            return known, origin
+        self.fresh_probes += 1
+        res = self.run_probe(c, key, attempt, toggle, prefetcher)
         self.ledger.put_probe(res)
         return res, "probe"
+
+    def probe_many(self, jobs: list[tuple[Candidate, int]], pool: ThreadPoolExecutor) -> list[tuple[ProbeResult, str]]:
+        """Probe several candidates at once (k free runners); ledger access stays in this thread."""
+        out: list[Any] = []
+        for c, a in jobs:
+            known, origin, key = self.lookup(c, a)
+            out.append((known, origin) if known is not None else pool.submit(self.run_probe, c, key, a))
+        results: list[tuple[ProbeResult, str]] = []
+        for item in out:
+            if isinstance(item, Future):
+                res = item.result()
+                self.fresh_probes += 1
+                self.ledger.put_probe(res)
+                results.append((res, "probe"))
+            else:
+                results.append(item)
+        return results
 
     # ------------------------------------------------------------------ one stage
     def _event(self, kind: str, data: dict[str, Any]) -> None:
@@ -425,8 +456,7 @@ class Session:
                     attempts[i] = attempts.get(i, 0) + 1
                     jobs.append((i, attempts[i]))
                 if pool is not None:
-                    futs = [pool.submit(self.probe, candidates[i], a) for i, a in jobs]
-                    results = [f.result() for f in futs]
+                    results = self.probe_many([(candidates[i], a) for i, a in jobs], pool)
                 else:
                     results = [self.probe(candidates[i], a, prefetcher=prefetcher) for i, a in jobs]
                 for (i, a), (res, origin) in zip(jobs, results):

@@ -139,7 +139,7 @@ class LocalRunner:
         """``{component: sha}`` that make up the candidate (pins filled in)."""
         commits = dict(candidate.meta.get("commits") or {})
         if not commits:
-            comp = candidate.component or next(iter(self.repos))
+            comp = candidate.component if candidate.component in self.repos else next(iter(self.repos))
             commits[comp] = candidate.ref
         for name in self.repos:
             if name not in commits and name in self.pins:

@@ -169,3 +169,50 @@ def test_prefill_engine_history_finds_commit_k_verifies_and_reports(tmp_path, ki
     starts = Counter(v for _, v in kit.read_starts(starts_file))
     assert starts[f"engine-{k}"] == 3  # search, verification, triage
     assert "engine-12" not in starts and "engine-20" not in starts
+
+
+class CountingRunner(LocalRunner):
+    """The real local runner, recording what it prepared and released."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.prepared: list[str] = []
+        self.released: list[str] = []
+
+    def prepare(self, candidate):
+        res = super().prepare(candidate)
+        self.prepared.append(candidate.ref)
+        if isinstance(res, PrepareFailed):
+            self.released.append(candidate.ref)
+        return res
+
+    def release(self, prepared):
+        if prepared.meta.get("worktrees"):
+            self.released.append(prepared.candidate.ref)
+        super().release(prepared)
+
+
+def test_prefetch_prepares_next_candidates_and_releases_every_worktree(tmp_path, kit, starts_file) -> None:
+    from bisectbot.session import Session
+
+    repo = kit.make_engine_repo(tmp_path / "repo", n=33, k=21)
+    recipe = load_recipe(kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command"))
+    runner = CountingRunner(recipe, {"engine": repo.path}, workdir=tmp_path / "wt")
+    lines: list[str] = []
+    with Ledger(tmp_path / "state") as led:
+        res = Session(recipe, led, runner, echo=lines.append).run()
+    assert res.final.first_bad.ref == repo.shas[21]
+    # more preparations than probes: the unused one of each prefetched pair was dropped
+    assert len(runner.prepared) > len(res.final.probes)
+    assert sorted(runner.prepared) == sorted(runner.released)
+    assert not list((tmp_path / "wt").glob("cand-*"))
+    assert kit.git(repo.path, "worktree", "list").count("\n") == 0
+
+
+def test_parallel_k_ary_run_finds_commit(tmp_path, kit, starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=40, k=9, unbuildable={20})
+    rec = kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command")
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(rec), "--parallel", "3")
+    assert p.returncode == 0, p.stderr
+    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert res["stages"][-1]["first_bad"]["ref"] == repo.shas[9]
