@@ -193,9 +193,11 @@ class LocalRunner:
 
                 try:
                     app = P.apply_stack(stack, list(self.recipe.patches), prepared.source, None)
-                except PatchError as e:
+                except PatchError as e:  # StackConflict: a required patch conflicts, nothing written
                     self.release(prepared)
-                    return PrepareFailed(candidate, f"patch conflict: {e}")
+                    app = getattr(e, "application", None)
+                    states = list(app.to_dict().get("patches", [])) if app is not None else []
+                    return PrepareFailed(candidate, f"patch conflict: {e}", patches=states)
                 d = app.to_dict()
                 prepared.patches = list(d.get("patches", [])) if isinstance(d, dict) else []
             if self.recipe.server.build_command:

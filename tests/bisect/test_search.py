@@ -329,3 +329,20 @@ def test_plausibility_flags_and_blame() -> None:
     assert not ok and "below 66%" in why
     ok, why = may_blame(Status.RANGE, 1.0, [])
     assert not ok and "range" in why
+
+
+def test_benchmark_smoke() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bisect_sim.py"
+    spec = importlib.util.spec_from_file_location("bisect_sim", path)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules["bisect_sim"] = mod
+    spec.loader.exec_module(mod)
+    row = mod.run_setting((64, 0.0, 0.0, 10, 1))
+    assert row.trials == 64 and row.worst == 6 and row.acc == 1.0 and row.ratio == 1.0
+    row = mod.run_setting((32, 0.1, 0.1, 40, 1))
+    assert row.acc >= 0.9 and row.bin_acc < 1.0 and row.maj_mean > row.bin_mean
