@@ -26,7 +26,7 @@ from typing import Any
 import click
 import yaml
 
-from ..errors import EXIT_ERROR, EXIT_OK
+from ..errors import EXIT_ERROR, EXIT_OK, BadInput
 from .base import Ctx, cli, pass_ctx
 
 #: Default output directory (relative to the current directory).
@@ -78,8 +78,9 @@ def write_would_be_issue(ctx: Ctx, recipe_path: Path, out: Path, since: float) -
 
     recipe = load_recipe(recipe_path)
     target = recipe.report.github
-    try:
-        from ..report import file_or_update, load_result  # type: ignore[attr-defined]
+    try:  # the report area (issue 7): the dry run of its GitHub filing writes the would-be issue
+        from ..report import load_result  # type: ignore[attr-defined]
+        from ..report.github import file_or_update  # type: ignore[import-not-found]
     except ImportError:
         file_or_update = load_result = None
     found = _result_json(out)
@@ -130,9 +131,12 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
       bisectbot demo --out /tmp/demo --keep
     Exit codes: 0 the planted culprit was found, 1 anything else.
     """
-    from ..demo.history import BRANCH, GOOD_TAG, make_history
+    from ..demo.history import BRANCH, GOOD_TAG, LOW_THRESHOLD, make_history
     from .run_cmd import _run
 
+    if shutil.which("git") is None:
+        raise BadInput("bisectbot demo needs git on PATH for the engine history and its worktrees "
+                       "(Debian/Ubuntu: apt-get install git)")
     t0 = time.monotonic()
     started = time.time() - 1
     out = out.resolve()
@@ -153,7 +157,7 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
                                encoding="utf-8")
         say(f"bisectbot demo: a history of {commits} commits of the reference engine in {hist.path}")
         say(f"  good end {GOOD_TAG} ({hist.shas[0][:12]}), bad end {BRANCH} ({hist.shas[-1][:12]}); "
-            f"one commit in between makes the engine return garbage above ~1000 prompt tokens, "
+            f"one commit in between makes the engine return garbage above ~{LOW_THRESHOLD} prompt tokens, "
             f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
         say(f"  running: bisectbot run {recipe_path.name} --runner local --out {out}"
             f"   (progress below; one line per probe)")
