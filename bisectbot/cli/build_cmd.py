@@ -18,7 +18,14 @@ def default_stack_dir() -> Path | None:
     return None
 
 
-@cli.command("build")
+BUILD_EPILOG = """\b
+Examples:
+  bisectbot build --recipe R.yaml --base rocm/vllm-dev@sha256:...
+  bisectbot build --recipe R.yaml --base nightly_main_20260412 --overlay vllm=0f0f28b53 --repo ~/src/vllm
+"""
+
+
+@cli.command("build", epilog=BUILD_EPILOG)
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="recipe (its patch stack, recipe hash and build command)")
 @click.option("--base", required=True, help="base image (host/repo@sha256:..., or a tag/digest of the recipe's repository)")

@@ -46,9 +46,22 @@ def _source_options(f: Any) -> Any:
     return f
 
 
-@cli.group()
+NIGHTLIES_EPILOG = """\b
+Examples:
+  bisectbot nightlies list --repository rocm/vllm-dev --pattern 'nightly_main_*' \\
+      --hub-api https://hub.docker.com
+  bisectbot nightlies record --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
+  bisectbot nightlies show rocm/vllm-dev:nightly_main_20260412
+  bisectbot nightlies diff nightly_main_20260411 nightly_main_20260412 --recipe R.yaml
+"""
+
+
+@cli.group(epilog=NIGHTLIES_EPILOG)
 def nightlies() -> None:
-    """Nightly images: list tags, record tag -> digest in the ledger, show and diff images."""
+    """Nightly images: list tags, record tag -> digest in the ledger, show and diff images.
+
+    A moving tag (``nightly``) becomes a dated history of digests by recording it every night.
+    """
 
 
 def _discover(src: Any, page_size: int | None) -> list[Any]:

@@ -115,7 +115,11 @@ def runner() -> None:
     """Runner profiles and host checks."""
 
 
-@runner.command("check")
+@runner.command("check", epilog="""\b
+Examples:
+  bisectbot runner check --profile mi355x
+  bisectbot --json runner check --profile runners/cpu.yaml
+""")
 @click.option("--profile", "profile_name", default="cpu", show_default=True, help="runner profile name or YAML path")
 @pass_ctx
 def check(ctx: Ctx, profile_name: str) -> None:

@@ -6,9 +6,10 @@ version string carries a commit (``0.19.1rc1.dev296+gbcc2306ce``), an ``amd-aite
 distribution and ``aiter`` package, a ``torch`` package with ``torch/version.py``
 (``__version__``, ``hip``) and ``/app/versions.txt``. Serving is done by the reference
 engine (``bisectbot.demo.engine``, stdlib only, copied into ``/opt/bisectbot``), started
-through the fake vLLM's launcher so that the *installed vllm files decide the behaviour*:
-``vllm/engine_config.py`` holds ``GARBAGE_ABOVE`` (prompt tokens above which the engine
-answers garbage), so a source overlay or a patch of that file changes a verdict.
+through the fake vLLM's launcher so that the *installed package files decide the behaviour*:
+``vllm/engine_config.py`` and ``aiter/engine_config.py`` each hold ``GARBAGE_ABOVE`` (prompt
+tokens above which the engine answers garbage; the lower wins), so a source overlay or a patch
+of either file changes a verdict, and a regression can come from either component.
 
 Usage::
 
@@ -70,6 +71,12 @@ def vllm_sources(garbage_above: int = 1_000_000) -> dict[str, str]:
 
             from vllm.engine_config import GARBAGE_ABOVE
 
+            try:  # aiter can break it too (the lower threshold wins)
+                from aiter.engine_config import GARBAGE_ABOVE as AITER_GARBAGE_ABOVE
+                GARBAGE_ABOVE = min(GARBAGE_ABOVE, AITER_GARBAGE_ABOVE)
+            except ImportError:
+                pass
+
             args = sys.argv[1:]
             port = "8000"
             if "--port" in args:
@@ -84,10 +91,23 @@ def vllm_sources(garbage_above: int = 1_000_000) -> dict[str, str]:
     }
 
 
+def aiter_sources(garbage_above: int = 1_000_000) -> dict[str, str]:
+    """The fake aiter package's source files (package-relative path -> text). Its
+    ``engine_config.GARBAGE_ABOVE`` lowers the engine's threshold when smaller than vLLM's,
+    so a regression can come from either component."""
+    return {
+        "__init__.py": "",
+        "engine_config.py": f"# Prompt tokens above which aiter kernels corrupt the output.\nGARBAGE_ABOVE = {garbage_above}\n",
+        "ops/triton/attention/pa_mqa_logits.py":
+            "def stage1(heads, ChunkQ=64):\n    TileQCount = heads // ChunkQ\n    return 1 // TileQCount\n",
+    }
+
+
 @dataclass
 class NightlySpec:
-    """One fake nightly. ``garbage_above`` is in prompt tokens; ``vllm_files`` overrides/extends
-    :func:`vllm_sources`; ``files`` adds absolute-path files; ``versions_txt`` overrides
+    """One fake nightly. ``garbage_above`` / ``aiter_garbage_above`` are prompt tokens (the lower
+    one wins); ``vllm_files`` / ``aiter_files`` override or extend :func:`vllm_sources` /
+    :func:`aiter_sources`; ``files`` adds absolute-path files; ``versions_txt`` overrides
     :data:`DEFAULT_VERSIONS_TXT` keys (value None removes a key)."""
 
     tag: str
@@ -96,8 +116,10 @@ class NightlySpec:
     torch_version: str = "2.10.0+git8514f05"
     hip_version: str = "7.2.53211"
     garbage_above: int = 1_000_000
+    aiter_garbage_above: int = 1_000_000
     versions_txt: dict[str, str | None] = field(default_factory=dict)
     vllm_files: dict[str, str] = field(default_factory=dict)
+    aiter_files: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
 
@@ -144,9 +166,10 @@ def build_nightly(spec: NightlySpec, ref: str, base: str | None = None) -> None:
             _write(root, f"{SITE}/vllm/{rel}", text)
         _write(root, f"{SITE}/vllm-{spec.vllm_version.split('+')[0]}.dist-info/METADATA",
                f"Metadata-Version: 2.1\nName: vllm\nVersion: {spec.vllm_version}\n")
-        _write(root, f"{SITE}/aiter/__init__.py", "")
-        _write(root, f"{SITE}/aiter/ops/triton/attention/pa_mqa_logits.py",
-               "def stage1(heads, ChunkQ=64):\n    TileQCount = heads // ChunkQ\n    return 1 // TileQCount\n")
+        afiles = dict(aiter_sources(spec.aiter_garbage_above))
+        afiles.update(spec.aiter_files)
+        for rel, text in afiles.items():
+            _write(root, f"{SITE}/aiter/{rel}", text)
         _write(root, f"{SITE}/amd_aiter-{spec.aiter_version.split('+')[0]}.dist-info/METADATA",
                f"Metadata-Version: 2.1\nName: amd-aiter\nVersion: {spec.aiter_version}\n")
         _write(root, f"{SITE}/torch/__init__.py", "from .version import __version__  # noqa: F401\n")

@@ -188,3 +188,19 @@ def test_expand():
     env = {"HOME_X": "/h"}
     assert expand("${HF_HOME:-/d/hf}:/c", env) == "/d/hf:/c"
     assert expand("${HOME_X}/a", env) == "/h/a" and expand("$HOME_X/b", env) == "/h/b"
+
+
+@pytest.mark.docker
+def test_aiter_can_break_a_nightly(require_docker, base_image):
+    """The factory's aiter axis: a lower aiter threshold makes the engine garbage at 3000 tokens."""
+    from tests.containers.nightly_factory import NightlySpec, build_nightly
+
+    ref = "bisectbot-test/aiter-broken:1"
+    build_nightly(NightlySpec("x", aiter_version="0.1.23.dev88+gb3eed3fd4", aiter_garbage_above=2000), ref,
+                  base_image)
+    try:
+        with server_container(ref, _cmd(), load_profile("cpu"), health_timeout_s=60) as srv:
+            assert "the answer is 4" in chat(srv.base_url, 1000)
+            assert "the answer is 4" not in chat(srv.base_url, 3000)
+    finally:
+        subprocess.run(["docker", "rmi", "-f", ref], capture_output=True)
