@@ -153,3 +153,11 @@ def test_wheel_ships_the_demo_recipe(tmp_path, kit) -> None:
         names = set(z.namelist())
         assert "bisectbot/demo/recipe.yaml" in names and "bisectbot/demo/history.py" in names
         assert z.read("bisectbot/demo/recipe.yaml").decode() == (kit.root / "recipes" / "demo.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_benchmark_runs_and_reports_the_target(kit) -> None:
+    p = subprocess.run([sys.executable, str(kit.root / "benchmarks" / "demo.py"), "--seeds", "4", "--commits", "8",
+                        "--target", "600"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "target: every run finds the planted culprit" in p.stdout and ": met" in p.stdout
