@@ -63,6 +63,8 @@ __all__ = [
     "judge_threshold",
     "judge_command",
     "judge_patches",
+    "judge_patch_upstream",
+    "judge_patch_conflict",
     "register_patch_rule",
     "plausibility_flags",
     "FLAG_TEXT",
@@ -722,3 +724,77 @@ def may_blame(status: Status | str, confidence: float, flags: Sequence[str],
     if confidence < blame_confidence:
         return False, f"confidence {confidence:.0%} is below {blame_confidence:.0%}"
     return True, f"culprit verified with confidence {confidence:.0%}"
+
+
+# --------------------------------------------------------------------------- patch regress modes (issue 8)
+
+
+def _patch_state(regress: Any, states: Sequence[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    from .errors import BadInput
+
+    mode, pid = _mode_arg(regress)
+    pid = str(pid or "")
+    for s in states:
+        if s.get("id") == pid:
+            return pid, s
+    have = ", ".join(str(s.get("id")) for s in states) or "none"
+    raise BadInput(f"regress '{mode}: {pid}': the candidate's patch check has no patch {pid!r} "
+                   f"(checked: {have}); list it in the recipe's patches")
+
+
+def _patch_reason(pid: str, s: dict[str, Any]) -> str:
+    label = s.get("label") or str(s.get("state"))
+    detail = s.get("detail") or ""
+    return f"{pid}: {label}" + (f" ({detail})" if detail and detail not in label else "")
+
+
+@register_patch_rule("patch-upstream")
+def judge_patch_upstream(regress: Any, states: Sequence[dict[str, Any]]) -> Judgement:
+    """``patch-upstream: <id>``: the first candidate where the patch is no longer needed.
+
+    ``states`` are :meth:`bisectbot.patches.PatchStatus.to_dict` dicts (``id``, ``state``,
+    ``label``, ``detail``). Rule, by the state of patch ``<id>``:
+
+    * ``already-upstream`` -> **bad** (the fix ships: the patch can be retired),
+      signature ``patch (already-upstream)``;
+    * ``applies`` / ``applies-with-offset`` / ``applies-with-fuzz`` -> **good** (still needed);
+    * ``conflict`` -> **skip**: the code changed so that neither the patch nor its
+      upstream form is recognised; whether the fix ships cannot be told from it;
+    * ``not-applicable`` (file absent, condition false, a required patch missing) -> **skip**.
+
+    Raises :class:`bisectbot.errors.BadInput` when ``<id>`` is not among ``states``.
+    """
+    pid, s = _patch_state(regress, states)
+    state, why = s.get("state"), _patch_reason(pid, s)
+    if state == "already-upstream":
+        return Judgement(Verdict.BAD, why, Signature("patch", None, "already-upstream"))
+    if state in ("applies", "applies-with-offset", "applies-with-fuzz"):
+        return Judgement(Verdict.GOOD, why + ": still needed")
+    return Judgement(Verdict.SKIP, why + ": cannot tell whether the fix is upstream")
+
+
+@register_patch_rule("patch-conflict")
+def judge_patch_conflict(regress: Any, states: Sequence[dict[str, Any]]) -> Judgement:
+    """``patch-conflict: <id>``: the first candidate where the patch stops applying.
+
+    The question is "from which release on does the stack need maintenance (a new
+    variant)". By the state of patch ``<id>``:
+
+    * ``conflict`` -> **bad**, signature ``patch (conflict)``;
+    * ``applies`` (any offset or fuzz) -> **good**;
+    * ``already-upstream`` -> **good**: the stack still applies as a whole there (as
+      :attr:`bisectbot.patches.PatchStatus.ok` says: only a conflict breaks it), nothing
+      needs fixing; use ``patch-upstream`` to find when the patch became unnecessary;
+    * ``not-applicable`` (file absent, condition false, a required patch missing) -> **skip**.
+
+    Raises :class:`bisectbot.errors.BadInput` when ``<id>`` is not among ``states``.
+    """
+    pid, s = _patch_state(regress, states)
+    state, why = s.get("state"), _patch_reason(pid, s)
+    if state == "conflict":
+        return Judgement(Verdict.BAD, why, Signature("patch", None, "conflict"))
+    if state in ("applies", "applies-with-offset", "applies-with-fuzz"):
+        return Judgement(Verdict.GOOD, why)
+    if state == "already-upstream":
+        return Judgement(Verdict.GOOD, why + ": the stack still applies")
+    return Judgement(Verdict.SKIP, why + ": cannot tell whether it would apply")

@@ -95,14 +95,35 @@ class GitCandidates:
         return plausibility_flags(runtime_paths=self.src.runtime_paths, **inputs)
 
 
+def _pypi_source(recipe: Recipe, base_dir: Path | None) -> CandidateSource:
+    from .sources.pypi import PyPICandidates
+
+    return PyPICandidates(recipe.source)  # type: ignore[arg-type]
+
+
 _SOURCES: dict[str, Callable[[Recipe, Path | None], CandidateSource]] = {
     "git": lambda r, base: GitCandidates(r.source, base),  # type: ignore[arg-type]
+    "pypi": _pypi_source,
 }
 
 
 def register_source(kind: str, factory: Callable[[Recipe, Path | None], CandidateSource]) -> None:
     """Plug in a stage-1 source for ``recipe.source.kind`` (``registry``, ``pypi``)."""
     _SOURCES[kind] = factory
+
+
+def resolve_ends(recipe: Recipe, good: str | None, bad: str | None,
+                 source: CandidateSource | None = None) -> tuple[str | None, str | None]:
+    """Good/bad ends: the arguments, else ``recipe.bisect.good``/``bad``, else the source's
+    ``default_ends()`` when it has one (releases: oldest and newest in range). May stay None."""
+    good = good or recipe.bisect.good
+    bad = bad or recipe.bisect.bad
+    if not good or not bad:
+        ends = getattr(source, "default_ends", None)
+        if callable(ends):
+            g, b = ends()
+            good, bad = good or g, bad or b
+    return good, bad
 
 
 def make_source(recipe: Recipe, base_dir: Path | None = None) -> CandidateSource:
@@ -260,7 +281,8 @@ class Session:
         for ln in replay or []:
             self.replay.setdefault(ln.ref, []).append(ln)
         self.replayed = bool(replay)
-        self.prefetch_enabled = prefetch
+        # a runner whose prepare is costly to waste (a release download) can opt out of prefetch
+        self.prefetch_enabled = prefetch and getattr(runner, "supports_prefetch", True)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
         self.t0 = time.monotonic()
         self.session_id = ""
@@ -604,6 +626,9 @@ class Session:
         r = self.recipe
         good = good or r.bisect.good
         bad = bad or r.bisect.bad
+        if (not good or not bad) and r.source.kind != "git":
+            source = source or make_source(r, self.base_dir)
+            good, bad = resolve_ends(r, good, bad, source)
         if not good or not bad:
             raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad "
                            "in the recipe")
@@ -640,6 +665,8 @@ class Session:
         result.session_id = self.session_id
         if final.status is Status.CULPRIT and final.message == "" and final.first_bad:
             final.message = f"first bad: {final.first_bad.label or final.first_bad.ref}"
+            if is_patch_mode(self.recipe.regress):
+                final.message = patch_summary(final, self.recipe.regress)
         ok, why = may_blame(final.status, final.confidence, final.flags, self.recipe.bisect.blame_confidence)
         result.notes.append(("may blame: " if ok else "will not blame: ") + why)
         if final.last_good and final.first_bad:
@@ -671,11 +698,35 @@ def exit_code(result: RunResult) -> int:
     return EXIT_OK if result.status is Status.CULPRIT else EXIT_INCONCLUSIVE
 
 
+def patch_summary(stage: StageResult, regress: Any) -> str:
+    """``first-bad: vllm 0.23.0 (vllm-sparse-mla-workspace already upstream); last-good: vllm 0.22.1``.
+
+    For a patch regress mode: the patch's state on the first-bad candidate comes from its
+    probe (``ProbeResult.patches``).
+    """
+    pid = str(getattr(regress, "arg", "") or str(regress).partition(":")[2].strip())
+    fb, lg = stage.first_bad, stage.last_good
+    state = ""
+    for p in reversed(stage.probes):
+        if fb is not None and p.candidate.ref == fb.ref and p.verdict is Verdict.BAD:
+            st = next((x for x in p.patches if x.get("id") == pid), None)
+            if st:
+                state = f" ({pid} {st.get('label') or st.get('state')})"
+            break
+    out = f"first-bad: {fb.label or fb.ref if fb else '-'}{state}"
+    if lg is not None:
+        out += f"; last-good: {lg.label or lg.ref}"
+    return out
+
+
 def render_markdown(result: RunResult) -> str:
     """A plain Markdown report (the report area renders a richer one through ``bisectbot.report``)."""
     lines = [f"# bisectbot: {result.recipe} ({result.kind})", ""]
     final = result.final
-    if final and final.status is Status.CULPRIT and final.first_bad:
+    if final and final.status is Status.CULPRIT and final.first_bad and is_patch_mode(result.regress):
+        lines.append(f"**{final.message or patch_summary(final, result.regress)}**, "
+                     f"confidence {final.confidence:.0%}.")
+    elif final and final.status is Status.CULPRIT and final.first_bad:
         word = "fixed in" if result.kind == "fix" else "regression in"
         lines.append(f"**{word} {final.first_bad.component or ''} {final.first_bad.ref}** "
                      f"({final.first_bad.label}), confidence {final.confidence:.0%}.")
@@ -759,6 +810,7 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
 
 __all__ = [
     "CandidateSource", "GitCandidates", "LogLine", "Prefetcher", "Session", "exit_code", "format_log",
-    "make_source", "parse_pins", "parse_replay", "plan_text", "probe_key", "register_source",
+    "make_source", "parse_pins", "parse_replay", "patch_summary", "plan_text", "probe_key", "register_source",
+    "resolve_ends",
     "render_markdown", "write_report",
 ]

@@ -15,9 +15,17 @@ from .base import Ctx, cli, pass_ctx
 
 
 def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> CandidateRunner
-    """The runner for a recipe: ``local`` (git worktrees) or ``container`` (images)."""
+    """The runner for a recipe: ``local`` (git worktrees), ``container`` (images) or
+    ``release`` (patch questions on package releases: pypi source, patch regress mode)."""
+    from ..bisect import is_patch_mode
+
     if kind == "auto":
-        kind = "local" if recipe.source.kind == "git" else "container"
+        kind = ("local" if recipe.source.kind == "git" else
+                "release" if recipe.source.kind == "pypi" and is_patch_mode(recipe.regress) else "container")
+    if kind == "release":
+        from ..run.release import ReleaseRunner
+
+        return ReleaseRunner(recipe, log_dir=ctx.ledger().state_dir / "logs" / recipe.name)
     if kind == "local":
         from ..recipe import GitSource
         from ..run.local import LocalRunner, load_profile_env
@@ -49,7 +57,7 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
          out: str | None, runner_kind: str, parallel: int | None, prefetch: bool) -> int:
     from ..recipe import load_recipe
-    from ..session import Session, exit_code, make_source, parse_replay, plan_text, write_report
+    from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
 
     path = Path(recipe_file)
     recipe = load_recipe(path)
@@ -57,6 +65,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         recipe.bisect.parallel = parallel
     if dry_run:
         g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
+        if (not g or not b) and recipe.source.kind != "git":
+            g, b = resolve_ends(recipe, g, b, make_source(recipe, path.parent))
         if not g or not b:
             raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad")
         if "=" in g or "=" in b:
@@ -86,6 +96,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             if final.first_bad is not None and final.status.value == "culprit":
                 click.echo(f"culprit: {final.first_bad.component} {final.first_bad.ref} ({final.first_bad.label}), "
                            f"confidence {final.confidence:.1%}, verified")
+                if final.message.startswith("first-bad:"):  # patch modes: which release, which state
+                    click.echo(final.message)
             else:
                 click.echo(f"{final.status.value}: {final.message}")
                 if final.culprits:
@@ -102,8 +114,9 @@ _run_options = [
     click.option("--bad", help="Known-bad candidate."),
     click.option("--dry-run", is_flag=True, help="Print the plan and the first candidates; probe nothing."),
     click.option("--out", type=click.Path(file_okay=False), help="Report directory (default: recipe report.dir)."),
-    click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container"]), default="auto",
-                 show_default=True, help="Where candidates run."),
+    click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container", "release"]),
+                 default="auto", show_default=True,
+                 help="Where candidates run (release: patch questions on package releases, no server)."),
     click.option("--parallel", type=click.IntRange(1, 64), help="Candidates probed at once (k-ary plan)."),
     click.option("--no-prefetch", "prefetch", is_flag=True, flag_value=False, default=True,
                  help="Do not prepare the next candidates in the background."),
@@ -171,7 +184,7 @@ def bisect_log(ctx: Ctx, session: str | None, recipe_name: str | None) -> None:
 @click.option("--good")
 @click.option("--bad")
 @click.option("--out", type=click.Path(file_okay=False))
-@click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container"]), default="auto")
+@click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container", "release"]), default="auto")
 @pass_ctx
 @click.pass_context
 def bisect_replay(cctx: click.Context, ctx: Ctx, recipe_file: str, log_file: str, good: str | None,

@@ -1,0 +1,210 @@
+"""Runner for release candidates in the patch regress modes (``patch-upstream`` / ``patch-conflict``).
+
+The probe of a release is a patch question, no server: :meth:`ReleaseRunner.prepare`
+downloads the release's sdist (cached by sha256 under the bisectbot cache, see
+:mod:`bisectbot.sources.releases`; a release without an sdist falls back to a wheel),
+extracts only the files the patches touch (plus PKG-INFO) into a temporary directory,
+and runs :func:`bisectbot.patches.check_stack` there. ``Prepared.patches`` holds the
+per-patch status dicts, which :func:`bisectbot.bisect.judge_patches` turns into the
+verdict. Only releases the search visits are downloaded: the runner asks the session
+not to prefetch (:attr:`ReleaseRunner.supports_prefetch` is False).
+
+The patches checked are the recipe's ``patches`` plus the patch named by the regress
+mode (when not listed) and, transitively, what they ``require``, in that order.
+
+``build_key`` = ``<sdist sha256>+<stack hash[:16]>``: a new upload or an edited patch
+invalidates cached probes. A file missing from the release makes the patches on it
+*not applicable* (verdict skip); an unreadable archive is a skip too; an unreachable
+index or a failed download raises :class:`bisectbot.sources.releases.SourceError`
+(an error, never a verdict).
+
+Each prepare writes ``<log_dir>/<version>.json`` (the release file, whether it was
+downloaded now or came from the cache, and every patch status).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from ..bisect import is_patch_mode
+from ..errors import BadInput, PatchError
+from ..models import Candidate
+from ..recipe import PyPISource, Recipe
+from .base import CommandRun, Prepared, PrepareFailed, Server
+
+__all__ = ["ReleaseRunner", "patch_ids_for"]
+
+
+def patch_ids_for(recipe: Recipe, stack: Any) -> list[str]:
+    """The ids to check: recipe patches + the regress mode's patch, each after its requirements.
+
+    Raises :class:`bisectbot.errors.BadInput` naming an unknown id.
+    """
+    want = list(recipe.patches)
+    pid = str(recipe.regress.arg or "")
+    if pid and pid not in want:
+        want.append(pid)
+    out: list[str] = []
+
+    def add(i: str, chain: tuple[str, ...]) -> None:
+        try:
+            spec = stack.get(i)
+        except PatchError as e:
+            raise BadInput(f"recipe {recipe.name}: {' -> '.join(chain + (i,))}: {e}") from None
+        for r in spec.requires:
+            if r not in out:
+                add(r, chain + (i,))
+        if i not in out:
+            out.append(i)
+
+    for i in want:
+        add(i, ())
+    return out
+
+
+class ReleaseRunner:
+    """Answers a patch question per release of ``recipe.source.package`` (see the module doc).
+
+    ``stack``: a loaded :class:`bisectbot.patches.Stack` (default :func:`bisectbot.patches.load_stack`).
+    ``cache_dir``: download cache (default ``$BISECTBOT_CACHE`` or ``~/.cache/bisectbot``).
+    ``log_dir``: where per-release JSON logs go (None: none written).
+    Raises :class:`BadInput` for a non-pypi source, a non-patch regress mode or unknown patch ids.
+    """
+
+    supports_prefetch = False  # preparing a release downloads it: only what the search visits
+
+    def __init__(self, recipe: Recipe, stack: Any = None, *, cache_dir: Path | None = None,
+                 log_dir: Path | None = None):
+        from ..patches import load_stack, stack_hash
+
+        if not isinstance(recipe.source, PyPISource):
+            raise BadInput(f"recipe {recipe.name}: the release runner needs source.kind 'pypi', "
+                           f"not {recipe.source.kind!r}")
+        if not is_patch_mode(recipe.regress):
+            raise BadInput(f"recipe {recipe.name}: the release runner answers patch questions only "
+                           f"(regress 'patch-upstream: <id>' or 'patch-conflict: <id>'), not '{recipe.regress}'")
+        self.recipe = recipe
+        self.source: PyPISource = recipe.source
+        self.package = self.source.package
+        self.stack = stack if stack is not None else load_stack()
+        self.ids = patch_ids_for(recipe, self.stack)
+        self.stack_hash = stack_hash(self.stack, self.ids)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.log_dir = Path(log_dir) if log_dir else None
+        self.fetched: list[str] = []  # versions whose file was read, in order
+        self.downloaded: list[str] = []  # versions whose file was downloaded (not in the cache)
+        self._files: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ index
+    def _release_file(self, version: str) -> Any:
+        """The sdist (else a wheel) of ``version`` from one cached listing of the index."""
+        from packaging.version import Version
+
+        from ..sources.releases import _pick_wheel, list_releases
+
+        with self._lock:
+            if self._files is None:
+                self._files = {}
+                for rel in list_releases(self.package, self.source.index_url):
+                    f = rel.sdist or _pick_wheel(rel.files)
+                    if f is not None:
+                        self._files[str(Version(rel.version))] = f
+        f = self._files.get(str(Version(version)))
+        if f is None:
+            raise BadInput(f"{self.package}=={version} has neither an sdist nor a wheel on the index")
+        return f
+
+    def build_key(self, c: Candidate) -> str:
+        """``<file sha256>+<stack hash[:16]>`` (the sha256 the index gives; no download)."""
+        sha = c.meta.get("sha256") or self._release_file(c.ref).sha256 or c.ref
+        return f"{sha}+{self.stack_hash[:16]}"
+
+    # ------------------------------------------------------------------ runner contract
+    def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
+        """Download (cached) and check the patches on one release; see the module doc."""
+        from ..patches import check_stack
+        from ..sources import releases
+
+        t0 = time.monotonic()
+        rf = self._release_file(candidate.ref)
+        cache = self.cache_dir or releases.cache_dir_default()
+        cached = bool(rf.sha256) and (cache / "dists" / rf.sha256[:2] / rf.sha256 / rf.filename).is_file()
+        path = releases.download(rf, self.cache_dir)
+        with self._lock:
+            self.fetched.append(candidate.ref)
+            if not cached:
+                self.downloaded.append(candidate.ref)
+        specs = self.stack.select(self.ids)
+        members = sorted({f"{s.package}/{s.path}" for s in specs if s.package == self.package})
+        info: dict[str, Any] = {"package": self.package, "version": candidate.ref, "file": rf.filename,
+                                "sha256": rf.sha256, "size": path.stat().st_size, "downloaded": not cached,
+                                "members": members}
+        with tempfile.TemporaryDirectory(prefix="bisectbot-release-") as d:
+            try:
+                root, absent = _extract(path, rf.kind, Path(d), members)
+            except BadInput as e:
+                return PrepareFailed(candidate, f"{rf.filename}: {e}", self._log(candidate, info))
+            info["absent"] = absent
+            statuses = check_stack(self.stack, self.ids, root, {self.package: candidate.ref})
+        patches = [s.to_dict() for s in statuses]
+        info["patches"] = patches
+        info["duration_s"] = round(time.monotonic() - t0, 3)
+        return Prepared(candidate, self.build_key(candidate), patches=patches,
+                        log_paths=self._log(candidate, info), meta={"file": rf.filename, "downloaded": not cached})
+
+    def _log(self, c: Candidate, info: dict[str, Any]) -> list[str]:
+        if self.log_dir is None:
+            return []
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        p = self.log_dir / f"{c.ref}.json"
+        p.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return [str(p)]
+
+    def server(self, prepared: Prepared, env: dict[str, str] | None = None,
+               args: list[str] | None = None) -> AbstractContextManager[Server]:
+        """Never: a release probe is a patch question. Raises :class:`BadInput`."""
+        raise BadInput("the release runner starts no server: it answers patch questions only "
+                       "(regress patch-upstream / patch-conflict); use --runner container to serve releases")
+
+    def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
+                    env: dict[str, str] | None = None) -> CommandRun:
+        """Never: a release probe is a patch question. Raises :class:`BadInput`."""
+        raise BadInput("the release runner runs no command: it answers patch questions only "
+                       "(regress patch-upstream / patch-conflict); use --runner container for commands")
+
+    def release(self, prepared: Prepared) -> None:
+        """Nothing to drop: the extracted files lived in a temporary directory."""
+
+
+def _extract(path: Path, kind: str, dest: Path, members: list[str]) -> tuple[Path, list[str]]:
+    """Extract ``members`` that exist (sdist or wheel); returns (tree root, members absent)."""
+    import zipfile
+
+    from ..sources.releases import extract_sdist, extract_wheel
+
+    if kind == "wheel":
+        try:
+            with zipfile.ZipFile(path) as zf:
+                names = set(zf.namelist())
+        except zipfile.BadZipFile as e:
+            raise BadInput(f"not a readable wheel: {e}") from None
+        have = [m for m in members if m in names]
+        return extract_wheel(path, dest, have), [m for m in members if m not in names]
+    try:
+        return extract_sdist(path, dest, members), []
+    except BadInput as e:
+        if "no member" not in str(e):
+            raise
+    # some members are absent: extract_sdist wrote the others (and PKG-INFO) before saying so
+    tops = [p for p in dest.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise BadInput(f"{path.name}: unexpected sdist layout (no single top directory)")
+    root = tops[0]
+    return root, [m for m in members if not (root / m).is_file()]
