@@ -65,14 +65,16 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         recipe.bisect.parallel = parallel
     if dry_run:
         g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
+        src = None
         if (not g or not b) and recipe.source.kind != "git":
-            g, b = resolve_ends(recipe, g, b, make_source(recipe, path.parent))
+            src = make_source(recipe, path.parent)
+            g, b = resolve_ends(recipe, g, b, src)
         if not g or not b:
             raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad")
         if "=" in g or "=" in b:
             click.echo(f"plan: component bisection from {g} to {b}: mixed pairs first when several changed")
             return 0
-        cands = make_source(recipe, path.parent).candidates(g, b)
+        cands = (src or make_source(recipe, path.parent)).candidates(g, b)
         click.echo(plan_text(recipe, cands, recipe.bisect.parallel))
         return 0
     lines = None

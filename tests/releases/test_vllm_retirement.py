@@ -1,0 +1,55 @@
+"""The recipe ``recipes/vllm-workspace-fix-retirement.yaml`` against the real package index (network).
+
+Bisects the vLLM releases from 0.19.1 to the newest for the first release in which the
+sparse-MLA workspace patch is already upstream: 0.23.0 (patches/README.md). The sdists
+(31-47 MB each) go to the shared bisectbot cache (``$BISECTBOT_CACHE`` or
+``~/.cache/bisectbot``, as the tests in tests/patches use), so CI downloads each at most
+once; only the releases the search visits are fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bisectbot.sources.releases import cache_dir_default
+
+pytestmark = [pytest.mark.network, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "recipes" / "vllm-workspace-fix-retirement.yaml"
+
+
+def _vllm_sdists() -> set[str]:
+    return {p.name for p in (cache_dir_default() / "dists").rglob("vllm-*.tar.gz")}
+
+
+def test_workspace_patch_retired_in_vllm_0_23_0(tmp_path: Path) -> None:
+    before = _vllm_sdists()
+    state, out = tmp_path / "state", tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(RECIPE),
+                        "--out", str(out)], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    line = "first-bad: vllm 0.23.0 (vllm-sparse-mla-workspace already upstream); last-good: vllm 0.22.1"
+    assert line in r.stdout and line in (out / "report.md").read_text()
+    res = json.loads((out / "result.json").read_text())
+    st = res["stages"][0]
+    assert res["status"] == "culprit" and st["first_bad"]["ref"] == "0.23.0" and st["last_good"]["ref"] == "0.22.1"
+    cands = [c["ref"] for c in st["candidates"]]
+    assert cands[0] == "0.19.1" and len(cands) >= 20  # 0.19.1 ... 0.33.0 and whatever came since
+    # the runner read exactly the releases the search visited, far fewer than all of them
+    visited = {p["candidate"]["ref"] for p in st["probes"]}
+    logs = {p.stem: json.loads(p.read_text()) for p in (state / "logs" / "vllm-workspace-fix-retirement").glob("*.json")}
+    assert set(logs) == visited and len(visited) <= 8 < len(cands)
+    assert all(log["file"] == f"vllm-{v}.tar.gz" for v, log in logs.items())
+    after = _vllm_sdists()
+    assert {f"vllm-{v}.tar.gz" for v in visited} <= after
+    new = after - before
+    assert new <= {f"vllm-{v}.tar.gz" for v in visited}  # nothing unvisited was downloaded
+    assert {f"vllm-{v}.tar.gz" for v, log in logs.items() if log["downloaded"]} == new
