@@ -18,8 +18,8 @@ invalidates cached probes. A file missing from the release makes the patches on 
 index or a failed download raises :class:`bisectbot.sources.releases.SourceError`
 (an error, never a verdict).
 
-Each prepare writes ``<log_dir>/<version>.json`` (the release file, whether it was
-downloaded now or came from the cache, and every patch status).
+Each prepare writes ``<log_dir>/<version>.json`` (the release file, whether this runner
+downloaded it or found it in the cache, and every patch status); a re-probe rewrites it.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ class ReleaseRunner:
         specs = self.stack.select(self.ids)
         members = sorted({f"{s.package}/{s.path}" for s in specs if s.package == self.package})
         info: dict[str, Any] = {"package": self.package, "version": candidate.ref, "file": rf.filename,
-                                "sha256": rf.sha256, "size": path.stat().st_size, "downloaded": not cached,
+                                "sha256": rf.sha256, "size": path.stat().st_size,
+                                "downloaded": candidate.ref in self.downloaded,  # by this runner, at any prepare
                                 "members": members}
         with tempfile.TemporaryDirectory(prefix="bisectbot-release-") as d:
             try:
