@@ -128,6 +128,10 @@ def test_explicit_ends_dry_run_and_bad_input(index: Index, patches_dir: Path, tm
     r = _run(tmp_path, patches_dir, "run", str(garbage), "--runner", "release")
     assert r.returncode == 2 and "answers patch questions only" in r.stderr, r.stderr
     assert len(index.downloads()) == n_dl  # bad input downloads nothing
+    (tmp_path / "d").mkdir()
+    dead = _recipe(tmp_path / "d", "http://127.0.0.1:9/simple/", "patch-upstream")
+    r = _run(tmp_path, patches_dir, "run", str(dead))
+    assert r.returncode == 1 and "index unreachable" in r.stderr, r.stderr  # an error, never a verdict
 
 
 def test_pypi_source_filters_and_ends(index: Index) -> None:
