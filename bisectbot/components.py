@@ -64,7 +64,7 @@ def attr(path, names):
     except OSError:
         return None
     for n in names:
-        m = re.search(r"^%s\s*(?::[^=\n]*)?=\s*['\"]([^'\"]+)['\"]" % n, text, re.M)
+        m = re.search(r"^%s\s*(?::[^=\n]*)?=\s*(?:\w+\s*=\s*)*['\"]([^'\"]+)['\"]" % n, text, re.M)
         if m:
             return m.group(1)
     return None

@@ -120,6 +120,9 @@ def test_introspect_nightly_and_cache(nightlies, tmp_path, vllm_repo):
         i = image_info(n3.pinned, ledger=led)
         assert i["digest"] == n3.digest and i["cached"] is False
         assert i["vllm"]["version"] == n3.spec.vllm_version
+        # read from vllm/_version.py (setuptools-scm form: __version__ = version = '...'), not only metadata
+        assert i["vllm"]["file_version"] == n3.spec.vllm_version and i["vllm"]["dist_version"] == n3.spec.vllm_version
+        assert i["torch"]["file_version"] == "2.10.0+git8514f05"
         assert i["vllm"]["commit"] == vllm_repo["C"][:9]
         assert i["vllm"]["dir"] == "/usr/local/lib/python3.11/dist-packages/vllm"
         assert i["aiter"]["version"] == "0.1.10.post3" and i["aiter"]["dist"] == "amd-aiter"
@@ -205,3 +208,34 @@ def test_diff_cli_maps_rewritten_aiter_commit(tmp_path):
     assert out["changed"] == ["aiter"]
     aiter = out["components"][1]
     assert aiter["range"] == [new_fix, head[:9]] and "rewritten" in aiter["note"] and "PR number" in aiter["note"]
+
+
+@pytest.mark.parametrize("form", [
+    "__version__ = version = '{v}'\n__version_tuple__ = version_tuple = (0, 23)\n",  # setuptools-scm >= 7
+    "version: str\n__version__: str\n__version__ = version = '{v}'\n",
+    "__version__: str = \"{v}\"\n",
+])
+def test_snippet_reads_version_forms(tmp_path, form):
+    """The in-image snippet, run here on a fake site-packages: version files of several shapes,
+    ``amd-aiter`` found by its distribution name (nightly wheel: date, no hash)."""
+    import json
+    import os
+    import sys
+
+    from bisectbot.components import SNIPPET
+
+    v = "0.23.1rc1.dev1120+g0f0f28b53.rocm723"
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "_version.py").write_text(form.format(v=v))
+    (tmp_path / "vllm" / "__init__.py").write_text("")
+    (tmp_path / "aiter").mkdir()
+    (tmp_path / "aiter" / "__init__.py").write_text("")
+    di = tmp_path / "amd_aiter-0.1.20.post1+20260820.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: amd-aiter\nVersion: 0.1.20.post1+20260820\n")
+    r = subprocess.run([sys.executable, "-c", SNIPPET], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    out = enrich(json.loads(r.stdout.split("BISECTBOT-INFO ", 1)[1]))
+    assert out["vllm"]["version"] == v and out["vllm"]["commit"] == "0f0f28b53"
+    assert out["aiter"]["dist"] == "amd-aiter" and out["aiter"]["version"] == "0.1.20.post1+20260820"
+    assert out["aiter"]["commit"] is None and out["aiter"]["parsed"]["build_date"] == "20260820"
