@@ -101,14 +101,80 @@ def _pypi_source(recipe: Recipe, base_dir: Path | None) -> CandidateSource:
     return PyPICandidates(recipe.source)  # type: ignore[arg-type]
 
 
-_SOURCES: dict[str, Callable[[Recipe, Path | None], CandidateSource]] = {
-    "git": lambda r, base: GitCandidates(r.source, base),  # type: ignore[arg-type]
-    "pypi": _pypi_source,
+class RegistryCandidates:
+    """Nightly images of the recipe's registry source, oldest first, one candidate per digest.
+
+    Tags are discovered live (and recorded in the ledger); when the registry cannot be
+    reached, the nightlies the ledger has seen are used (``bisectbot nightlies`` records
+    them). ``good``/``bad`` are tags (or digests) of that list.
+    """
+
+    component = "image"
+
+    def __init__(self, recipe: Recipe, ledger: Ledger | None = None, registry_client: Any = None):
+        self.src = recipe.source
+        self.ledger = ledger
+        self.client = registry_client
+
+    def _tags(self) -> list[tuple[str, str]]:
+        from .errors import RegistryError
+        from .sources import registry as reg
+
+        try:
+            infos = reg.discover(self.src, registry_client=self.client)
+            if self.ledger is not None:
+                reg.record(self.ledger, infos)
+            return [(t.tag, t.digest) for t in infos if t.digest]
+        except RegistryError as e:
+            if self.ledger is None:
+                raise
+            rows = self.ledger.nightlies(self.src.repository)  # type: ignore[union-attr]
+            if not rows:
+                raise BadInput(f"registry unreachable ({e}) and the ledger has no nightlies of "
+                               f"{self.src.repository}") from None  # type: ignore[union-attr]
+            log.warning("registry unreachable (%s): using the %d nightlies in the ledger", e, len(rows))
+            infos = reg.order_tags(reg.TagInfo(r["repository"], r["tag"], r["digest"], r["last_updated"])
+                                   for r in rows)
+            pattern = self.src.tag_pattern  # type: ignore[union-attr]
+            keep = set(reg.filter_tags([t.tag for t in infos], pattern))
+            return [(t.tag, t.digest) for t in infos if t.tag in keep and t.digest]
+
+    def candidates(self, good: str, bad: str) -> list[Candidate]:
+        from .models import CandidateKind
+        from .sources.registry import image_ref
+
+        cands: list[Candidate] = []
+        for tag, digest in self._tags():
+            if cands and cands[-1].ref == digest:
+                continue  # the same image under the next tag: one candidate
+            img = image_ref(self.src.registry, self.src.repository, digest)  # type: ignore[union-attr]
+            cands.append(Candidate(CandidateKind.NIGHTLY, digest, tag, "image", {"image": img, "tag": tag}))
+
+        def find(x: str) -> int:
+            for i, c in enumerate(cands):
+                if x in (c.label, c.ref):
+                    return i
+            raise BadInput(f"nightly {x!r} not found among {len(cands)} tags of "
+                           f"{self.src.repository} matching {self.src.tag_pattern!r}")  # type: ignore[union-attr]
+
+        gi, bi = find(good), find(bad)
+        if gi >= bi:
+            raise BadInput(f"good nightly {good} is not older than bad nightly {bad}")
+        return cands[gi:bi + 1]
+
+    def flags(self, culprit: Candidate, predecessor: Candidate) -> list[str]:
+        return ["no-op-build"] if culprit.ref == predecessor.ref else []
+
+
+_SOURCES: dict[str, Callable[[Recipe, Path | None, Ledger | None], CandidateSource]] = {
+    "git": lambda r, base, led: GitCandidates(r.source, base),  # type: ignore[arg-type]
+    "registry": lambda r, base, led: RegistryCandidates(r, led),
+    "pypi": lambda r, base, led: _pypi_source(r, base),
 }
 
 
-def register_source(kind: str, factory: Callable[[Recipe, Path | None], CandidateSource]) -> None:
-    """Plug in a stage-1 source for ``recipe.source.kind`` (``registry``, ``pypi``)."""
+def register_source(kind: str, factory: Callable[[Recipe, Path | None, Ledger | None], CandidateSource]) -> None:
+    """Plug in a stage-1 source for ``recipe.source.kind`` (e.g. ``pypi``): ``factory(recipe, base_dir, ledger)``."""
     _SOURCES[kind] = factory
 
 
@@ -126,13 +192,13 @@ def resolve_ends(recipe: Recipe, good: str | None, bad: str | None,
     return good, bad
 
 
-def make_source(recipe: Recipe, base_dir: Path | None = None) -> CandidateSource:
+def make_source(recipe: Recipe, base_dir: Path | None = None, ledger: Ledger | None = None) -> CandidateSource:
     """The candidate source of a recipe; BadInput when its kind has no source here."""
     kind = recipe.source.kind
     if kind not in _SOURCES:
         raise BadInput(f"source kind '{kind}' has no candidate source in this bisectbot "
                        f"(available: {', '.join(sorted(_SOURCES))})")
-    return _SOURCES[kind](recipe, base_dir)
+    return _SOURCES[kind](recipe, base_dir, ledger)
 
 
 # --------------------------------------------------------------------------- replay files
@@ -549,14 +615,16 @@ class Session:
 
     # ------------------------------------------------------------------ components
     def components(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
-                   repos: dict[str, Any] | None = None) -> list[StageResult]:
+                   repos: dict[str, Any] | None = None, base: Candidate | None = None) -> list[StageResult]:
         """Attribute a regression between two component tuples, then bisect the guilty component.
 
         ``old``/``new`` map component -> commit (last-good and first-bad). When several
         components changed, the mixed pairs (one component new, the others old) are probed
         first: the component whose change alone is bad is bisected over its first-parent
         commits with the others pinned at ``old``. ``repos`` maps components to
-        :class:`bisectbot.sources.git.GitRepo` (default: the runner's ``repos``).
+        :class:`bisectbot.sources.git.GitRepo` (default: the runner's ``repos``). ``base`` is
+        the last-good nightly when the components live in images: candidates then carry
+        ``meta["base"]`` (that image) for overlay builds, and ``ref`` is the overlaid commit.
         """
         from .models import CandidateKind
 
@@ -566,7 +634,12 @@ class Session:
             return [StageResult("components", "", Status.NO_REGRESSION,
                                 message="no component changed between last-good and first-bad")]
 
-        def combo(commits: dict[str, str], label: str) -> Candidate:
+        base_img = base.meta.get("image") if base is not None else None
+
+        def combo(commits: dict[str, str], label: str, overlay: str | None = None) -> Candidate:
+            if base_img and overlay:  # an overlay of one component's commit on the last-good image
+                return Candidate(CandidateKind.COMMIT, commits[overlay], label, overlay,
+                                 {"commits": commits, "base": base_img, "base_commit": old.get(overlay)})
             ref = ",".join(f"{k}={v}" for k, v in sorted(commits.items()))
             return Candidate(CandidateKind.COMMIT, ref, label, "+".join(sorted(commits)), {"commits": commits})
 
@@ -577,8 +650,8 @@ class Session:
             self.session_id = self._session_id("attribution", combo(old, "").ref, combo(new, "").ref)
             self._to_skip_logging = sum(1 for e in self.ledger.events(self.session_id) if e["kind"] == "probe")
             ends = [] if stage1_done else [(combo(old, "all old"), Verdict.GOOD), (combo(new, "all new"), Verdict.BAD)]
-            mixes = [(combo({**old, x: new[x]}, f"new {x} + old {', '.join(c for c in changed if c != x)}"), None)
-                     for x in changed]
+            mixes = [(combo({**old, x: new[x]}, f"new {x} + old {', '.join(c for c in changed if c != x)}", x),
+                      None) for x in changed]
             bad_alone: list[str] = []
             for (cand, expect), x in zip(ends + mixes, [None] * len(ends) + changed):
                 res, origin = self.probe(cand)
@@ -609,7 +682,9 @@ class Session:
         repo = repos[g]
         commits = repo.commits(old[g], new[g], first_parent=True)
         pinned = {k: v for k, v in old.items() if k != g}
-        cands = [Candidate(c.kind, c.ref, c.label, g, {**c.meta, "commits": {g: c.ref, **pinned}}) for c in commits]
+        extra = {"base": base_img, "base_commit": old[g]} if base_img else {}
+        cands = [Candidate(c.kind, c.ref, c.label, g, {**c.meta, "commits": {g: c.ref, **pinned}, **extra})
+                 for c in commits]
 
         def flags(cul: Candidate, pred: Candidate) -> list[str]:
             src = self.recipe.bisect.components.get(g)
@@ -619,6 +694,39 @@ class Session:
         stages.append(self.search(f"{g} commits", cands, g, flags))
         return stages
 
+    def image_components(self, lg: Candidate, fb: Candidate, result: RunResult) -> list[StageResult]:
+        """Diff the last-good and first-bad nightlies; bisect the changed components' commits.
+
+        Components without a git source in ``recipe.bisect.components`` or without a commit
+        range in the images are reported in the notes, not bisected.
+        """
+        from .components import diff_images, image_info
+        from .sources.git import GitRepo
+
+        a = image_info(str(lg.meta["image"]), self.ledger)
+        b = image_info(str(fb.meta["image"]), self.ledger)
+        for comp in ("vllm", "aiter", "torch"):
+            if (a.get(comp) or {}).get("version"):
+                result.environment[f"{comp} (last good)"] = str(a[comp]["version"])
+            if (b.get(comp) or {}).get("version"):
+                result.environment[f"{comp} (first bad)"] = str(b[comp]["version"])
+        old: dict[str, str] = {}
+        new: dict[str, str] = {}
+        for ch in diff_images(a, b):
+            if not ch.changed:
+                continue
+            if ch.component not in self.recipe.bisect.components or not ch.range:
+                result.notes.append(f"{ch.component} changed ({ch.old} -> {ch.new}) but has no commit stage"
+                                    f"{': ' + ch.note if ch.note else ''}")
+                continue
+            old[ch.component], new[ch.component] = ch.range
+        if not old:
+            return []
+        repos = {c: GitRepo(self.recipe.bisect.components[c].repo, c) for c in old}
+        for c in old:  # resolve refs (tags, short SHAs) to full commits in the clones
+            old[c], new[c] = repos[c].resolve(old[c]), repos[c].resolve(new[c])
+        return self.components(old, new, stage1_done=True, repos=repos, base=lg)
+
     # ------------------------------------------------------------------ whole run
     def run(self, good: str | None = None, bad: str | None = None,
             source: CandidateSource | None = None) -> RunResult:
@@ -627,7 +735,7 @@ class Session:
         good = good or r.bisect.good
         bad = bad or r.bisect.bad
         if (not good or not bad) and r.source.kind != "git":
-            source = source or make_source(r, self.base_dir)
+            source = source or make_source(r, self.base_dir, self.ledger)
             good, bad = resolve_ends(r, good, bad, source)
         if not good or not bad:
             raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad "
@@ -637,15 +745,17 @@ class Session:
             old, new = parse_pins(good), parse_pins(bad)
             result.stages = self.components(old, new)
         else:
-            source = source or make_source(r, self.base_dir)
+            source = source or make_source(r, self.base_dir, self.ledger)
             cands = source.candidates(good, bad)
             st = self.search("stage 1", cands, source.component, source.flags)
             result.stages.append(st)
             lg, fb = st.last_good, st.first_bad
-            if (st.status is Status.CULPRIT and r.bisect.second_stage and lg and fb
-                    and lg.meta.get("commits") and fb.meta.get("commits")):
-                result.stages += self.components(dict(lg.meta["commits"]), dict(fb.meta["commits"]),
-                                                 stage1_done=True)
+            if st.status is Status.CULPRIT and r.bisect.second_stage and lg and fb:
+                if lg.meta.get("commits") and fb.meta.get("commits"):
+                    result.stages += self.components(dict(lg.meta["commits"]), dict(fb.meta["commits"]),
+                                                     stage1_done=True)
+                elif lg.meta.get("image") and fb.meta.get("image") and r.bisect.components:
+                    result.stages += self.image_components(lg, fb, result)
         final = result.final
         assert final is not None
         if r.triage and final.first_bad is not None and final.status in (Status.CULPRIT, Status.RANGE):

@@ -44,14 +44,14 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
         return LocalRunner(recipe, repos, workdir=state / "worktrees" / recipe.name,
                            log_dir=state / "logs" / recipe.name,
                            profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]))
-    try:
-        from ..run import container  # the containers area (issue 4)
-    except ImportError:
-        raise BadInput("the container runner is not available in this bisectbot; use --runner local") from None
-    factory = getattr(container, "runner_for_recipe", None)
-    if factory is None:
-        raise BadInput("the container runner has no runner_for_recipe(recipe, ledger) yet; use --runner local")
-    return factory(recipe, ctx.ledger())
+    from ..patches import default_stack_path
+    from ..run.container import ContainerRunner
+    from ..runner_profile import load_profile
+
+    state = ctx.ledger().state_dir
+    stack_dir = default_stack_path().parent if recipe.patches else None
+    return ContainerRunner(recipe, load_profile(recipe.runner), state / "logs" / recipe.name, stack_dir=stack_dir,
+                           ledger=ctx.ledger(), lock_dir=state / "locks")
 
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
@@ -67,14 +67,14 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
         src = None
         if (not g or not b) and recipe.source.kind != "git":
-            src = make_source(recipe, path.parent)
+            src = make_source(recipe, path.parent, ctx.ledger())
             g, b = resolve_ends(recipe, g, b, src)
         if not g or not b:
             raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad")
         if "=" in g or "=" in b:
             click.echo(f"plan: component bisection from {g} to {b}: mixed pairs first when several changed")
             return 0
-        cands = (src or make_source(recipe, path.parent)).candidates(g, b)
+        cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
         click.echo(plan_text(recipe, cands, recipe.bisect.parallel))
         return 0
     lines = None

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import requests
-import yaml
 
 from ..errors import PatchError, ServerError
 from ..models import Candidate
@@ -54,20 +53,20 @@ def free_port() -> int:
 
 
 def load_profile_env(name: str, search: list[Path] | None = None) -> dict[str, str]:
-    """``env`` of the runner profile ``runners/<name>.yaml`` (first found in ``search`` dirs, then cwd).
+    """``env`` of the runner profile ``name`` (``runners/<name>.yaml``, see
+    :func:`bisectbot.runner_profile.load_profile`); ``{}`` when there is no such profile
+    (the ``cpu`` profile needs nothing). ``search`` dirs are tried first."""
+    from ..errors import BadInput
+    from ..runner_profile import load_profile
 
-    A missing profile gives ``{}`` (the ``cpu`` profile needs nothing); a profile that is
-    not a mapping is ignored with a warning.
-    """
-    for base in [*(search or []), Path.cwd()]:
+    for base in search or []:
         p = base / "runners" / f"{name}.yaml"
         if p.is_file():
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-            env = data.get("env") if isinstance(data, dict) else None
-            if isinstance(env, dict):
-                return {str(k): str(v) for k, v in env.items()}
-            return {}
-    return {}
+            return dict(load_profile(p).env)
+    try:
+        return dict(load_profile(name).env)
+    except BadInput:
+        return {}
 
 
 def _tail(path: Path | None, n: int = _TAIL) -> str:
