@@ -30,13 +30,29 @@ DEFAULT_CHARS_PER_TOKEN = 4.0
 
 _NEEDLE_WORDS = ("KESTREL OSPREY MERLIN HERON PLOVER SISKIN WREN LINNET AVOCET DUNLIN GANNET PETREL "
                  "CURLEW BITTERN FULMAR SHRIKE").split()
-_VERBS = ("returns merges caches splits ranks filters loads encodes scales flushes pins rotates "
-          "drains folds shards probes").split()
-_NOUNS = ("ledger cursor buffer tensor shard window bucket frame table index span queue block "
-          "vector record segment lattice kernel").split()
-_TYPES = ("int", "str", "bytes", "float", "dict", "list[int]", "tuple[int, int]", "Tensor", "bool")
-_ADJ = ("merged sorted pinned sparse dense stale fresh partial padded rotated quantised "
-        "aligned").split()
+_VERBS = ("returns merges caches splits ranks filters loads encodes scales flushes pins rotates drains folds "
+          "shards probes hashes packs unpacks clamps masks gathers scatters reduces broadcasts quantises "
+          "dequantises tiles fuses prunes batches streams serialises validates normalises interleaves "
+          "transposes permutes evicts prefetches replays commits rolls snapshots throttles").split()
+_NOUNS = ("ledger cursor buffer tensor shard window bucket frame table index span queue block vector record "
+          "segment lattice kernel stride offset pointer heap arena slab page cache_line warp wavefront lane "
+          "register fence barrier mutex channel socket header footer payload digest nonce epoch tick quota "
+          "budget lease token_map head_dim rope_base scale_factor zero_point codebook histogram bitmap "
+          "bloom_filter trie cursor_pool").split()
+_TYPES = ("int", "str", "bytes", "float", "dict", "list[int]", "tuple[int, int]", "Tensor", "bool", "None",
+          "Optional[str]", "Sequence[float]", "Mapping[str, int]", "np.ndarray", "torch.dtype", "Path",
+          "Iterator[bytes]", "set[str]", "complex", "memoryview")
+_ADJ = ("merged sorted pinned sparse dense stale fresh partial padded rotated quantised aligned contiguous "
+        "strided masked frozen mutable shared private remote local cold warm hot lazy eager nested flat "
+        "signed unsigned packed ragged").split()
+_TEMPLATES = (
+    "Function {name}({params}) {verb} the {adj} {noun} of stage {n} and yields {typ}.",
+    "Method {name} takes {params}; it {verb} every {adj} {noun} below {n} and raises {err} otherwise.",
+    "Helper {name}({params}) is called {n} times per step, {verb} one {noun} and returns {typ}.",
+    "In module {mod}, {name}({params}) {verb} {n} {adj} entries of the {noun} table.",
+    "Routine {name} ({params}) {verb} the {noun} after {n} retries unless the {adj} flag is set.",
+)
+_ERRORS = ("ValueError", "KeyError", "RuntimeError", "TimeoutError", "OverflowError", "IndexError")
 
 
 def _rng(seed: int, *key: Any) -> random.Random:
@@ -45,12 +61,14 @@ def _rng(seed: int, *key: Any) -> random.Random:
 
 
 def filler_sentence(seed: int, i: int) -> str:
-    """Sentence ``i`` of the filler for ``seed``: a unique, signature-like line of ~25-35 tokens."""
+    """Sentence ``i`` of the filler for ``seed``: a unique, signature-like line of ~20-40 tokens."""
     r = _rng(seed, "s", i)
     name = f"{r.choice(_VERBS)[:-1]}_{r.choice(_NOUNS)}_{r.getrandbits(16):04x}"
     params = ", ".join(f"{r.choice(_NOUNS)}_{r.randrange(100)}: {r.choice(_TYPES)}" for _ in range(r.randint(1, 3)))
-    return (f"Function {name}({params}) {r.choice(_VERBS)} the {r.choice(_ADJ)} {r.choice(_NOUNS)} "
-            f"of stage {r.randrange(1000)} and yields {r.choice(_TYPES)}.")
+    mod = f"{r.choice(_NOUNS)}.{r.choice(_ADJ)}_{r.getrandbits(12):03x}"
+    return r.choice(_TEMPLATES).format(name=name, params=params, verb=r.choice(_VERBS), adj=r.choice(_ADJ),
+                                       noun=r.choice(_NOUNS), n=r.randrange(10000), typ=r.choice(_TYPES),
+                                       err=r.choice(_ERRORS), mod=mod)
 
 
 def needle_codes(seed: int, n: int) -> list[str]:
@@ -131,6 +149,7 @@ class PromptBuilder:
         self.tokens_per_word: float | None = None
         self.base_tokens: float | None = None  # tokens of a prompt with no filler
         self._calibrated = False
+        self._observed: dict[int, int] = {}  # filler words -> prompt tokens reported by the server
         self.tokenize_calls = 0
 
     def _count(self, messages: list[dict[str, Any]]) -> int | None:
@@ -150,10 +169,17 @@ class PromptBuilder:
         return sum(len(m["content"]) for m in messages)
 
     def calibrate(self, prompt: Prompt, prompt_tokens: int | None) -> None:
-        """Learn characters per token from a request's ``usage.prompt_tokens`` (no /tokenize)."""
+        """Learn from a request's ``usage.prompt_tokens`` (servers without /tokenize): the
+        characters-per-token ratio, and the (filler words, tokens) point used to interpolate."""
         if prompt_tokens and prompt_tokens > 0 and prompt.chars > 0:
             self.chars_per_token = prompt.chars / prompt_tokens
             self._calibrated = True
+            self._observed[prompt.words] = prompt_tokens
+
+    @property
+    def calibrated(self) -> bool:
+        """True once a server-reported prompt size was learnt (:meth:`calibrate`)."""
+        return self._calibrated
 
     @property
     def has_tokenizer(self) -> bool:
@@ -198,6 +224,21 @@ class PromptBuilder:
             if best is not None:
                 msgs = self.messages(best[0])
                 return Prompt(msgs, target_tokens, best[1], best[0], list(self.needles), self._chars(msgs))
+        if self._observed:
+            base_tokens = self._chars(self.messages(0)) / self.chars_per_token  # prompt without filler
+            obs = sorted(self._observed.items(), key=lambda wt: wt[1])
+            below = [o for o in obs if o[1] <= target_tokens]
+            above = [o for o in obs if o[1] > target_tokens]
+            if below and above and above[0][1] != below[-1][1]:
+                (w1, t1), (w2, t2) = below[-1], above[0]  # bracketing: interpolate
+                s = round(w1 + (target_tokens - t1) * (w2 - w1) / (t2 - t1))
+            else:  # outside the observations: tokens per filler word from the nearest one
+                w1, t1 = min(obs, key=lambda wt: abs(wt[1] - target_tokens))
+                rate = max(0.1, (t1 - base_tokens) / max(1, w1))
+                s = round((target_tokens - base_tokens) / rate)
+            s = max(0, s)
+            msgs = self.messages(s)
+            return Prompt(msgs, target_tokens, None, s, list(self.needles), self._chars(msgs))
         # characters-per-token sizing
         base = self._chars(self.messages(0))
         per = self._chars(self.messages(400)) - base

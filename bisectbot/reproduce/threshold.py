@@ -350,10 +350,16 @@ class HttpProbe:
     """``probe(size)`` against one server: build a prompt of ``size`` tokens, send the
     identical request ``effective_repeats(spec)`` times (``concurrency`` at once), classify, vote.
     A size that comes out ``INCONCLUSIVE`` (cut off inside the reasoning) is asked once more
-    with ``max_tokens * inconclusive_retry_factor`` (default 4; 1 = no retry)."""
+    with ``max_tokens * inconclusive_retry_factor`` (default 4; 1 = no retry). Without
+    ``/tokenize`` the first prompt is sized by a guess; when the server's ``prompt_tokens``
+    differ by more than the tolerance it is re-sent once calibrated. The first rejection as
+    over the context length that names the limit is retried once at the largest accepted size.
+    Both cases are listed in ``notes``."""
 
     def __init__(self, client: Client, spec: ReproducerSpec, builder: PromptBuilder,
                  inconclusive_retry_factor: int = 4):
+        self.notes: list[str] = []
+        self._limit_learnt = False
         self.client = client
         self.spec = spec
         self.builder = builder
@@ -389,8 +395,33 @@ class HttpProbe:
         return vote(classes, replies, size, measured, time.monotonic() - t0)
 
     def __call__(self, size: int) -> SizeResult:
+        first = not self.builder.has_tokenizer and not self.builder.calibrated
         prompt = self.builder.build(size)
         res = self._ask(size, prompt, self.spec.max_tokens)
+        limit = _context_limit(res)
+        if limit and res.error_kind == "over-limit" and not self._limit_learnt:
+            self._limit_learnt = True
+            # the server told its context length: retry once at the largest size it accepts
+            usable = limit - self.spec.max_tokens - CONTEXT_MARGIN
+            if 0 < usable < size:
+                self.notes.append(f"server context is {limit} tokens: {size} tokens probed as {usable}")
+                return self._redo(size, usable, res)
+        if first and res.prompt_tokens and res.outcome != Outcome.ERROR \
+                and abs(res.prompt_tokens - size) > self.spec.tolerance * size:
+            # sized by a guessed characters-per-token ratio; now calibrated, ask at the real size
+            self.notes.append(f"first prompt measured {res.prompt_tokens} tokens for {size} asked: "
+                              "re-sent after calibration")
+            return self._redo(size, size, res)
+        return self._finish(size, prompt, res)
+
+    def _redo(self, size: int, target: int, before: SizeResult) -> SizeResult:
+        prompt = self.builder.build(target)
+        res = self._ask(size, prompt, self.spec.max_tokens)
+        res.requests += before.requests
+        res.seconds += before.seconds
+        return self._finish(size, prompt, res)
+
+    def _finish(self, size: int, prompt: Prompt, res: SizeResult) -> SizeResult:
         if res.outcome == Outcome.INCONCLUSIVE and self.inconclusive_retry_factor > 1:
             # cut off inside the reasoning: ask once more with more room before giving up on this size
             more = self.spec.max_tokens * self.inconclusive_retry_factor
@@ -403,6 +434,17 @@ class HttpProbe:
                 again.reasons = [f"{r} (also with max_tokens {more})" for r in again.reasons]
             return again
         return res
+
+
+def _context_limit(res: SizeResult) -> int | None:
+    """The context length named in an over-limit rejection ("maximum context length is N tokens")."""
+    import re
+
+    for r in res.reasons:
+        m = re.search(r"maximum context length is (\d+)", r)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = None,
@@ -437,8 +479,9 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
     lo = min(spec.min_size, hi)
     if not builder.has_tokenizer:
         notes.append("server has no /tokenize: sizes calibrated from usage.prompt_tokens")
-    res = search(HttpProbe(client, spec, builder), spec, lo, hi, log=say)
-    res.notes = notes + res.notes
+    probe = HttpProbe(client, spec, builder)
+    res = search(probe, spec, lo, hi, log=say)
+    res.notes = notes + probe.notes + res.notes
     res.model = name
     res.endpoint = client.base_url
     res.wall_s = time.monotonic() - t0

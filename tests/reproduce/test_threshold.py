@@ -127,9 +127,12 @@ def test_over_the_limit_in_a_ladder_is_recorded_not_garbage(engine_factory):
     e = engine_factory(threshold=None, max_model_len=40000, tokenize_endpoint=False, report_max_model_len=False)
     spec = ReproducerSpec(sizes=[2000, 8000, 64000, 100000], min_size=2000, max_size=100000)
     res = search_threshold(e.url, spec)
-    assert res.status == "ok" and res.last_ok < 40000
+    assert res.status == "ok" and 38000 < res.last_ok < 40000  # 64000 was probed as the largest accepted size
+    assert any("server context is 40000 tokens: 64000 tokens probed as" in n for n in res.notes)
     assert res.table[-1].outcome == Outcome.ERROR and res.table[-1].reasons[0].startswith("over the limit")
-    assert len(res.table) == 3 and any("over the limit" in n for n in res.notes)
+    assert len(res.table) == 4 and any("over the limit at 100000" in n for n in res.notes)
+    served = e.stats()["prompt_tokens"]
+    assert len(served) == len(set(served))
 
 
 def test_without_tokenize_sizes_are_calibrated_from_usage(engine_factory):
@@ -258,3 +261,10 @@ def test_probe_with_the_glm51_recipe_ladder(engine_factory):
     assert [r["requested"] for r in res["table"][:6]] == [5000, 10000, 15000, 20000, 25000, 30000]
     assert res["last_ok"] < 17500 <= res["first_garbage"]
     assert res["first_garbage"] - res["last_ok"] <= max(0.02 * res["last_ok"], 256)
+
+
+def test_without_tokenize_the_first_guess_is_resent_at_the_real_size(engine_factory):
+    e = engine_factory(threshold=None, tokenize_endpoint=False)
+    res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=100000))
+    assert res.status == "ok" and abs(res.last_ok - 100000) <= 2000
+    assert res.requests == 2 and any("re-sent after calibration" in n for n in res.notes)
