@@ -1,14 +1,150 @@
-"""``bisectbot report``: filled in by issue 7."""
+"""``bisectbot report``: render a result, file it on GitHub, read maintainer commands.
+
+The GitHub token is read from the environment (``BISECTBOT_GITHUB_TOKEN``, else ``GITHUB_TOKEN``,
+else ``GH_TOKEN``), never from the command line (argv is visible to every user of the host).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import click
 
-from .base import cli, not_yet
+from ..errors import BadInput
+from .base import Ctx, cli, pass_ctx
+
+TOKEN_ENV = ("BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def report(ctx: click.Context) -> None:
-    """(not implemented yet: issue 7)"""
-    not_yet(7, "report")
+def _token() -> str | None:
+    for name in TOKEN_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def _target(recipe: Path | None, repo: str | None, api_url: str | None):
+    from ..recipe import GitHubTarget, load_recipe
+
+    base = None
+    if recipe is not None:
+        r = load_recipe(recipe)
+        base = r.report.github
+        if base is None and repo is None:
+            raise BadInput(f"{recipe}: report.github is not set; pass --repo OWNER/NAME")
+    data = base.model_dump() if base is not None else {}
+    if repo:
+        data["repo"] = repo
+    if api_url:
+        data["api_url"] = api_url
+    if "repo" not in data:
+        raise BadInput("no GitHub repository: pass --recipe (with report.github) or --repo OWNER/NAME")
+    try:
+        return GitHubTarget.model_validate(data)
+    except Exception as e:  # pydantic ValidationError: one line
+        raise BadInput(f"--repo/--api-url: {str(e).splitlines()[-1].strip()}") from None
+
+
+def _load(path: Path):
+    from ..report.render import load_result
+
+    return load_result(path)
+
+
+@cli.group()
+def report() -> None:
+    """Render results, file or update GitHub issues, read /bisectbot commands.
+
+    \b
+    Examples:
+      bisectbot report render out/result.json --out out/
+      bisectbot report file out/result.json --recipe recipes/glm51.yaml --dry-run
+      bisectbot report commands --recipe recipes/glm51.yaml
+    """
+
+
+@report.command("render")
+@click.argument("result_file", metavar="RESULT.json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output directory (default: next to RESULT.json).")
+@click.option("--nightly", "nightly_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Nightly history JSON (NightlyResult.to_dict()) for the streak table and the chart.")
+@pass_ctx
+def render_cmd(ctx: Ctx, result_file: Path, out_dir: Path | None, nightly_file: Path | None) -> None:
+    """Write report.md, report.json, issue.md (and the threshold chart) for RESULT.json."""
+    from ..report import NightlyResult, write_report
+
+    result, nightly = _load(result_file)
+    if nightly_file is not None:
+        try:
+            nightly = NightlyResult.from_dict(json.loads(nightly_file.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise BadInput(f"{nightly_file}: not a nightly history: {type(e).__name__}: {e}") from None
+    paths = write_report(result, out_dir or result_file.parent, nightly)
+    ctx.emit({k: str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v
+              for k, v in paths.__dict__.items()},
+             "\n".join(f"wrote {p}" for p in paths.all()))
+
+
+@report.command("file")
+@click.argument("result_file", metavar="RESULT.json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), help="Recipe whose report.github to use.")
+@click.option("--repo", help="OWNER/NAME (overrides the recipe).")
+@click.option("--api-url", help="GitHub API base URL (GitHub Enterprise; default https://api.github.com).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where would-be issue/comment Markdown goes (default: next to RESULT.json).")
+@click.option("--newest", "newest_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="ProbeResult JSON of the re-test on the newest nightly; not reproducing there files nothing.")
+@click.option("--dry-run", is_flag=True, help="Send nothing; write the would-be Markdown.")
+@pass_ctx
+def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None, api_url: str | None,
+             out_dir: Path | None, newest_file: Path | None, dry_run: bool) -> None:
+    """File RESULT.json as a GitHub issue, or comment on the open issue with the same fingerprint.
+
+    Token: $BISECTBOT_GITHUB_TOKEN, $GITHUB_TOKEN or $GH_TOKEN; without one this is a dry run.
+    """
+    from ..models import ProbeResult
+    from ..report.github import file_or_update
+
+    result, nightly = _load(result_file)
+    target = _target(recipe, repo, api_url)
+    newest = None
+    if newest_file is not None:
+        try:
+            newest = ProbeResult.from_dict(json.loads(newest_file.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise BadInput(f"{newest_file}: not a ProbeResult: {type(e).__name__}: {e}") from None
+    bc = 0.66
+    if recipe is not None:
+        from ..recipe import load_recipe
+
+        bc = load_recipe(recipe).bisect.blame_confidence
+    out = file_or_update(result, target, _token(), ctx.ledger(), dry_run, out_dir or result_file.parent,
+                         nightly=nightly, newest=newest, blame_confidence=bc)
+    ctx.emit(out.to_dict(), out.message)
+
+
+@report.command("commands")
+@click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), help="Recipe whose report.github to use.")
+@click.option("--repo", help="OWNER/NAME (overrides the recipe).")
+@click.option("--api-url", help="GitHub API base URL.")
+@click.option("--issue", "issues", type=int, multiple=True, help="Issue number (repeatable; default: open bot issues).")
+@click.option("--all", "include_ack", is_flag=True, help="Include commands already acknowledged.")
+@pass_ctx
+def commands_cmd(ctx: Ctx, recipe: Path | None, repo: str | None, api_url: str | None, issues: tuple[int, ...],
+                 include_ack: bool) -> None:
+    """List /bisectbot commands (retract, good REF, bad REF, bisect good= bad=) from trusted maintainers."""
+    from ..report.github import read_commands
+
+    token = _token()
+    if not token:
+        raise BadInput("reading commands needs a token in $BISECTBOT_GITHUB_TOKEN or $GITHUB_TOKEN")
+    cmds = read_commands(_target(recipe, repo, api_url), token, list(issues) or None,
+                         include_acknowledged=include_ack)
+    lines = [f"#{c.issue} {c.kind}{' ' + c.ref if c.ref else ''}"
+             f"{''.join(f' {k}={v}' for k, v in sorted(c.args.items()))} by {c.author} ({c.association})"
+             f"{' [acknowledged]' if c.acknowledged else ''}{' error: ' + c.error if c.error else ''}"
+             for c in cmds]
+    ctx.emit([c.to_dict() for c in cmds], "\n".join(lines) or "(no pending commands)")

@@ -141,7 +141,9 @@ class GitHubClient:
     # ------------------------------------------------------------------ plumbing
     def _throttle(self) -> None:
         """Wait for the rate-limit reset when the last response said no requests remain."""
-        req = self.gh.requester
+        # PyGithub objects may carry their own copy of the requester: look at all of them.
+        reqs = [self.gh.requester] + ([self._repo.requester] if self._repo is not None else [])
+        req = min(reqs, key=lambda r: (r.rate_limiting[1] <= 0, r.rate_limiting[0]))
         remaining, limit = req.rate_limiting
         if limit > 0 and remaining == 0:
             wait = req.rate_limiting_resettime - time.time() + 1

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from openapi_core import OpenAPI
+from openapi_core import Config, OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
@@ -66,7 +66,10 @@ def openapi_for(base_url: str) -> OpenAPI:
         _SPEC_CACHE["raw"] = spec
     spec = dict(spec)
     spec["servers"] = [{"url": base_url}]
-    return OpenAPI.from_dict(spec)
+    # GitHub's description uses format "timestamp" (epoch seconds) for X-RateLimit-Reset.
+    config = Config(extra_format_validators={"timestamp": lambda v: str(v).isdigit()},
+                    extra_format_unmarshallers={"timestamp": int})
+    return OpenAPI.from_dict(spec, config=config)
 
 
 def _now_iso(t: float | None = None) -> str:
@@ -152,6 +155,21 @@ class FakeGitHub:
              times: int = 1) -> None:
         self.faults.append(Fault(method, path_re, status, body if body is not None else {"message": "fault"},
                                  dict(headers or {}), times))
+
+    def replay(self, rec: dict[str, Any], times: int = 1) -> None:
+        """Serve a recorded exchange's response for its method and path (query ignored).
+
+        Hop-by-hop/encoding headers of the recording are dropped (bodies are decoded JSON);
+        ``Link`` URLs are pointed at this server so the client can follow them.
+        """
+        path = rec["path"].split("?")[0]
+        headers = {}
+        for k, v in rec["response_headers"].items():
+            if k.lower() in HOP_HEADERS:
+                continue
+            headers[k] = v.replace("https://api.github.com", self.base_url) if k.lower() == "link" else v
+        body = json.loads(json.dumps(rec["response_body"]).replace("https://api.github.com", self.base_url))
+        self.faults.append(Fault(rec["method"], "^" + re.escape(path) + r"(\?|$)", rec["status"], body, headers, times))
 
     def index(self) -> None:
         """Let search see every issue that exists now."""

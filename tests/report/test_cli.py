@@ -1,0 +1,69 @@
+"""`bisectbot report render|file|commands` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, TOKEN
+from helpers import make_result
+
+from bisectbot.report import fingerprint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(args, env_extra=None, tmp_path=None):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",
+                                                            "GITHUB_STEP_SUMMARY")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "bisectbot", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_render_writes_report_files(tmp_path):
+    rf = tmp_path / "result.json"
+    rf.write_text(json.dumps(make_result(n_probes=8).to_dict()))
+    p = _run(["report", "render", str(rf), "--out", str(tmp_path / "out")])
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "issue.md").exists()
+    assert "wrote" in p.stdout
+
+
+def test_bad_result_file_exits_2_with_one_line(tmp_path):
+    rf = tmp_path / "result.json"
+    rf.write_text("[1, 2")
+    p = _run(["report", "render", str(rf)])
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "result.json" in p.stderr
+
+
+def test_file_without_token_is_a_dry_run(tmp_path):
+    rf = tmp_path / "result.json"
+    rf.write_text(json.dumps(make_result(n_probes=8).to_dict()))
+    p = _run(["--state", str(tmp_path / "st"), "report", "file", str(rf), "--repo", REPO])
+    assert p.returncode == 0, p.stderr
+    assert "no GitHub token: would-be issue written to" in p.stdout
+    assert (tmp_path / f"issue-{fingerprint(make_result(n_probes=8))}.md").exists()
+
+
+def test_file_and_commands_against_fake_github(fake_github, tmp_path):
+    rf = tmp_path / "result.json"
+    rf.write_text(json.dumps(make_result(n_probes=8).to_dict()))
+    env = {"BISECTBOT_GITHUB_TOKEN": TOKEN}
+    args = ["--state", str(tmp_path / "st"), "--json", "report", "file", str(rf), "--repo", REPO,
+            "--api-url", fake_github.base_url]
+    p = _run(args, env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["action"] == "created"
+    fake_github.add_comment(REPO, 1, "/bisectbot bad abc123", author="maint", association="MEMBER")
+    p = _run(["report", "commands", "--repo", REPO, "--api-url", fake_github.base_url], env)
+    assert p.returncode == 0, p.stderr
+    assert "#1 bad abc123 by maint (MEMBER)" in p.stdout
+    assert TOKEN not in p.stdout + p.stderr
+    p = _run(["report", "commands", "--repo", REPO])
+    assert p.returncode == 2 and "token" in p.stderr
