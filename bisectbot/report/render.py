@@ -151,7 +151,7 @@ def blame_decision(result: RunResult, blame_confidence: float = DEFAULT_BLAME_CO
     return Blame(True)
 
 
-def _excerpts(result: RunResult) -> list[dict[str, str]]:
+def _excerpts(result: RunResult) -> list[Any]:
     """Log tails and model replies, most relevant first (culprit and boundary probes first)."""
     final = result.final
     important = set()
@@ -160,7 +160,7 @@ def _excerpts(result: RunResult) -> list[dict[str, str]]:
         important |= {c.ref for c in (final.first_bad, final.last_good) if c is not None}
     probes = [p for st in reversed(result.stages) for p in st.probes]
     probes.sort(key=lambda p: 0 if p.candidate.ref in important else 1)
-    out: list[dict[str, str]] = []
+    out: list[Any] = []
     seen: set[tuple[str, str]] = set()
     for p in probes:
         name = _short(p.candidate)
@@ -180,15 +180,31 @@ def _excerpts(result: RunResult) -> list[dict[str, str]]:
             if (p.candidate.ref, lp) in seen:
                 continue
             seen.add((p.candidate.ref, lp))
-            try:
-                with path.open("rb") as fh:
-                    size = path.stat().st_size
-                    fh.seek(max(0, size - LOG_TAIL_BYTES))
-                    text = fh.read().decode("utf-8", errors="replace")
-            except OSError as e:
-                text = f"(log not readable: {e.strerror or e})"
-            out.append({"title": f"{name}: log {path.name}", "text": text, "keep": "tail"})
+            out.append(_LogExcerpt(f"{name}: log {path.name}", path))
     return out
+
+
+class _LogExcerpt:
+    """A log tail read only when the template shows it (most are left out of big reports)."""
+
+    keep = "tail"
+
+    def __init__(self, title: str, path: Path):
+        self.title = title
+        self.path = path
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            try:
+                with self.path.open("rb") as fh:
+                    size = self.path.stat().st_size
+                    fh.seek(max(0, size - LOG_TAIL_BYTES))
+                    self._text = fh.read().decode("utf-8", errors="replace")
+            except OSError as e:
+                self._text = f"(log not readable: {e.strerror or e})"
+        return self._text
 
 
 def _env_rows(result: RunResult) -> list[tuple[str, str]]:
