@@ -6,12 +6,30 @@ failed verification or boundary, no regression, budget spent).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import click
 
 from ..errors import BadInput
 from .base import Ctx, cli, pass_ctx
+
+
+class _PerThreadLedger:
+    """A :class:`bisectbot.ledger.Ledger` per thread (SQLite connections stay in their thread):
+    the container runner prepares candidates in prefetch threads."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = state_dir
+        self._local = threading.local()
+
+    def __getattr__(self, name: str):
+        led = getattr(self._local, "ledger", None)
+        if led is None:
+            from ..ledger import Ledger
+
+            led = self._local.ledger = Ledger(self.state_dir)
+        return getattr(led, name)
 
 
 def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> CandidateRunner
@@ -51,7 +69,7 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
     state = ctx.ledger().state_dir
     stack_dir = default_stack_path().parent if recipe.patches else None
     return ContainerRunner(recipe, load_profile(recipe.runner), state / "logs" / recipe.name, stack_dir=stack_dir,
-                           ledger=ctx.ledger(), lock_dir=state / "locks")
+                           ledger=_PerThreadLedger(state), lock_dir=state / "locks")
 
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
