@@ -72,6 +72,12 @@ def test_done_when(nightlies, vllm_repo, recipe_file, stack_dir, tmp_path):
     r = bb(state, "nightlies", "diff", n2.spec.tag, n3.spec.tag, "--recipe", str(recipe_file))
     assert "changed   vllm" in r.stdout and "unchanged aiter" in r.stdout
 
+    r = bb(state, "nightlies", "record", "--recipe", str(recipe_file), "--introspect")
+    assert r.returncode == 0, r.stderr
+    with Ledger(state) as led:
+        comps = {row["tag"]: row["components"] for row in led.nightlies(repo)}
+    assert comps[n3.spec.tag]["vllm"] == n3.spec.vllm_version and comps[n3.spec.tag]["hip"] == "7.2.53211"
+
     # 3. build with the patch stack (content-addressed tag)
     logs = tmp_path / "logs"
     r = bb(state, "--json", "build", "--recipe", str(recipe_file), "--base", n3.spec.tag,
