@@ -16,6 +16,7 @@ Example:
   bisectbot probe --endpoint http://127.0.0.1:8000 --min-size 2000 --max-size 120000
   bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
       --model bisectbot/demo-engine
+  bisectbot probe --recipe kernel-check.yaml --source ~/src/aiter   # reproducer kind: command
 
 \b
 Exit codes:
@@ -68,7 +69,8 @@ def _print_table(res: object) -> None:
     from rich.table import Table
 
     console = Console(highlight=False, soft_wrap=False)
-    t = Table(title=f"prefill probe of {res.endpoint} ({res.model})", show_lines=False)  # type: ignore[attr-defined]
+    what = res.endpoint if str(res.endpoint).startswith("command:") else f"{res.endpoint} ({res.model})"  # type: ignore
+    t = Table(title=f"probe of {what}", show_lines=False)
     for col in ("#", "requested", "prompt_tokens", "outcome", "agree", "s", "reasons / excerpt"):
         t.add_column(col, justify="right" if col not in ("outcome", "reasons / excerpt") else "left")
     style = {"OK": "green", "GARBAGE": "red", "ERROR": "yellow", "INCONCLUSIVE": "magenta"}
@@ -93,8 +95,11 @@ def _print_table(res: object) -> None:
 
 
 @cli.command(epilog=PROBE_EPILOG)
-@click.option("--endpoint", required=True, metavar="URL",
-              help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
+@click.option("--endpoint", default=None, metavar="URL",
+              help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000 "
+                   "(not needed for a recipe whose reproducer is a command).")
+@click.option("--source", "source_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="Source tree substituted for {source} in a command reproducer (default: none).")
 @click.option("--model", default=None, help="Model id to ask for (default: the recipe's, else the server's first).")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Take the reproducer settings (sizes, question, needles, classifier) from this recipe.")
@@ -112,7 +117,8 @@ def _print_table(res: object) -> None:
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds per chat request (default: the recipe's server.request_timeout_s, else 600).")
 @pass_ctx
-def probe(ctx: Ctx, endpoint: str, model: str | None, recipe_path: Path | None, min_size: int | None,
+def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | None, recipe_path: Path | None,
+          min_size: int | None,
           max_size: int | None, sizes: list[int] | None, tolerance: float | None, tolerance_tokens: int | None,
           needles: int | None, repeats: int | None, concurrency: int | None, max_tokens: int | None,
           timeout_s: float | None) -> None:
@@ -124,6 +130,10 @@ def probe(ctx: Ctx, endpoint: str, model: str | None, recipe_path: Path | None, 
     --sizes first) down to the tolerance and prints the threshold interval
     [last OK, first GARBAGE] in prompt tokens. A dead server is an ERROR, never GARBAGE.
     A server that wants an API key gets $BISECTBOT_API_KEY as a bearer token.
+
+    With a recipe whose reproducer is a command (kind: command, argv with {size}),
+    no server is needed: the command runs once per size in a fresh process
+    (exit 0 OK, 1-124 bad, 125 cannot test, crash/timeout bad).
     """
     from pydantic import ValidationError
 
@@ -148,17 +158,34 @@ def probe(ctx: Ctx, endpoint: str, model: str | None, recipe_path: Path | None, 
     except ValidationError as e:
         msgs = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
         raise click.UsageError(f"bad reproducer settings: {msgs}") from None
-    if not endpoint.startswith(("http://", "https://")):
-        raise click.BadParameter(f"expected http://HOST:PORT, got {endpoint!r}", param_hint="--endpoint")
 
     def log(line: str) -> None:
         if ctx.verbosity >= 0:
             click.echo(line, err=True)
 
+    if spec.kind == "command" and endpoint is None:
+        from ..reproduce.command import run_argv, search_threshold_command
+
+        argv = list(spec.command or [])
+        if any("{source}" in a for a in argv) and source_dir is None:
+            raise click.UsageError("the recipe's command uses {source}: give --source DIR")
+        res = search_threshold_command(lambda size: run_argv(argv, size, source_dir, spec.command_timeout_s),
+                                       spec, log=log)
+        res.endpoint = "command: " + " ".join(argv)
+        _output(ctx, res)
+        return
+    if endpoint is None:
+        raise click.UsageError("give --endpoint URL (or a --recipe whose reproducer is a command)")
+    if not endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter(f"expected http://HOST:PORT, got {endpoint!r}", param_hint="--endpoint")
     api_key = os.environ.get("BISECTBOT_API_KEY") or None  # sent as a bearer token, never printed
     res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s or 600.0, api_key=api_key)
+    _output(ctx, res)
+
+
+def _output(ctx: Ctx, res: object) -> None:
     if ctx.json:
-        ctx.emit(res.to_dict())
+        ctx.emit(res.to_dict())  # type: ignore[attr-defined]
     else:
         _print_table(res)
-    click.get_current_context().exit(exit_code(res.status))
+    click.get_current_context().exit(exit_code(res.status))  # type: ignore[attr-defined]

@@ -90,3 +90,27 @@ def test_command_that_cannot_run_is_error(tmp_path):
     spec = ReproducerSpec(kind="command", command=["/nonexistent/check", "{size}"])
     res = search_threshold_command(lambda n: run_argv(spec.command, n, None, 10), spec)
     assert res.status == "error" and "cannot run" in res.error and res.requests == 1
+
+
+def test_probe_cli_runs_a_command_recipe_without_a_server(tmp_path):
+    import json
+    import subprocess
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "limit.txt").write_text("25000")
+    check = tmp_path / "check.py"
+    check.write_text("import sys\nlimit = int(open(sys.argv[2] + '/limit.txt').read())\n"
+                     "print('max abs err', 0 if int(sys.argv[1]) < limit else 312.5)\n"
+                     "sys.exit(0 if int(sys.argv[1]) < limit else 1)\n")
+    recipe = tmp_path / "kernel.yaml"
+    recipe.write_text(f"name: kernel\nsource: {{kind: git, repo: .}}\nregress: command\nreproducer:\n"
+                      f"  kind: command\n  command: [{PY!r}, {str(check)!r}, '{{size}}', '{{source}}']\n"
+                      f"  min_size: 2000\n  max_size: 120000\n")
+    base = [PY, "-m", "bisectbot", "--json", "probe", "--recipe", str(recipe)]
+    p = subprocess.run(base + ["--source", str(tmp_path / "src")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    res = json.loads(p.stdout)
+    assert res["status"] == "garbage" and res["last_ok"] < 25000 <= res["first_garbage"]
+    assert res["reasons"] == ["exit 1"] and res["endpoint"].startswith("command: ")
+    p = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--source" in p.stderr
