@@ -114,3 +114,18 @@ def test_ci_runs_the_readme_test_command():
     assert job["runs-on"] == "ubuntu-latest"
     assert "./scripts/test-all.sh" in _steps_text(job)
     assert "./scripts/test-all.sh" in (ROOT / "README.md").read_text()
+
+
+def test_install_runner_dry_run_plans_a_scoped_service(tmp_path):
+    script = ROOT / "runners" / "install-runner.sh"
+    p = subprocess.run(["bash", str(script), "--repo", "octo-org/vllm", "--dry-run", "--min-free-gb", "0",
+                        "--dir", str(tmp_path / "runner")], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "RUNNER_REG_TOKEN": "AABBCCsecret"})
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "usermod -aG docker,video,render bisectbot" in out
+    assert "--url https://github.com/octo-org/vllm" in out and "--labels linux,mi355x" in out
+    assert "svc.sh install bisectbot" in out and "BISECTBOT_STATE=/var/lib/bisectbot/state" in out
+    assert "AABBCCsecret" not in out + p.stderr and "--token ***" in out
+    bad = subprocess.run(["bash", str(script), "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--repo OWNER/REPO is required" in bad.stderr
