@@ -45,7 +45,7 @@ from urllib3.exceptions import MaxRetryError
 
 from ..errors import GitHubError
 from ..ledger import Ledger
-from ..models import ProbeResult, RunResult
+from ..models import ProbeResult, RunResult, Status
 from ..recipe import GitHubTarget
 from .fingerprint import find_fingerprints, fingerprint
 from .history import NightlyResult, problem_present
@@ -224,8 +224,12 @@ class GitHubClient:
         have = self.call("list labels", lambda: {lb.name.lower() for lb in self.repo.get_labels()})
         for name in wanted:
             if name.lower() not in have:
-                self.call(f"create label {name!r}", lambda name=name: self.repo.create_label(
-                    name, LABEL_COLOR, "filed by bisectbot"))
+                try:
+                    self.call(f"create label {name!r}", lambda name=name: self.repo.create_label(
+                        name, LABEL_COLOR, "filed by bisectbot"))
+                except GitHubError as e:
+                    if "HTTP 422" not in str(e):  # 422 already_exists: another run created it meanwhile
+                        raise
 
     def comments(self, issue: Any) -> list[Any]:
         return self.call(f"list comments of #{issue.number}", lambda: list(issue.get_comments()))
@@ -244,7 +248,8 @@ class FilingOutcome:
     ``action``: ``created`` (new issue), ``commented`` (tonight's result on the existing issue),
     ``unchanged`` (this night was already commented, e.g. a retry), ``already-fixed`` (newest
     nightly does not reproduce: nothing filed), ``not-reproduced`` (comment posted), ``closed``
-    (comment posted and issue closed), ``no-issue`` (nothing tracked to comment on), ``dry-run``
+    (comment posted and issue closed), ``no-issue`` (nothing tracked to comment on),
+    ``nothing-to-file`` (the result has status ``no-regression``), ``dry-run``
     (nothing sent; ``paths`` holds the would-be Markdown). ``message`` is one line for the user.
     """
 
@@ -322,6 +327,8 @@ def file_or_update(
     Raises :class:`GitHubError` (token-free message) when GitHub fails beyond the bounded retries.
     """
     fp = fingerprint(result)
+    if result.status == Status.NO_REGRESSION:
+        return FilingOutcome("nothing-to-file", fp, message=f"{result.recipe}: no regression, nothing to file")
     if newest is not None and problem_present(newest, result.kind) is False:
         label = newest.candidate.label or newest.candidate.ref
         if token and not dry_run:

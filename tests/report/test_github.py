@@ -335,3 +335,15 @@ def test_client_works_against_fake_with_secondary_wait_bounded_by_settings(fake_
     c = GitHubClient(target, TOKEN, seconds_between_requests=0, seconds_between_writes=0, max_wait_s=5)
     assert c.repo.full_name == REPO
     assert c.get_issue(12345) is None
+
+
+def test_no_regression_files_nothing_and_label_race_is_tolerated(fake_github, target, ledger, client, tmp_path):
+    from bisectbot.models import RunResult, Status
+
+    out = _file(RunResult(recipe="demo", kind="regression", status=Status.NO_REGRESSION), target, ledger, tmp_path,
+                client)
+    assert out.action == "nothing-to-file" and fake_github.log == []
+    # another run created the label between our listing and our create: 422 already_exists is fine
+    fake_github.fail("POST", r"/labels$", 422, {"message": "Validation Failed", "errors": [
+        {"resource": "Label", "code": "already_exists", "field": "name"}]}, times=2)
+    assert _file(make_result(n_probes=8), target, ledger, tmp_path, client).action == "created"
