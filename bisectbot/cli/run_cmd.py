@@ -107,7 +107,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     session = Session(recipe, ctx.ledger(), runner, echo=echo, replay=lines, base_dir=path.parent,
                       prefetch=prefetch, recipe_path=str(path))
     result = session.run(good, bad)
-    paths = write_report(result, out or recipe.report.dir)
+    gh = recipe.report.github
+    paths = write_report(result, out or recipe.report.dir, recipe.bisect.blame_confidence,
+                         list(gh.mentions) if gh else None)
     final = result.final
     if ctx.json:
         ctx.emit(result.to_dict())

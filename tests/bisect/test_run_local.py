@@ -33,7 +33,7 @@ def test_command_mode_finds_commit_k_with_unbuildable_and_broken_commits(tmp_pat
     assert res["status"] == "culprit" and final["first_bad"]["ref"] == repo.shas[17]
     assert final["last_good"]["ref"] == repo.shas[16]
     md = (out / "report.md").read_text()
-    assert repo.shas[17] in md and "regression in" in md
+    assert repo.shas[17][:10] in md and "Regression in" in md
     # progress lines name candidate, verdict, reason, time and probes left
     assert "probes left" in p.stderr and "command exit" in p.stderr
     log = kit.run_cli("--state", str(tmp_path / "state"), "bisect", "log")
@@ -163,7 +163,7 @@ def test_prefill_engine_history_finds_commit_k_verifies_and_reports(tmp_path, ki
     assert bad_probe["signature"].startswith("garbage@")
     assert res["triage"] == {"no-garbage-config": "good (problem disappears)"}
     md = (out / "report.md").read_text()
-    assert repo.shas[k] in md and "## Triage" in md
+    assert repo.shas[k][:10] in md and "no-garbage-config" in md
     assert f"--good {repo.shas[k - 1]} --bad {repo.shas[k]}" in res["reproduce"]
     # one server start per probe that reached the server (skips for build failures start nothing)
     starts = Counter(v for _, v in kit.read_starts(starts_file))
@@ -216,3 +216,16 @@ def test_parallel_k_ary_run_finds_commit(tmp_path, kit, starts_file) -> None:
     assert p.returncode == 0, p.stderr
     res = json.loads((tmp_path / "out" / "result.json").read_text())
     assert res["stages"][-1]["first_bad"]["ref"] == repo.shas[9]
+
+
+def test_fix_bisection_with_regress_success(tmp_path, kit, starts_file) -> None:
+    """regress: success inverts the predicate: the first candidate where the garbage is gone."""
+    repo = kit.make_engine_repo(tmp_path / "repo", n=12, k=7, low=30000, high=4000)  # garbage until commit 7
+    out = tmp_path / "out"
+    rec = kit.write_recipe(tmp_path / "r.yaml", repo, out, regress="success")
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(rec))
+    assert p.returncode == 0, p.stderr
+    res = json.loads((out / "result.json").read_text())
+    assert res["kind"] == "fix" and res["stages"][-1]["first_bad"]["ref"] == repo.shas[7]
+    verdicts = {pr["candidate"]["ref"]: pr["reason"] for pr in res["stages"][-1]["probes"]}
+    assert verdicts[repo.shas[7]].startswith("fixed") and verdicts[repo.shas[6]].startswith("still broken")
