@@ -428,6 +428,36 @@ def report_not_reproduced(
                          message=f"#{issue.number}: not reproduced since {label}")
 
 
+def dispatch_bisection(
+    target: GitHubTarget,
+    token: str,
+    recipe: str,
+    good: str,
+    bad: str,
+    *,
+    workflow: str = "bisect.yml",
+    ref: str = "main",
+    client: GitHubClient | None = None,
+) -> None:
+    """Start a bisection in GitHub Actions (``POST .../actions/workflows/{workflow}/dispatches``).
+
+    Used after "not reproduced since" to run a fix bisection (``recipe`` names a recipe whose
+    regress mode is ``success``) between the last bad and the first good nightly; ``workflow``
+    must accept the ``recipe``/``good``/``bad`` inputs (``.github/workflows/bisect.yml`` does).
+    Raises ``ValueError`` for refs outside ``[A-Za-z0-9._:/@+~^-]`` and :class:`GitHubError`.
+    """
+    for what, value in (("recipe", recipe), ("good", good), ("bad", bad), ("ref", ref)):
+        if not _REF_RE.match(value):
+            raise ValueError(f"invalid {what} {value!r}")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+\.ya?ml|\d+", workflow):
+        raise ValueError(f"invalid workflow {workflow!r}")
+    client = client or GitHubClient(target, token)
+    repo = client.repo
+    client.call(f"dispatch {workflow}", lambda: repo.requester.requestJsonAndCheck(
+        "POST", f"{repo.url}/actions/workflows/{workflow}/dispatches",
+        input={"ref": ref, "inputs": {"recipe": recipe, "good": good, "bad": bad}}))
+
+
 # --------------------------------------------------------------------------- maintainer commands
 
 
@@ -549,6 +579,6 @@ def acknowledge(command: Command, target: GitHubTarget, token: str, message: str
 
 
 __all__ = [
-    "BotRetry", "Command", "FilingOutcome", "GitHubClient", "TRUSTED_ASSOCIATIONS", "acknowledge",
+    "BotRetry", "Command", "FilingOutcome", "GitHubClient", "TRUSTED_ASSOCIATIONS", "acknowledge", "dispatch_bisection",
     "candidate_link", "file_or_update", "parse_command", "read_commands", "report_not_reproduced",
 ]

@@ -111,6 +111,7 @@ class FakeGitHub:
         self.log: list[tuple[str, str, int]] = []  # (method, path?query, status)
         self.bodies: list[Any] = []  # JSON bodies the bot sent
         self.faults: list[Fault] = []
+        self.dispatches: list[dict[str, Any]] = []  # workflow_dispatch events received
         self.search_indexed: set[int] | None = None  # None: search sees everything immediately
         self.search_enabled = True
         self.drop_labels_on_create = False  # GitHub silently drops labels without triage permission
@@ -376,6 +377,10 @@ class FakeGitHub:
                 issue["assignees"] = [self.user(a) for a in body.get("assignees") or []]
                 issue["assignee"] = issue["assignees"][0] if issue["assignees"] else None
                 return self._json(201, issue, {"Location": issue["url"]})
+        m3 = re.match(r"^/actions/workflows/([^/]+)/dispatches$", rest)
+        if m3 and meth == "POST":
+            self.dispatches.append({"workflow": m3.group(1), **body})
+            return self._json(204, None)
         m2 = re.match(r"^/issues/(\d+)(/comments)?$", rest)
         if m2:
             number = int(m2.group(1))

@@ -24,6 +24,7 @@ from bisectbot.report import NightlyResult, fingerprint, marker
 from bisectbot.report.github import (
     GitHubClient,
     acknowledge,
+    dispatch_bisection,
     file_or_update,
     parse_command,
     read_commands,
@@ -347,3 +348,11 @@ def test_no_regression_files_nothing_and_label_race_is_tolerated(fake_github, ta
     fake_github.fail("POST", r"/labels$", 422, {"message": "Validation Failed", "errors": [
         {"resource": "Label", "code": "already_exists", "field": "name"}]}, times=2)
     assert _file(make_result(n_probes=8), target, ledger, tmp_path, client).action == "created"
+
+
+def test_fix_bisection_is_dispatched_as_a_workflow(fake_github, target, client):
+    dispatch_bisection(target, TOKEN, "glm51-fix", "nightly_main_20260409", "nightly_main_20260410", client=client)
+    assert fake_github.dispatches == [{"workflow": "bisect.yml", "ref": "main", "inputs": {
+        "recipe": "glm51-fix", "good": "nightly_main_20260409", "bad": "nightly_main_20260410"}}]
+    with pytest.raises(ValueError):
+        dispatch_bisection(target, TOKEN, "x", "$(id)", "y", client=client)
