@@ -32,9 +32,7 @@ from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAP
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-CONTRACTS = Path("/work/shared/contracts")
-if not CONTRACTS.exists():  # the repository's copy when run elsewhere
-    CONTRACTS = Path(__file__).resolve().parents[2] / "shared" / "contracts"
+CONTRACTS = Path(__file__).parent / "data"  # copies of shared/contracts (see data/README.md)
 SPEC_PATH = CONTRACTS / "github-rest-subset.openapi.json"
 RECORDED = CONTRACTS / "github-recorded"
 HOP_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "status", "connection"}
