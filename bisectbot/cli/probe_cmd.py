@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_SERVER_ERROR
 from .base import Ctx, cli, pass_ctx
+
+if TYPE_CHECKING:
+    from ..reproduce.threshold import ThresholdResult
 
 PROBE_EPILOG = """\b
 Example:
@@ -46,10 +50,9 @@ def exit_code(status: str) -> int:
             "error": EXIT_SERVER_ERROR}.get(status, EXIT_INCONCLUSIVE)
 
 
-def _summary(res: object) -> str:
-    r = res  # ThresholdResult
-    s = r.status  # type: ignore[attr-defined]
-    lo, hi = r.last_ok, r.first_garbage  # type: ignore[attr-defined]
+def _summary(r: ThresholdResult) -> str:
+    s = r.status
+    lo, hi = r.last_ok, r.first_garbage
     if s == "garbage":
         width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
         return f"GARBAGE from {hi} prompt tokens: threshold in [{lo}, {hi}]{width}"
@@ -60,21 +63,21 @@ def _summary(res: object) -> str:
     if s == "ok":
         return f"OK: no garbage up to {lo} prompt tokens"
     if s == "error":
-        return f"ERROR: {r.error}"  # type: ignore[attr-defined]
+        return f"ERROR: {r.error}"
     return "INCONCLUSIVE: no size could be decided"
 
 
-def _print_table(res: object) -> None:
+def _print_table(res: ThresholdResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(highlight=False, soft_wrap=False)
-    what = res.endpoint if str(res.endpoint).startswith("command:") else f"{res.endpoint} ({res.model})"  # type: ignore
+    what = res.endpoint if str(res.endpoint).startswith("command:") else f"{res.endpoint} ({res.model})"
     t = Table(title=f"probe of {what}", show_lines=False)
     for col in ("#", "requested", "prompt_tokens", "outcome", "agree", "s", "reasons / excerpt"):
         t.add_column(col, justify="right" if col not in ("outcome", "reasons / excerpt") else "left")
     style = {"OK": "green", "GARBAGE": "red", "ERROR": "yellow", "INCONCLUSIVE": "magenta"}
-    for i, row in enumerate(res.table, 1):  # type: ignore[attr-defined]
+    for i, row in enumerate(res.table, 1):
         o = row.outcome.value
         if row.reasons:
             names = [r.split(":", 1)[0] for r in row.reasons]
@@ -84,13 +87,13 @@ def _print_table(res: object) -> None:
         t.add_row(str(i), str(row.requested), str(row.prompt_tokens if row.prompt_tokens is not None else "-"),
                   f"[{style.get(o, '')}]{o}[/]", f"{row.agreement:.0%}", f"{row.seconds:.1f}",
                   (detail[:70] + "…") if len(detail) > 70 else detail)
-    if res.table:  # type: ignore[attr-defined]
+    if res.table:
         console.print(t)
-    for n in res.notes:  # type: ignore[attr-defined]
+    for n in res.notes:
         console.print(f"note: {n}")
-    console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s")  # type: ignore[attr-defined]
-    if res.reasons:  # type: ignore[attr-defined]
-        console.print("reasons at first garbage size: " + "; ".join(res.reasons), markup=False)  # type: ignore
+    console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s")
+    if res.reasons:
+        console.print("reasons at first garbage size: " + "; ".join(res.reasons), markup=False)
     console.print(_summary(res), markup=False)
 
 
@@ -183,9 +186,9 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     _output(ctx, res)
 
 
-def _output(ctx: Ctx, res: object) -> None:
+def _output(ctx: Ctx, res: ThresholdResult) -> None:
     if ctx.json:
-        ctx.emit(res.to_dict())  # type: ignore[attr-defined]
+        ctx.emit(res.to_dict())
     else:
         _print_table(res)
-    click.get_current_context().exit(exit_code(res.status))  # type: ignore[attr-defined]
+    click.get_current_context().exit(exit_code(res.status))

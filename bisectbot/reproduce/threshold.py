@@ -107,6 +107,16 @@ class SizeResult:
             d["evidence"] = self.evidence
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SizeResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(requested=int(d["requested"]), prompt_tokens=d.get("prompt_tokens"),
+                   outcome=Outcome(d["outcome"]), reasons=list(d.get("reasons") or []),
+                   agreement=float(d.get("agreement", 1.0)), votes=dict(d.get("votes") or {}),
+                   requests=int(d.get("requests", 0)), seconds=float(d.get("seconds", 0.0)),
+                   excerpt=d.get("excerpt", ""), error_kind=d.get("error_kind"),
+                   evidence=dict(d.get("evidence") or {}))
+
 
 @dataclass
 class ThresholdResult:
@@ -151,6 +161,15 @@ class ThresholdResult:
                 "requests": self.requests, "wall_s": round(self.wall_s, 3), "reasons": self.reasons,
                 "error": self.error, "notes": self.notes, "model": self.model, "endpoint": self.endpoint,
                 "min_size": self.min_size, "max_size": self.max_size}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ThresholdResult:
+        """Inverse of :meth:`to_dict` (e.g. a result stored in the ledger)."""
+        return cls(status=d["status"], last_ok=d.get("last_ok"), first_garbage=d.get("first_garbage"),
+                   table=[SizeResult.from_dict(r) for r in d.get("table") or []], requests=int(d.get("requests", 0)),
+                   wall_s=float(d.get("wall_s", 0.0)), reasons=list(d.get("reasons") or []), error=d.get("error"),
+                   notes=list(d.get("notes") or []), model=d.get("model"), endpoint=d.get("endpoint"),
+                   min_size=d.get("min_size"), max_size=d.get("max_size"))
 
 
 # --------------------------------------------------------------------------- pure search

@@ -268,3 +268,12 @@ def test_without_tokenize_the_first_guess_is_resent_at_the_real_size(engine_fact
     res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=100000))
     assert res.status == "ok" and abs(res.last_ok - 100000) <= 2000
     assert res.requests == 2 and any("re-sent after calibration" in n for n in res.notes)
+
+
+def test_result_round_trips_through_json(engine_factory):
+    from bisectbot.reproduce.threshold import ThresholdResult
+
+    e = engine_factory(threshold=6000)
+    res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=12000))
+    back = ThresholdResult.from_dict(json.loads(json.dumps(res.to_dict())))
+    assert back.to_dict() == res.to_dict() and back.interval == res.interval
