@@ -6,7 +6,10 @@ failed verification or boundary, no regression, budget spent).
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -30,6 +33,22 @@ class _PerThreadLedger:
 
             led = self._local.ledger = Ledger(self.state_dir)
         return getattr(led, name)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> CandidateRunner
@@ -106,7 +125,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: click.echo(s, err=True))
     session = Session(recipe, ctx.ledger(), runner, echo=echo, replay=lines, base_dir=path.parent,
                       prefetch=prefetch, recipe_path=str(path))
-    result = session.run(good, bad)
+    with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
+        result = session.run(good, bad)
     gh = recipe.report.github
     paths = write_report(result, out or recipe.report.dir, recipe.bisect.blame_confidence,
                          list(gh.mentions) if gh else None)

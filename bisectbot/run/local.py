@@ -81,6 +81,15 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _start_time(pid: int) -> str | None:
+    """Start time of a process (clock ticks since boot, /proc/PID/stat field 22); None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
     """SIGTERM the process group, wait ``grace_s`` seconds, then SIGKILL it."""
     if proc.poll() is None:
@@ -242,8 +251,28 @@ class LocalRunner:
         if root:
             shutil.rmtree(root, ignore_errors=True)
 
+    def _track(self, proc: subprocess.Popen) -> Path:
+        """Note a started process group in ``workdir/pids`` (removed when it is killed)."""
+        d = self.workdir / "pids"
+        d.mkdir(exist_ok=True)
+        f = d / str(proc.pid)
+        f.write_text(_start_time(proc.pid) or "")
+        return f
+
     def cleanup_stale(self) -> None:
-        """Remove worktrees a killed run left behind in ``workdir``."""
+        """Kill process groups and remove worktrees a killed run (``kill -9``) left behind in ``workdir``."""
+        for f in (self.workdir / "pids").glob("*") if (self.workdir / "pids").is_dir() else []:
+            try:
+                pid = int(f.name)
+            except ValueError:
+                continue
+            started = f.read_text().strip()
+            if started and _start_time(pid) == started:  # the same process, not a reused pid
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            f.unlink(missing_ok=True)
         for p in self.workdir.glob("cand-*"):
             shutil.rmtree(p, ignore_errors=True)
         for comp, repo in self.repos.items():
@@ -295,6 +324,7 @@ class LocalRunner:
         except OSError as e:
             fh.close()
             raise ServerError(f"cannot start server {argv[0]!r}: {e}") from None
+        pidfile = self._track(proc)
         base = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + self.recipe.server.health_timeout_s
@@ -317,6 +347,7 @@ class LocalRunner:
         finally:
             _kill_group(proc)
             fh.close()
+            pidfile.unlink(missing_ok=True)
 
     def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
                     env: dict[str, str] | None = None) -> CommandRun:
@@ -328,6 +359,7 @@ class LocalRunner:
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as e:
             return CommandRun(returncode=127, duration_s=0.0, stderr_tail=f"cannot run {argv[0]!r}: {e}")
+        pidfile = self._track(proc)
         try:
             out, err = proc.communicate(timeout=timeout_s)
             timed_out = False
@@ -337,6 +369,7 @@ class LocalRunner:
             timed_out = True
         finally:
             _kill_group(proc, grace_s=0)
+            pidfile.unlink(missing_ok=True)
         return CommandRun(returncode=None if timed_out else proc.returncode, duration_s=time.monotonic() - t0,
                           stdout_tail=out.decode("utf-8", "replace")[-_TAIL:],
                           stderr_tail=err.decode("utf-8", "replace")[-_TAIL:], timed_out=timed_out)

@@ -65,7 +65,7 @@ class EngineRepo:
 
 def make_engine_repo(path: Path, n: int, k: int, unbuildable: set[int] = frozenset(),
                      broken: set[int] = frozenset(), low: int = 4000, high: int = 30000,
-                     name: str = "engine") -> EngineRepo:
+                     name: str = "engine", extra_cfg: dict | None = None) -> EngineRepo:
     """A git history of n commits of the reference engine: the threshold drops to ``low`` at commit k.
 
     Commits in ``unbuildable`` fail the build command; commits in ``broken`` have an engine
@@ -78,7 +78,7 @@ def make_engine_repo(path: Path, n: int, k: int, unbuildable: set[int] = frozens
     (path / "check.py").write_text(CHECK)
     repo = EngineRepo(path, k=k)
     for i in range(n):
-        cfg = {"threshold": low if i >= k else high, "seed": i}
+        cfg = {"threshold": low if i >= k else high, "seed": i, **(extra_cfg or {})}
         if i in broken:
             cfg["broken"] = True
         (path / "engine.json").write_text(json.dumps(cfg))

@@ -74,6 +74,7 @@ def test_local_runner_prepare_build_failure_is_skip_and_worktrees_are_removed(tm
     assert cr.timed_out and cr.returncode is None
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_repeats_no_probe(tmp_path, kit, starts_file) -> None:
     repo = kit.make_engine_repo(tmp_path / "repo", n=40, k=29, unbuildable={14})
     out = tmp_path / "out"
@@ -136,6 +137,7 @@ def test_boundary_failure_exit_3(tmp_path, kit, starts_file) -> None:
     assert p.returncode == 3 and "good end is bad" in p.stdout
 
 
+@pytest.mark.slow
 def test_prefill_engine_history_finds_commit_k_verifies_and_reports(tmp_path, kit, starts_file) -> None:
     """Done-when: the reference engine's threshold drops below the probe sizes at commit k;
     some commits do not build and one engine never starts: `bisectbot run` finds k and verifies it."""
@@ -218,6 +220,7 @@ def test_parallel_k_ary_run_finds_commit(tmp_path, kit, starts_file) -> None:
     assert res["stages"][-1]["first_bad"]["ref"] == repo.shas[9]
 
 
+@pytest.mark.slow
 def test_fix_bisection_with_regress_success(tmp_path, kit, starts_file) -> None:
     """regress: success inverts the predicate: the first candidate where the garbage is gone."""
     repo = kit.make_engine_repo(tmp_path / "repo", n=12, k=7, low=30000, high=4000)  # garbage until commit 7
@@ -229,3 +232,29 @@ def test_fix_bisection_with_regress_success(tmp_path, kit, starts_file) -> None:
     assert res["kind"] == "fix" and res["stages"][-1]["first_bad"]["ref"] == repo.shas[7]
     verdicts = {pr["candidate"]["ref"]: pr["reason"] for pr in res["stages"][-1]["probes"]}
     assert verdicts[repo.shas[7]].startswith("fixed") and verdicts[repo.shas[6]].startswith("still broken")
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_server_probe_leaves_no_server_after_resume(tmp_path, kit, starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", n=10, k=6, extra_cfg={"delay_s": 0.2})
+    rec = kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out")
+    state = tmp_path / "state"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "RUN_ID": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(rec)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids_dir = state / "worktrees" / "engine-demo" / "pids"
+    deadline = time.monotonic() + 60
+    while len(kit.read_starts(starts_file)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    while not list(pids_dir.glob("*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server_pid = int(next(pids_dir.glob("*")).name)
+    proc.kill()  # kill -9 the bot only: its server keeps running in its own process group
+    proc.wait()
+    os.kill(server_pid, 0)  # still alive
+    p = kit.run_cli("--state", str(state), "run", str(rec), env={"RUN_ID": "2"})
+    assert p.returncode == 0, p.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(server_pid, 0)
+    assert not list(pids_dir.glob("*"))
