@@ -198,11 +198,11 @@ def _extract_package(client: Any, image: str, pkg_dir: str, dest: Path) -> None:
                                          labels=container_labels("extract"), network_disabled=True)
     try:
         stream, _ = container.get_archive(pkg_dir)
-        buf = io.BytesIO()
+        buf = tempfile.TemporaryFile()  # a real vllm package with its .so files is ~1 GB: not in memory
         for chunk in stream:
             buf.write(chunk)
         buf.seek(0)
-        with tarfile.open(fileobj=buf) as tar:
+        with buf, tarfile.open(fileobj=buf) as tar:
             members = []
             for m in tar.getmembers():
                 if m.issym() or m.islnk() or m.isdev():
