@@ -111,3 +111,25 @@ def test_replay_of_a_session_log_probes_nothing(tmp_path, kit, starts_file) -> N
     assert Counter(s for _, s in kit.read_starts(starts_file))  # probes ran for candidates the log lacks
     bad = kit.run_cli("--state", str(tmp_path / "s3"), "run", str(rec), "--replay", str(tmp_path / "r.yaml"))
     assert bad.returncode == 2 and "expected 'good|bad|skip REF" in bad.stderr
+
+
+CHECK_BOTH = """\
+import os, sys
+vllm, aiter = sys.argv[1], sys.argv[2]
+bug = lambda d: open(os.path.join(d, "bug.txt")).read().strip() == "1"
+sys.exit(1 if bug(vllm) and bug(aiter) else 0)
+"""
+
+
+def test_regression_needing_both_changes_is_inconclusive_and_said_plainly(tmp_path, kit) -> None:
+    v = make_repo(kit, tmp_path / "vllm", "v", 5, bug_at=3)
+    a = make_repo(kit, tmp_path / "aiter", "a", 5, bug_at=2)
+    r = recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter")
+    (tmp_path / "check.py").write_text(CHECK_BOTH)
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r),
+                    "--good", f"vllm={v[0]},aiter={a[0]}", "--bad", f"vllm={v[4]},aiter={a[4]}")
+    assert p.returncode == 3, p.stderr
+    assert "needs the changes together" in p.stdout
+    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert res["status"] == "inconclusive" and [pr["verdict"] for pr in res["stages"][0]["probes"]] == [
+        "good", "bad", "good", "good"]
