@@ -524,7 +524,7 @@ class Session:
         b = Bisection(len(candidates), false_positive=bs.flake.false_positive,
                       false_negative=bs.flake.false_negative, confidence=bs.confidence,
                       max_probes=bs.max_probes, check_boundary=check_boundary, verify=bs.verify)
-        self.echo(f"stage {name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
+        self.echo(f"{name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
                   f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes")
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}

@@ -59,9 +59,13 @@ def _result_json(out: Path) -> tuple[Path, dict[str, Any]] | None:
         return None
     p = max(found, key=lambda x: x.stat().st_mtime)
     try:
-        return p, json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    # the report area's report.json wraps the RunResult: {"schema", "result", "fingerprint", "blame"}
+    if isinstance(data, dict) and isinstance(data.get("result"), dict) and "stages" not in data:
+        data = data["result"]
+    return p, data
 
 
 def _issue_files(out: Path, since: float) -> list[Path]:
