@@ -165,6 +165,13 @@ class RegistryCandidates:
     def flags(self, culprit: Candidate, predecessor: Candidate) -> list[str]:
         return ["no-op-build"] if culprit.ref == predecessor.ref else []
 
+    def default_ends(self) -> tuple[str | None, str | None]:
+        """``(oldest tag, newest tag)`` of the matching nightlies (by the date in the tag): a
+        nightly recipe names its last-good nightly and bisects up to tonight's. ``(None, None)``
+        when there are none."""
+        tags = [t for t, _ in self._tags()]
+        return (tags[0], tags[-1]) if tags else (None, None)
+
 
 _SOURCES: dict[str, Callable[[Recipe, Path | None, Ledger | None], CandidateSource]] = {
     "git": lambda r, base, led: GitCandidates(r.source, base),  # type: ignore[arg-type]

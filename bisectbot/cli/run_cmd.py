@@ -92,7 +92,7 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
 
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
-         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool) -> int:
+         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False) -> int:
     from ..recipe import load_recipe
     from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
 
@@ -100,6 +100,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     recipe = load_recipe(path)
     if parallel:
         recipe.bisect.parallel = parallel
+    if file_issue and recipe.report.github is None:
+        raise BadInput(f"{path}: --file-issue needs report.github (repo, labels, api_url) in the recipe")
     if dry_run:
         g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
         src = None
@@ -147,7 +149,35 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         for n in result.notes:
             click.echo(n)
         click.echo(f"report: {paths[1]} ({paths[0].name})")
+    if file_issue:
+        outcome = _file_issue(ctx, recipe, result, paths[0].parent)
+        click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
     return exit_code(result)
+
+
+def newest_probe(result):  # -> ProbeResult | None
+    """Tonight's probe of the newest nightly: the stage-1 probe of the bad end (the last candidate
+    of stage 1), when that end is the newest nightly the run was given. None when stage 1 never
+    probed it (e.g. a component-pair run)."""
+    if not result.stages or not result.stages[0].candidates:
+        return None
+    st = result.stages[0]
+    last = st.candidates[-1]
+    for p in reversed(st.probes):
+        if p.candidate.ref == last.ref and p.verdict.value in ("good", "bad"):
+            return p
+    return None
+
+
+def _file_issue(ctx: Ctx, recipe, result, out_dir: Path):  # -> FilingOutcome
+    """File the result on ``recipe.report.github`` (or comment on the issue with its fingerprint)
+    through :func:`bisectbot.report.file_or_update`; the token comes from the environment
+    (:data:`bisectbot.cli.report_cmd.TOKEN_ENV`); without one the would-be issue is written."""
+    from ..report import file_or_update
+    from .report_cmd import _token
+
+    return file_or_update(result, recipe.report.github, _token(), ctx.ledger(), False, out_dir,
+                          newest=newest_probe(result), blame_confidence=recipe.bisect.blame_confidence)
 
 
 _run_options = [
@@ -177,17 +207,22 @@ def _apply(opts):
 @_apply(_run_options)
 @click.option("--replay", type=click.Path(dir_okay=False, exists=True),
               help="Take verdicts from a 'bisectbot bisect log' file instead of probing those candidates.")
+@click.option("--file-issue", is_flag=True,
+              help="File the result on the recipe's report.github (or comment on the issue already filed for "
+                   "it); token from BISECTBOT_GITHUB_TOKEN/GITHUB_TOKEN/GH_TOKEN, without one the would-be "
+                   "issue is written to the report directory.")
 @pass_ctx
 @click.pass_context
 def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool,
-        out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None) -> None:
+        out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None,
+        file_issue: bool) -> None:
     """Bisect RECIPE between a good and a bad candidate; verify; write the report.
 
     \b
     Exit codes: 0 culprit found, 1 error, 2 bad input, 3 inconclusive.
     Interrupted runs resume from the ledger without re-probing.
     """
-    cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch))
+    cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue))
 
 
 @cli.group("bisect")
