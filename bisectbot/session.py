@@ -882,25 +882,17 @@ def render_markdown(result: RunResult) -> str:
 
 def write_report(result: RunResult, out_dir: str | Path, blame_confidence: float = 0.66,
                  mentions: list[str] | None = None) -> list[Path]:
-    """Write the run's result into ``out_dir``; returns the paths, ``result.json`` first and
-    the Markdown report second.
+    """Write ``result.json`` (:meth:`RunResult.to_dict`) and ``report.md`` (:func:`render_markdown`)
+    into ``out_dir``; returns the two paths.
 
-    ``result.json`` is the plain :meth:`RunResult.to_dict`; the Markdown (``report.md``, plus
-    ``report.json`` and ``issue.md``) comes from the report area's renderer
-    (:func:`bisectbot.report.write_report`), or from :func:`render_markdown` when that is
-    unavailable or fails (logged). The one place where a run's result is written.
+    The one place where a run's result is written. The report area renders the richer
+    report and the GitHub issue from ``result.json`` (``bisectbot report``);
+    ``blame_confidence`` and ``mentions`` are accepted for that swap.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jp, mp = out / "result.json", out / "report.md"
     jp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    try:
-        from .report import write_report as render_rich
-
-        paths = render_rich(result, out, mentions=mentions or (), blame_confidence=blame_confidence)
-        return [jp, paths.markdown, *[p for p in paths.all() if p != paths.markdown]]
-    except Exception as e:  # the plain report still lands
-        log.warning("report renderer failed (%s); writing the plain Markdown report", e)
     mp.write_text(render_markdown(result), encoding="utf-8")
     return [jp, mp]
 

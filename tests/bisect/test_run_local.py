@@ -33,7 +33,7 @@ def test_command_mode_finds_commit_k_with_unbuildable_and_broken_commits(tmp_pat
     assert res["status"] == "culprit" and final["first_bad"]["ref"] == repo.shas[17]
     assert final["last_good"]["ref"] == repo.shas[16]
     md = (out / "report.md").read_text()
-    assert repo.shas[17][:10] in md and "Regression in" in md
+    assert repo.shas[17] in md and "regression in" in md
     # progress lines name candidate, verdict, reason, time and probes left
     assert "probes left" in p.stderr and "command exit" in p.stderr
     log = kit.run_cli("--state", str(tmp_path / "state"), "bisect", "log")
@@ -165,7 +165,7 @@ def test_prefill_engine_history_finds_commit_k_verifies_and_reports(tmp_path, ki
     assert bad_probe["signature"].startswith("garbage@")
     assert res["triage"] == {"no-garbage-config": "good (problem disappears)"}
     md = (out / "report.md").read_text()
-    assert repo.shas[k][:10] in md and "no-garbage-config" in md
+    assert repo.shas[k] in md and "## Triage" in md
     assert f"--good {repo.shas[k - 1]} --bad {repo.shas[k]}" in res["reproduce"]
     # one server start per probe that reached the server (skips for build failures start nothing)
     starts = Counter(v for _, v in kit.read_starts(starts_file))
