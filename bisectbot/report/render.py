@@ -275,7 +275,11 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["s"] = lambda v, limit=200: sanitize(v, int(limit))
+    @jinja2.pass_context
+    def s_filter(ctx: Any, v: Any, limit: int = 200) -> str:
+        return sanitize(v, int(limit), refs=bool(ctx.get("for_github", True)))
+
+    env.filters["s"] = s_filter
     env.filters["code"] = lambda v, limit=4000, keep="tail", lang="": code_block(str(v), int(limit), keep, lang)
     return env
 
@@ -331,6 +335,7 @@ def render_markdown(
     chart: str | None = None,
     mentions: Iterable[str] = (),
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
+    for_github: bool | None = None,
 ) -> str:
     """Markdown report of ``result`` at most ``limit`` characters long (UTF-16 units, see module doc).
 
@@ -338,6 +343,8 @@ def render_markdown(
     ``for_issue`` adds the hidden fingerprint marker and the ``cc`` line of ``mentions`` (logins
     or ``org/team`` from the recipe; anything else is dropped). ``chart`` is a relative image
     path embedded in local reports (GitHub issues cannot carry uploaded images through the API).
+    ``for_github`` (default: ``for_issue``) also neutralises ``#123`` cross-references; a local
+    ``report.md`` keeps them readable (``hunk #1``). Mentions are neutralised either way.
     Never raises for odd content: every model/log value is sanitised.
     """
     blame = blame_decision(result, blame_confidence)
@@ -354,6 +361,7 @@ def render_markdown(
             "message": final.message, "flags": final.flags,
         }
     ctx = {
+        "for_github": for_issue if for_github is None else for_github,
         "marker": marker(fp) if for_issue else "",
         "fingerprint": fp,
         "heading": sanitize(heading(result, blame), 250),
@@ -462,7 +470,8 @@ def render_comment(
     room = limit - github_length(plain) - 100
     if github_length(plain) > limit or room < 2000:
         return base
-    return tpl.render(**ctx, b=_DEFAULT_BUDGET, details=render_markdown(result, nightly, limit=room))
+    return tpl.render(**ctx, b=_DEFAULT_BUDGET, details=render_markdown(result, nightly, limit=room,
+                                                                        for_github=True))
 
 
 # --------------------------------------------------------------------------- files

@@ -62,7 +62,7 @@ def visible(text: str, *, keep_newlines: bool = True, keep_tabs: bool = True) ->
     return "".join(out)
 
 
-def _inline_tokens(text: str) -> list[str]:
+def _inline_tokens(text: str, refs: bool = True) -> list[str]:
     """Split sanitized output into atomic tokens (an entity or escape is never cut in half)."""
     text = text.replace("\r\n", "\n")
     tokens: list[str] = []
@@ -79,9 +79,9 @@ def _inline_tokens(text: str) -> list[str]:
             continue
         if ch == "@" and (nxt.isalnum() or nxt in "-_"):
             tokens.append("@" + _ZWSP)
-        elif ch == "#" and nxt.isdigit():
+        elif ch == "#" and nxt.isdigit() and refs:
             tokens.append("\\#" + _ZWSP)
-        elif ch in ("-",) and prev.upper() == "H" and i >= 2 and text[i - 2].upper() == "G" and nxt.isdigit():
+        elif refs and ch == "-" and prev.upper() == "H" and i >= 2 and text[i - 2].upper() == "G" and nxt.isdigit():
             tokens.append("-" + _ZWSP)  # GH-123 cross-reference
         elif ch in _HTML_ESCAPE:
             tokens.append(_HTML_ESCAPE[ch])
@@ -96,7 +96,7 @@ def _inline_tokens(text: str) -> list[str]:
     return tokens
 
 
-def sanitize(text: object, limit: int) -> str:
+def sanitize(text: object, limit: int, *, refs: bool = True) -> str:
     """Return ``text`` as safe *inline* Markdown of at most ``limit`` characters.
 
     Shapes: any object (``str(text)``; ``None`` gives ``""``) in, one line out (newlines and
@@ -108,7 +108,8 @@ def sanitize(text: object, limit: int) -> str:
     bidi/zero-width characters ``\\uNNNN`` (shown literally); ``& < > "`` become HTML entities;
     ``\\ ` * _ [ ] | ~`` are backslash-escaped; a leading ``# > - + = !`` is escaped;
     ``@name`` becomes ``@&#8203;name`` and ``#123`` becomes ``\\#&#8203;123`` so GitHub neither
-    notifies nor cross-links.
+    notifies nor cross-links. ``refs=False`` leaves ``#123`` as is (local files that GitHub never
+    renders as issue content); mentions are always neutralised.
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
@@ -119,7 +120,7 @@ def sanitize(text: object, limit: int) -> str:
     # Each input character gives at least one output character: more than limit+64 cannot show.
     s = redact(s[: limit + 64])
     n_input += len(s) - min(n_input, limit + 64)  # redaction changes lengths
-    tokens = _inline_tokens(s)
+    tokens = _inline_tokens(s, refs)
     total = sum(len(t) for t in tokens)
     if total <= limit and n_input <= len(s):
         return "".join(tokens)

@@ -12,12 +12,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_github import FakeGitHub  # noqa: E402
+from report_helpers import REPO, TOKEN  # noqa: E402
 
 from bisectbot.ledger import Ledger  # noqa: E402
 from bisectbot.recipe import GitHubTarget  # noqa: E402
-
-TOKEN = "ghp_SECRETtoken1234567890abcdefghijklmnop"
-REPO = "octo-org/vllm"
 
 
 @pytest.fixture

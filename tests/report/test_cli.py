@@ -7,8 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, TOKEN
-from helpers import make_result
+from report_helpers import REPO, TOKEN, make_result
 
 from bisectbot.report import fingerprint
 

@@ -12,9 +12,8 @@ import traceback
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TOKEN
 from fake_github import FakeGitHub, load_recording
-from helpers import make_result, nightly
+from report_helpers import REPO, TOKEN, make_result, nightly
 
 from bisectbot.errors import GitHubError
 from bisectbot.ledger import Ledger

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import commit, make_result, nightly
+from report_helpers import commit, make_result, nightly
 
 from bisectbot.models import ProbeResult, RunResult, Status, Verdict
 from bisectbot.report import (
@@ -223,3 +223,12 @@ def test_report_files_written_where_asked(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     paths = write_report(make_result(), tmp_path / "a" / "b")
     assert all(p.exists() and p.is_absolute() for p in paths.all())
+
+
+def test_cross_references_neutralised_for_github_kept_in_local_report():
+    result = make_result(n_probes=8)
+    result.stages[-1].message = "first-bad: vllm 1.9 (demo-workspace conflict: hunk #1 FAILED at 12); @someone"
+    local = render_markdown(result)
+    assert "**first-bad: vllm 1.9 (demo-workspace conflict: hunk #1 FAILED at 12); @&#8203;someone**" in local
+    _, issue = render_issue(result)
+    assert "hunk #1" not in issue and "hunk \\#&#8203;1" in issue and "@someone" not in issue

@@ -16,10 +16,10 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import TOKEN
 from fake_github import RECORDED, load_recording, openapi_for
 from github import Auth, Github
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+from report_helpers import TOKEN
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request, Response
 

@@ -53,3 +53,7 @@ def make_result(*, status: Status = Status.CULPRIT, confidence: float = 0.995, f
         reproduce="bisectbot run recipes/glm51.yaml --good nightly_main_20260401 --bad nightly_main_20260402",
         notes=["verified: culprit bad, parent good"], session_id="s-20260402-01",
     )
+
+
+TOKEN = "ghp_SECRETtoken1234567890abcdefghijklmnop"
+REPO = "octo-org/vllm"
