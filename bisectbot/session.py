@@ -430,6 +430,8 @@ class Session:
             return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
         key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
         cached = self.ledger.get_probe(key)
+        if cached is not None:  # same ref and build: the verdict holds, the label is this stage's
+            cached.candidate = c
         return cached, "cache", key
 
     def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
@@ -780,6 +782,7 @@ class Session:
         assert final is not None
         result.status = final.status
         result.session_id = self.session_id
+        fill_patch_states(result)
         if final.status is Status.CULPRIT and final.message == "" and final.first_bad:
             final.message = f"first bad: {final.first_bad.label or final.first_bad.ref}"
             if is_patch_mode(self.recipe.regress):
@@ -792,6 +795,26 @@ class Session:
         if self.fresh_probes == 0 and not self.replayed:
             result.notes.append("every verdict came from the probe cache")
         return result
+
+
+def fill_patch_states(result: RunResult) -> None:
+    """Give each ``result.patch_stack`` entry (``{"id"}``) the patch's state on the final stage's
+    first-bad candidate (``state``: e.g. ``applies [variant v1]``, ``detail``), taken from that
+    candidate's probe (``ProbeResult.patches``). Entries stay as they are when no probe has them."""
+    final = result.final
+    if final is None or final.first_bad is None or not result.patch_stack:
+        return
+    recs: dict[str, dict[str, Any]] = {}
+    for p in reversed(final.probes):
+        if p.candidate.ref == final.first_bad.ref and p.patches:
+            recs = {str(x.get("id")): x for x in p.patches}
+            break
+    where = final.first_bad.label or final.first_bad.ref
+    for entry in result.patch_stack:
+        rec = recs.get(str(entry.get("id")))
+        if rec and not entry.get("state"):
+            entry["state"] = str(rec.get("label") or rec.get("state") or "")
+            entry["detail"] = str(rec.get("detail") or f"on first bad {where}")
 
 
 def parse_pins(text: str) -> dict[str, str]:
@@ -930,7 +953,8 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
 
 
 __all__ = [
-    "CandidateSource", "GitCandidates", "LogLine", "Prefetcher", "Session", "exit_code", "format_log",
+    "CandidateSource", "GitCandidates", "LogLine", "Prefetcher", "Session", "exit_code", "fill_patch_states",
+    "format_log",
     "make_source", "parse_pins", "parse_replay", "patch_summary", "plan_text", "probe_key", "register_source",
     "resolve_ends",
     "render_markdown", "write_report",

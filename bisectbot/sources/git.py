@@ -68,7 +68,8 @@ class GitRepo:
         return Candidate(
             kind=CandidateKind.COMMIT, ref=c.hexsha, label=f"{c.hexsha[:10]} {subject}".strip(),
             component=self.component,
-            meta={"parents": len(c.parents), "date": c.committed_datetime.isoformat(), "repo": str(self.path)},
+            meta={"parents": len(c.parents), "date": c.committed_datetime.isoformat(), "repo": str(self.path),
+                  "subject": subject},
         )
 
     @_locked

@@ -176,6 +176,11 @@ report:
         assert [c["ref"] for c in s2["candidates"]] == a[1:5]
         assert s2["first_bad"]["ref"] == a[3] and s2["last_good"]["ref"] == a[2]
         assert all(c["meta"]["base"] == pushed[2].pinned for c in s2["candidates"])
+        # a verdict taken from the cache (A5 = the "new aiter" pair) carries this stage's label
+        labels = {c["ref"]: c["label"] for c in s2["candidates"]}
+        assert all(pr["candidate"]["label"] == labels[pr["candidate"]["ref"]] for pr in s2["probes"])
+        (ps,) = res["patch_stack"]
+        assert ps["id"] == "aiter-chunkq-clamp" and ps["state"].startswith("applies"), ps
         assert res["status"] == "culprit" and f"culprit: aiter {a[3]}" in r1.stdout and "verified" in r1.stdout
         assert "github: created:" in r1.stdout, r1.stdout
         issues = fake_github.repos[GH_REPO].issues
