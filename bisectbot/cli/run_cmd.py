@@ -221,6 +221,12 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
     \b
     Exit codes: 0 culprit found, 1 error, 2 bad input, 3 inconclusive.
     Interrupted runs resume from the ledger without re-probing.
+
+    \b
+    Examples:
+      bisectbot run nightly.yaml --dry-run
+      bisectbot run nightly.yaml --good nightly_main_20260401 --bad nightly_main_20260406
+      GITHUB_TOKEN=... bisectbot run nightly.yaml --file-issue   # up to the newest nightly
     """
     cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue))
 
