@@ -105,7 +105,7 @@ def _run(state: Path, recipe: Path, out: Path) -> subprocess.CompletedProcess:
     env.pop("BISECTBOT_GITHUB_TOKEN", None)
     env.pop("GH_TOKEN", None)
     return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(recipe),
-                           "--out", str(out), "--file-issue"], capture_output=True, text=True, env=env, timeout=540)
+                           "--out", str(out), "--file-issue"], capture_output=True, text=True, env=env, timeout=300)
 
 
 @pytest.fixture
@@ -203,7 +203,10 @@ report:
         comments = fake_github.repos[GH_REPO].comments.get(number, [])
         assert len(comments) == 1 and TOKEN not in comments[0]["body"], comments
     finally:
-        refs = [x for p in pushed + (night7 or []) for x in (p.ref, p.pinned)]
-        built = subprocess.run(["docker", "images", "-q", f"bisectbot/{RECIPE_NAME}"], capture_output=True,
-                               text=True).stdout.split()
-        subprocess.run(["docker", "rmi", "-f", *refs, *built], capture_output=True)
+        # the nightlies and the derived images built on them (by base digest: only this run's)
+        ours = pushed + (night7 or [])
+        built = [i for p in ours for i in subprocess.run(
+            ["docker", "images", "-q", "--filter", f"label=org.bisectbot.base-digest={p.digest}"],
+            capture_output=True, text=True).stdout.split()]
+        subprocess.run(["docker", "rmi", "-f", *sorted(set(built)), *[x for p in ours for x in (p.ref, p.pinned)]],
+                       capture_output=True)
