@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .bisect import (
-    FLAG_TEXT,
     Bisection,
     Judgement,
     is_patch_mode,
@@ -783,10 +782,10 @@ class Session:
         result.status = final.status
         result.session_id = self.session_id
         fill_patch_states(result)
-        if final.status is Status.CULPRIT and final.message == "" and final.first_bad:
-            final.message = f"first bad: {final.first_bad.label or final.first_bad.ref}"
-            if is_patch_mode(self.recipe.regress):
-                final.message = patch_summary(final, self.recipe.regress)
+        if (final.status is Status.CULPRIT and final.message == "" and final.first_bad
+                and is_patch_mode(self.recipe.regress)):
+            # which release, which patch state: the report's headline for patch questions
+            final.message = patch_summary(final, self.recipe.regress)
         ok, why = may_blame(final.status, final.confidence, final.flags, self.recipe.bisect.blame_confidence)
         result.notes.append(("may blame: " if ok else "will not blame: ") + why)
         if final.last_good and final.first_bad:
@@ -859,65 +858,24 @@ def patch_summary(stage: StageResult, regress: Any) -> str:
     return out
 
 
-def render_markdown(result: RunResult) -> str:
-    """A plain Markdown report (the report area renders a richer one through ``bisectbot.report``)."""
-    lines = [f"# bisectbot: {result.recipe} ({result.kind})", ""]
-    final = result.final
-    if final and final.status is Status.CULPRIT and final.first_bad and is_patch_mode(result.regress):
-        lines.append(f"**{final.message or patch_summary(final, result.regress)}**, "
-                     f"confidence {final.confidence:.0%}.")
-    elif final and final.status is Status.CULPRIT and final.first_bad:
-        word = "fixed in" if result.kind == "fix" else "regression in"
-        lines.append(f"**{word} {final.first_bad.component or ''} {final.first_bad.ref}** "
-                     f"({final.first_bad.label}), confidence {final.confidence:.0%}.")
-    elif final:
-        lines.append(f"**{final.status.value}**: {final.message}")
-        if final.culprits:
-            lines.append("")
-            lines.append("The first bad candidate is one of: " + ", ".join(
-                f"`{c.label or c.ref}`" for c in final.culprits))
-    lines += ["", f"- model: {result.model or '-'} (tp {result.tp}), runner {result.runner}, "
-                  f"regress `{result.regress}`", f"- session: {result.session_id}"]
-    for n in result.notes:
-        lines.append(f"- {n}")
-    if final and final.flags:
-        lines.append("- plausibility flags: " + "; ".join(FLAG_TEXT.get(f, f) for f in final.flags))
-    if result.triage:
-        lines += ["", "## Triage (toggles on the first bad candidate)", ""]
-        lines += [f"- `{k}`: {v}" for k, v in result.triage.items()]
-    for st in result.stages:
-        lines += ["", f"## {st.name} ({st.component}): {st.status.value}", ""]
-        if st.last_good or st.first_bad:
-            lines.append(f"searched {len(st.candidates)} candidates; last good "
-                         f"`{st.last_good.label if st.last_good else '-'}`, first bad "
-                         f"`{st.first_bad.label if st.first_bad else '-'}`")
-            lines.append("")
-        lines += ["| candidate | verdict | threshold (tokens) | reason | time |", "|---|---|---|---|---|"]
-        for p in st.probes:
-            thr = f"{p.threshold[0]}..{p.threshold[1]}" if p.threshold else ""
-            reason = p.reason.replace("|", "\\|")[:160]
-            lines.append(f"| `{p.candidate.label or p.candidate.ref}` | {p.verdict.value} | {thr} | {reason} | "
-                         f"{p.duration_s:.1f}s |")
-    if result.reproduce:
-        lines += ["", "## Reproduce", "", "```", result.reproduce, "```"]
-    return "\n".join(lines) + "\n"
-
-
 def write_report(result: RunResult, out_dir: str | Path, blame_confidence: float = 0.66,
                  mentions: list[str] | None = None) -> list[Path]:
-    """Write ``result.json`` (:meth:`RunResult.to_dict`) and ``report.md`` (:func:`render_markdown`)
-    into ``out_dir``; returns the two paths.
+    """Write a run's result into ``out_dir``: ``result.json`` (:meth:`RunResult.to_dict`) and,
+    through :func:`bisectbot.report.write_report` (Jinja2 templates), ``report.md``,
+    ``report.json``, the would-be GitHub issue ``issue.md`` and, in GitHub Actions, the job
+    summary. Returns the paths written. Raises ``OSError`` when a file cannot be written.
 
-    The one place where a run's result is written. The report area renders the richer
-    report and the GitHub issue from ``result.json`` (``bisectbot report``);
-    ``blame_confidence`` and ``mentions`` are accepted for that swap.
+    The one place where a run's result is written. ``blame_confidence`` (0..1, recipe
+    ``bisect.blame_confidence``): below it the issue names a range, not a culprit.
     """
+    from .report import write_report as render_report
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    jp, mp = out / "result.json", out / "report.md"
+    jp = out / "result.json"
     jp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    mp.write_text(render_markdown(result), encoding="utf-8")
-    return [jp, mp]
+    paths = render_report(result, out, mentions=mentions or (), blame_confidence=blame_confidence)
+    return [jp, *paths.all()]
 
 
 def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
@@ -957,5 +915,5 @@ __all__ = [
     "format_log",
     "make_source", "parse_pins", "parse_replay", "patch_summary", "plan_text", "probe_key", "register_source",
     "resolve_ends",
-    "render_markdown", "write_report",
+    "write_report",
 ]

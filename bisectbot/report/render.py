@@ -11,7 +11,8 @@ code fence closed and a note).
 
 Expected ``Candidate.meta`` keys (all optional): ``subject`` (commit subject), ``author_login``
 (or ``author``), ``url`` (http/https link to the commit or image), ``date``.
-Expected ``ProbeResult.table`` row keys (all optional): ``size`` (prompt tokens), ``outcome``,
+Expected ``ProbeResult.table`` row keys (all optional): ``prompt_tokens`` (measured), ``requested``
+or ``size`` (prompt tokens asked for), ``outcome``,
 ``reasons`` (str or list), and free text under ``reply``/``output``/``content``/``reasoning``/
 ``excerpt``, shown collapsed.
 """
@@ -62,27 +63,50 @@ _SHRINK_STEPS: list[tuple[str, int]] = [
 # --------------------------------------------------------------------------- small views
 
 
+_SHA_RE = re.compile(r"[0-9a-f]{13,}")
+
+
+def _is_commit(c: Candidate) -> bool:
+    return c.kind.value == "commit" and bool(_SHA_RE.fullmatch(c.ref))
+
+
+def _subject(c: Candidate) -> str:
+    """The commit subject: ``meta['subject']``, else the label without its leading short SHA."""
+    subj = str(c.meta.get("subject") or "")
+    if subj or not c.label:
+        return subj
+    head, _, rest = c.label.partition(" ")
+    return rest if _is_commit(c) and c.ref.startswith(head) else c.label
+
+
 def _short(c: Candidate) -> str:
+    """What a human reads: ``sha12 subject`` for commits, the label (tag, version) otherwise."""
+    if _is_commit(c):
+        subj = _subject(c)
+        return f"{c.ref[:12]} {subj}".strip()
     if c.label:
         return c.label
-    return c.ref[:12] if re.fullmatch(r"[0-9a-f]{13,}", c.ref) else c.ref
+    return c.ref[:12] if _SHA_RE.fullmatch(c.ref) else c.ref
 
 
 def candidate_link(c: Candidate, limit: int = 120) -> str:
     """Sanitised candidate label, linked when ``meta['url']`` is an http(s) URL."""
-    text = sanitize(_short(c), limit)
     url = str(c.meta.get("url") or "")
-    if url and _URL_RE.match(url):
-        return f"[{text}]({url})"
-    return f"`{c.ref[:12]}` {text}" if c.kind.value == "commit" and c.label else text
+    linked = bool(url and _URL_RE.match(url))
+    if _is_commit(c):
+        sha = f"[{c.ref[:12]}]({url})" if linked else f"`{c.ref[:12]}`"
+        return f"{sha} {sanitize(_subject(c), limit)}".rstrip()
+    text = sanitize(_short(c), limit)
+    return f"[{text}]({url})" if linked else text
 
 
 def _author(c: Candidate) -> str:
-    login = str(c.meta.get("author_login") or c.meta.get("author") or "")
+    login = str(c.meta.get("author_login") or "")
     if _LOGIN_RE.match(login):
         # A link, never an @mention: the author is not notified by the bot.
         return f"[{login}](https://github.com/{login})"
-    return sanitize(login, 80) if login else "—"
+    name = str(c.meta.get("author") or login)
+    return sanitize(name, 80) if name else "—"
 
 
 def format_threshold(thr: Sequence[int | None] | None) -> str:
@@ -169,7 +193,8 @@ def _excerpts(result: RunResult) -> list[Any]:
                 val = row.get(key)
                 if isinstance(val, str) and val.strip() and (p.candidate.ref, f"{key}{row.get('size')}") not in seen:
                     seen.add((p.candidate.ref, f"{key}{row.get('size')}"))
-                    out.append({"title": f"{name}: {key} at {row.get('size', '?')} tokens ({row.get('outcome', '')})",
+                    size = row.get("prompt_tokens") or row.get("requested") or row.get("size") or "?"
+                    out.append({"title": f"{name}: {key} at {size} tokens ({row.get('outcome', '')})",
                                 "text": val, "keep": "head"})
         for key in TEXT_KEYS:
             val = p.extra.get(key)
@@ -238,9 +263,8 @@ def heading(result: RunResult, blame: Blame) -> str:
     final = result.final
     if final is not None and blame.ok:
         c = final.culprits[0]
-        subj = str(c.meta.get("subject") or "")
         comp = f"{final.component} " if final.component else ""
-        text = f"{kind} in {comp}{_short(c)}" + (f": {subj}" if subj else "")
+        text = f"{kind} in {comp}{_short(c)}"
     elif final is not None and (final.last_good or final.first_bad):
         lg = _short(final.last_good) if final.last_good else "?"
         fb = _short(final.first_bad) if final.first_bad else "?"
@@ -353,7 +377,7 @@ def render_markdown(
     final_view = None
     if final is not None:
         final_view = {
-            "culprits": [{"link": candidate_link(c), "subject": str(c.meta.get("subject") or ""),
+            "culprits": [{"link": f"`{c.ref}`" if _is_commit(c) else candidate_link(c), "subject": _subject(c),
                           "author": _author(c)} for c in final.culprits],
             "confidence": f"{final.confidence:.2f}",
             "last_good": candidate_link(final.last_good) if final.last_good else "",

@@ -69,7 +69,7 @@ class GitRepo:
             kind=CandidateKind.COMMIT, ref=c.hexsha, label=f"{c.hexsha[:10]} {subject}".strip(),
             component=self.component,
             meta={"parents": len(c.parents), "date": c.committed_datetime.isoformat(), "repo": str(self.path),
-                  "subject": subject},
+                  "subject": subject, "author": c.author.name or ""},
         )
 
     @_locked

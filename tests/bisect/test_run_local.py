@@ -33,7 +33,7 @@ def test_command_mode_finds_commit_k_with_unbuildable_and_broken_commits(tmp_pat
     assert res["status"] == "culprit" and final["first_bad"]["ref"] == repo.shas[17]
     assert final["last_good"]["ref"] == repo.shas[16]
     md = (out / "report.md").read_text()
-    assert repo.shas[17] in md and "regression in" in md
+    assert repo.shas[17] in md and "Regression in" in md
     # progress lines name candidate, verdict, reason, time and probes left
     assert "probes left" in p.stderr and "command exit" in p.stderr
     log = kit.run_cli("--state", str(tmp_path / "state"), "bisect", "log")

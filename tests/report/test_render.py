@@ -212,7 +212,7 @@ def test_probe_table_rows_and_links():
     result = make_result(n_probes=8)
     md = render_markdown(result)
     assert "| 20480–20992 |" in md and "OK up to 32000" in md
-    assert f"[{commit(5).label}](https://github.com/vllm-project/vllm/commit/{commit(5).ref})" in md
+    assert f"[{commit(5).ref[:12]}](https://github.com/vllm-project/vllm/commit/{commit(5).ref})" in md
     assert "[dev5](https://github.com/dev5)" in md and "@dev5" not in md
     p = ProbeResult(candidate=commit(1), verdict=Verdict.BAD, threshold=(None, 4096))
     result.stages[-1].probes = [p]
