@@ -48,10 +48,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from .errors import BadInput, PatchError
 
@@ -253,7 +252,8 @@ def load_stack(path: Path | None = None) -> Stack:
     exists and is a single-file unified diff with at least one hunk.
     Raises :class:`PatchError` (exit code 2) with ``FILE:LINE:COL: field: message`` lines.
     """
-    from .recipe import _field_path, _locate, _mark_tree
+    from .located import LocatedErrors, compose, validate
+    from .located import where as _where
 
     p = Path(path) if path is not None else default_stack_path()
     try:
@@ -261,30 +261,14 @@ def load_stack(path: Path | None = None) -> Stack:
     except OSError as e:
         raise PatchError(f"{p}:1:1: (file): cannot read stack: {e.strerror or e}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise PatchError(f"{p}:{line}:{col}: (yaml): {(e.problem or str(e)).strip()}") from None
-    if node is None or not isinstance(data, dict):
-        raise PatchError(f"{p}:1:1: (top level): expected a mapping with a 'patches' list")
-    marks = _mark_tree(node)
+        data, marks = compose(text, str(p), "stack fields with a 'patches' list")
+        stack = validate(Stack, data, marks, str(p))
+    except LocatedErrors as e:
+        raise PatchError(str(e)) from None
 
-    def where(loc: tuple, unknown: bool = False) -> str:
-        line, col = _locate(marks, loc, unknown)
-        return f"{p}:{line}:{col}: {_field_path(loc, data)}"
+    def where(loc: tuple) -> str:
+        return _where(marks, data, loc, str(p))
 
-    try:
-        stack = Stack.model_validate(data)
-    except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            loc = tuple(err["loc"])
-            unknown = err["type"] == "extra_forbidden"
-            msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
-            problems.append(f"{where(loc, unknown)}: {msg}")
-        raise PatchError("\n".join(problems)) from None
     stack._base_dir = p.parent.resolve()
     stack._source = str(p)
     problems = []

@@ -19,10 +19,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .errors import RecipeError
+from .located import LocatedErrors, compose, load_located, where
 
 
 class _Model(BaseModel):
@@ -306,112 +306,15 @@ class Recipe(_Model):
 # --------------------------------------------------------------------------- loading with line numbers
 
 
-def _mark_tree(node: yaml.Node) -> Any:
-    """Turn a composed YAML node into (value, marks) where marks maps loc tuples to (line, col)."""
-    marks: dict[tuple, tuple[int, int]] = {}
-
-    def walk(n: yaml.Node, loc: tuple) -> None:
-        marks[loc] = (n.start_mark.line + 1, n.start_mark.column + 1)
-        if isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
-                key = k.value
-                marks[loc + (key, "__key__")] = (k.start_mark.line + 1, k.start_mark.column + 1)
-                walk(v, loc + (key,))
-        elif isinstance(n, yaml.SequenceNode):
-            for i, v in enumerate(n.value):
-                walk(v, loc + (i,))
-
-    walk(node, ())
-    return marks
-
-
-def _locate(marks: dict[tuple, tuple[int, int]], loc: tuple, unknown_key: bool) -> tuple[int, int]:
-    if unknown_key and loc + ("__key__",) in marks:
-        return marks[loc[:-1] + (loc[-1], "__key__")]
-    # pydantic adds union tags (e.g. 'registry') into loc; drop parts until we find a node
-    while loc:
-        if loc in marks:
-            return marks[loc]
-        # try dropping a discriminator tag in the middle
-        for i in range(len(loc)):
-            cand = loc[:i] + loc[i + 1 :]
-            if cand in marks:
-                return marks[cand]
-        loc = loc[:-1]
-    return marks.get((), (1, 1))
-
-
-def _strip_tags(loc: tuple, data: Any) -> tuple:
-    """Drop pydantic's discriminated-union tags (``registry``/``pypi``/``git``) from an error loc."""
-    out: list = []
-    cur = data
-    for p in loc:
-        if isinstance(cur, dict) and p not in cur and p in ("registry", "pypi", "git"):
-            continue
-        out.append(p)
-        if isinstance(cur, dict):
-            cur = cur.get(p)
-        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
-            cur = cur[p]
-        else:
-            cur = None
-    return tuple(out)
-
-
-def _field_path(loc: tuple, data: Any) -> str:
-    parts: list[str] = []
-    cur = data
-    for p in loc:
-        if isinstance(cur, dict) and p in cur:
-            parts.append(str(p))
-            cur = cur[p]
-        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
-            parts.append(f"[{p}]")
-            cur = cur[p]
-        elif isinstance(p, str) and p in ("registry", "pypi", "git") and isinstance(cur, dict):
-            continue  # discriminator tag
-        else:
-            parts.append(str(p))
-            cur = None
-    out = ""
-    for part in parts:
-        out += part if part.startswith("[") or not out else "." + part
-    return out or "(top level)"
-
-
 def parse_recipe(text: str, filename: str = "<recipe>") -> Recipe:
     """Parse recipe YAML text.
 
     Raises :class:`RecipeError` listing every problem as ``FILE:LINE:COL: field: message``.
     """
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        msg = (e.problem or str(e)).strip()
-        if e.context:
-            msg = f"{msg} ({e.context.strip()})"
-        raise RecipeError([f"{filename}:{line}:{col}: (yaml): {msg}"]) from None
-    if node is None or not isinstance(data, dict):
-        raise RecipeError([f"{filename}:1:1: (top level): expected a mapping of recipe fields"])
-    marks = _mark_tree(node)
-    try:
-        return Recipe.model_validate(data)
-    except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            loc = _strip_tags(tuple(err["loc"]), data)
-            unknown = err["type"] == "extra_forbidden"
-            line, col = _locate(marks, loc, unknown)
-            msg = err["msg"]
-            if unknown:
-                msg = "unknown field"
-            elif msg.startswith("Value error, "):
-                msg = msg[len("Value error, ") :]
-            problems.append(f"{filename}:{line}:{col}: {_field_path(loc, data)}: {msg}")
-        raise RecipeError(problems) from None
+        return load_located(Recipe, text, filename, "recipe fields")
+    except LocatedErrors as e:
+        raise RecipeError(e.problems) from None
 
 
 def check_patch_ids(recipe: Recipe, known: list[str], text: str, filename: str = "<recipe>") -> list[str]:
@@ -420,13 +323,11 @@ def check_patch_ids(recipe: Recipe, known: list[str], text: str, filename: str =
     Returns one ``FILE:LINE:COL: patches[i]: unknown patch id ...`` line per unknown id
     (empty list when all are known).
     """
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    marks = _mark_tree(node) if node is not None else {}
+    data, marks = compose(text, filename)
     out = []
     for i, pid in enumerate(recipe.patches):
         if pid not in known:
-            line, col = _locate(marks, ("patches", i), False)
-            out.append(f"{filename}:{line}:{col}: patches[{i}]: unknown patch id {pid!r} "
+            out.append(f"{where(marks, data, ('patches', i), filename)}: unknown patch id {pid!r} "
                        f"(known: {', '.join(known) or 'none'})")
     return out
 

@@ -18,11 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import BadInput
-from .recipe import _field_path, _locate, _mark_tree
+from .located import LocatedErrors, load_located
 from .slots import slot_gpus
 
 
@@ -117,26 +116,9 @@ def profile_search_path() -> list[Path]:
 def parse_profile(text: str, filename: str = "<profile>") -> RunnerProfile:
     """Parse a profile's YAML text. Raises :class:`BadInput` with located one-line errors."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise BadInput(f"{filename}:{line}:{col}: (yaml): {(e.problem or str(e)).strip()}") from None
-    if node is None or not isinstance(data, dict):
-        raise BadInput(f"{filename}:1:1: (top level): expected a mapping of runner-profile fields")
-    marks = _mark_tree(node)
-    try:
-        return RunnerProfile.model_validate(data)
-    except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            loc = tuple(err["loc"])
-            unknown = err["type"] == "extra_forbidden"
-            line, col = _locate(marks, loc, unknown)
-            msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
-            problems.append(f"{filename}:{line}:{col}: {_field_path(loc, data)}: {msg}")
-        raise BadInput("\n".join(problems)) from None
+        return load_located(RunnerProfile, text, filename, "runner-profile fields")
+    except LocatedErrors as e:
+        raise BadInput(str(e)) from None
 
 
 def load_profile(name_or_path: str | Path) -> RunnerProfile:
