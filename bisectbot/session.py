@@ -217,6 +217,15 @@ class LogLine:
     verdict: Verdict
     ref: str
     signature: str = ""
+    note: str = ""  # why this verdict is forced (e.g. "maintainer verdict by alice in #12")
+
+    def matches(self, c: Candidate) -> bool:
+        """True when this line names candidate ``c``: its full ref, a SHA prefix (>= 7 characters)
+        or its label (tag, version) or the label's first word (short SHA)."""
+        r = self.ref
+        if r == c.ref or (len(r) >= 7 and c.ref.startswith(r)):
+            return True
+        return bool(c.label) and (r == c.label or r == c.label.split()[0])
 
 
 def parse_replay(text: str, name: str = "<replay>") -> list[LogLine]:
@@ -336,12 +345,15 @@ class Session:
     """One ``bisectbot run``. ``echo`` receives progress lines (None: silent).
 
     ``replay`` forces verdicts per candidate ref (in order) instead of probing.
+    ``human`` are maintainers' verdicts (``/bisectbot good|bad REF``, ``retract`` as skip):
+    they hold for every probe of the candidates they name and are never overridden by a probe.
     ``base_dir`` resolves relative repository paths of the recipe (its directory).
     """
 
     def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *,
                  echo: Echo | None = None, replay: list[LogLine] | None = None,
-                 base_dir: Path | None = None, prefetch: bool = True, recipe_path: str = ""):
+                 base_dir: Path | None = None, prefetch: bool = True, recipe_path: str = "",
+                 human: list[LogLine] | None = None):
         self.recipe = recipe
         self.recipe_path = recipe_path or f"{recipe.name}.yaml"
         self.ledger = ledger
@@ -353,6 +365,7 @@ class Session:
         for ln in replay or []:
             self.replay.setdefault(ln.ref, []).append(ln)
         self.replayed = bool(replay)
+        self.human: list[LogLine] = list(human or [])
         # a runner whose prepare is costly to waste (a release download) can opt out of prefetch
         self.prefetch_enabled = prefetch and getattr(runner, "supports_prefetch", True)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
@@ -367,7 +380,9 @@ class Session:
         return fn(c) if callable(fn) else ""
 
     def _session_id(self, stage: str, good: str, bad: str) -> str:
-        blob = f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
+        human = ",".join(f"{ln.verdict.value}:{ln.ref}" for ln in self.human)
+        blob = (f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
+                + (f"|human={human}" if human else ""))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     # ------------------------------------------------------------------ one probe
@@ -424,6 +439,9 @@ class Session:
         ``origin`` is ``replay`` (forced by the replay log) or ``cache`` (the ledger).
         """
         tname = toggle.name if toggle else ""
+        hv = None if toggle else self.human_verdict(c)
+        if hv is not None:
+            return ProbeResult(c, hv.verdict, reason=hv.note or "maintainer verdict"), "human", ""
         if not toggle and self.replay.get(c.ref):
             ln = self.replay[c.ref].pop(0)
             return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
@@ -594,8 +612,15 @@ class Session:
                                   "culprits": [c.ref for c in st.culprits]})
         return st
 
+    def human_verdict(self, c: Candidate) -> LogLine | None:
+        """The newest maintainer verdict naming ``c`` (see ``human``), or None."""
+        for ln in reversed(self.human):
+            if ln.matches(c):
+                return ln
+        return None
+
     def _needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:
-        if self.replay.get(c.ref):
+        if self.replay.get(c.ref) or self.human_verdict(c) is not None:
             return False
         key = probe_key(c.ref, self._build_key(c), self.repro_key, "", attempts.get(i, 0) + 1)
         return self.ledger.get_probe(key) is None

@@ -125,10 +125,20 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         lines = parse_replay(text, replay)
     runner = _make_runner(ctx, recipe, path, runner_kind)
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: click.echo(s, err=True))
-    session = Session(recipe, ctx.ledger(), runner, echo=echo, replay=lines, base_dir=path.parent,
-                      prefetch=prefetch, recipe_path=str(path))
-    with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
-        result = session.run(good, bad)
+    commands, human = _maintainer_verdicts(recipe) if file_issue else ([], [])
+
+    def bisect(human):  # -> RunResult
+        session = Session(recipe, ctx.ledger(), runner, echo=echo, replay=lines, base_dir=path.parent,
+                          prefetch=prefetch, recipe_path=str(path), human=human)
+        with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
+            return session.run(good, bad)
+
+    result = bisect(human)
+    retracts = _retractions(ctx, result, commands)
+    if retracts:  # the culprit was called wrong on its issue: search again with it excluded (skip)
+        human = human + retracts
+        echo(f"retracted by a maintainer: {', '.join(r.ref[:12] for r in retracts)}; searching again without it")
+        result = bisect(human)
     gh = recipe.report.github
     paths = write_report(result, out or recipe.report.dir, recipe.bisect.blame_confidence,
                          list(gh.mentions) if gh else None)
@@ -150,9 +160,66 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             click.echo(n)
         click.echo(f"report: {paths[1]} ({paths[0].name})")
     if file_issue:
-        outcome = _file_issue(ctx, recipe, result, paths[0].parent)
-        click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
+        if not retracts:  # after a retraction the answer goes to the issue it was asked on
+            outcome = _file_issue(ctx, recipe, result, paths[0].parent)
+            click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
+        for line in _acknowledge(recipe, commands, result):
+            click.echo(f"github: {line}", err=ctx.json)
     return exit_code(result)
+
+
+def _maintainer_verdicts(recipe):  # -> (list[Command], list[LogLine])
+    """Trusted ``/bisectbot`` commands on the recipe's open issues (none without a token) and the
+    human verdicts they give: ``good REF`` / ``bad REF`` hold on every run from then on."""
+    from ..models import Verdict
+    from ..report import read_commands
+    from ..session import LogLine
+    from .report_cmd import _token
+
+    token = _token()
+    if not token or recipe.report.github is None:
+        return [], []
+    commands = read_commands(recipe.report.github, token, include_acknowledged=True)
+    human = [LogLine(Verdict(c.kind), c.ref, note=f"maintainer verdict by {c.author} in #{c.issue}")
+             for c in commands if c.kind in ("good", "bad") and c.ref and not c.error]
+    return commands, human
+
+
+def _retractions(ctx: Ctx, result, commands):  # -> list[LogLine]
+    """``/bisectbot retract`` on the issue this result's culprit was filed as: that culprit as skip."""
+    from ..models import Status, Verdict
+    from ..report import fingerprint
+    from ..session import LogLine
+
+    final = result.final
+    if not commands or final is None or final.status is not Status.CULPRIT or final.first_bad is None:
+        return []
+    filed = ctx.ledger().github_issue(fingerprint(result))
+    if not filed or not filed.get("number"):
+        return []
+    return [LogLine(Verdict.SKIP, final.first_bad.ref, note=f"culprit retracted by {c.author} in #{c.issue}")
+            for c in commands if c.kind == "retract" and c.issue == filed["number"] and not c.error][:1]
+
+
+def _acknowledge(recipe, commands, result) -> list[str]:
+    """Reply once to every command not acknowledged yet, saying what this run did with it."""
+    from ..report import acknowledge
+    from ..report.render import blame_decision, heading
+    from .report_cmd import _token
+
+    token = _token()
+    out = []
+    now = heading(result, blame_decision(result, recipe.bisect.blame_confidence))
+    for c in commands:
+        if c.acknowledged or c.kind == "bisect":  # bisect commands start a workflow (bisect.yml)
+            continue
+        if c.kind == "retract":
+            msg = f"the culprit is excluded and the search was run again. Now: {now}"
+        else:
+            msg = f"{c.ref} is taken as {c.kind} on this and later runs. Now: {now}"
+        o = acknowledge(c, recipe.report.github, token, msg)
+        out.append(f"{o.action}: {o.message}")
+    return out
 
 
 def newest_probe(result):  # -> ProbeResult | None
