@@ -24,6 +24,7 @@ and Markdown to ``recipe.report.dir``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -899,8 +900,34 @@ def write_report(result: RunResult, out_dir: str | Path, blame_confidence: float
     out.mkdir(parents=True, exist_ok=True)
     jp = out / "result.json"
     jp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    paths = render_report(result, out, mentions=mentions or (), blame_confidence=blame_confidence)
+    paths = render_report(result, out, nightly_history(result), mentions=mentions or (),
+                          blame_confidence=blame_confidence)
     return [jp, *paths.all()]
+
+
+def nightly_history(result: RunResult):  # -> bisectbot.report.NightlyResult | None
+    """The nightlies stage 1 probed, oldest first, one probe each (the last): the input of the
+    report's nightly status (first bad / last good nightly, flips) and threshold-over-nightlies
+    chart. None when stage 1 was not over nightlies."""
+    from .models import CandidateKind
+    from .report import NightlyResult
+
+    if not result.stages or not result.stages[0].candidates:
+        return None
+    st = result.stages[0]
+    if st.candidates[0].kind is not CandidateKind.NIGHTLY:
+        return None
+    last: dict[str, ProbeResult] = {}
+    for p in st.probes:
+        if p.verdict is not Verdict.SKIP or p.candidate.ref not in last:
+            last[p.candidate.ref] = p
+    probes = [last[c.ref] for c in st.candidates if c.ref in last]
+    below = None
+    if result.regress.startswith("threshold-below"):
+        with contextlib.suppress(ValueError):
+            below = int(result.regress.split(":", 1)[1])
+    return NightlyResult(recipe=result.recipe, probes=probes, kind=result.kind, regress=result.regress,
+                         threshold_below=below)
 
 
 def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
@@ -940,5 +967,5 @@ __all__ = [
     "format_log",
     "make_source", "parse_pins", "parse_replay", "patch_summary", "plan_text", "probe_key", "register_source",
     "resolve_ends",
-    "write_report",
+    "nightly_history", "write_report",
 ]
