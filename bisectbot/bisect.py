@@ -573,7 +573,8 @@ def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first
     """
     mode, arg = _mode_arg(regress)
     why = ", ".join(reasons)
-    thr_txt = f"last ok {last_ok}, first garbage {first_garbage} tokens"
+    thr_txt = (f"last ok {last_ok if last_ok is not None else '-'}, "
+               f"first garbage {first_garbage if first_garbage is not None else '-'} tokens")
     garbage = status in ("garbage", "all-garbage", "non-monotone")
     if mode == "error":
         if status == "error":

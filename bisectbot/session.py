@@ -632,7 +632,7 @@ class Session:
         left = b.steps_left()
         self.echo(f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res.threshold)}; {res.reason} "
                   f"({res.duration_s:.1f}s, elapsed {time.monotonic() - self.t0:.0f}s){src}"
-                  + ("" if b.done else f"; ~{left} probes left"))
+                  + ("" if b.done else f"; ~{left} probe{'' if left == 1 else 's'} left"))
 
     # ------------------------------------------------------------------ triage
     def triage(self, c: Candidate) -> dict[str, str]:

@@ -22,6 +22,13 @@ from .. import __version__
 from ..errors import EXIT_ERROR
 
 EPILOG = """\b
+Examples:
+  bisectbot demo                                   # the whole job on a built-in engine history
+  bisectbot probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
+  bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+  bisectbot <command> --help                       # each command has its own examples
+
+\b
 Exit codes:
   0  done / culprit found
   1  error

@@ -112,8 +112,9 @@ def write_would_be_issue(ctx: Ctx, recipe_path: Path, out: Path, since: float) -
 @click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Ledger directory (default: the global --state, else a temporary one, so every demo "
                    "probes afresh).")
-@click.option("--keep", is_flag=True,
-              help="Keep the engine history, the recipe and the logs under OUT/work (default: removed).")
+@click.option("--keep/--no-keep", default=True, show_default=True,
+              help="Keep the engine history, the recipe and the ledger under OUT/work, so the report's "
+                   "Reproduce command works after the demo; --no-keep removes them.")
 @click.option("--commits", type=click.IntRange(8, 400), default=40, show_default=True,
               help="Commits in the engine history.")
 @click.option("--seed", type=int, default=1, show_default=True,

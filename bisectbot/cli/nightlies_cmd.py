@@ -60,7 +60,7 @@ Examples:
 def nightlies() -> None:
     """Nightly images: list tags, record tag -> digest in the ledger, show and diff images.
 
-    A moving tag (``nightly``) becomes a dated history of digests by recording it every night.
+    A moving tag (nightly) becomes a dated history of digests by recording it every night.
     """
 
 

@@ -114,7 +114,7 @@ def _image_root(image: str, members: list[str], dest: Path) -> Path:
 @click.option("--source", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="tree holding the package directories (site-packages, sdist root, checkout)")
 @click.option("--pypi", "pypi", metavar="PKG==VERSION", help="a release from the package index, e.g. vllm==0.19.1")
-@click.option("--image", help="a container image (needs the containers area)")
+@click.option("--image", help="a container image (its installed vllm/aiter files are copied out with Docker)")
 @click.option("--index-url", help="package index (default: PIP_INDEX_URL / pip config / PyPI)")
 @ids_opt
 @version_opt

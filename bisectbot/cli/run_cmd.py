@@ -291,9 +291,9 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
 
     \b
     Examples:
-      bisectbot run nightly.yaml --dry-run
-      bisectbot run nightly.yaml --good nightly_main_20260401 --bad nightly_main_20260406
-      GITHUB_TOKEN=... bisectbot run nightly.yaml --file-issue   # up to the newest nightly
+      bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+      bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --good nightly_main_20260401 --bad nightly_main_20260406
+      GITHUB_TOKEN=... bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --file-issue   # up to the newest nightly
     """
     cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue))
 

@@ -6,6 +6,16 @@
 
 from __future__ import annotations
 
-from .engine import EngineProcess, start_engine
+from typing import Any
 
 __all__ = ["EngineProcess", "start_engine"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported lazily: ``python -m bisectbot.demo.engine`` must not find the engine module
+    # already imported by this package (runpy's RuntimeWarning in every server log).
+    if name in __all__:
+        from . import engine
+
+        return getattr(engine, name)
+    raise AttributeError(name)

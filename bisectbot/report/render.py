@@ -32,7 +32,7 @@ import jinja2
 from ..models import Candidate, ProbeResult, RunResult, StageResult, Status
 from .fingerprint import fingerprint, marker
 from .history import NightlyResult, Streak
-from .sanitize import GITHUB_BODY_LIMIT, code_block, github_length, redact, sanitize, visible
+from .sanitize import GITHUB_BODY_LIMIT, code_block, github_length, redact, sanitize, shorten_paths, visible
 
 TEMPLATES = Path(__file__).parent / "templates"
 DEFAULT_BLAME_CONFIDENCE = 0.66
@@ -406,6 +406,8 @@ def render_markdown(
         "session_id": result.session_id,
     }
     tpl = _template("report.md.j2")
+    if ctx["for_github"]:  # leaves the machine: no host paths
+        return _fit(lambda b: shorten_paths(tpl.render(**ctx, b=b)), limit)
     return _fit(lambda b: tpl.render(**ctx, b=b), limit)
 
 

@@ -225,3 +225,16 @@ def redact(text: str) -> str:
     text = _SECRET_PATTERNS[1].sub("***", text)
     text = _SECRET_PATTERNS[2].sub(lambda m: m.group(1) + "***", text)
     return text
+
+
+_HOST_PATH_RE = re.compile(r"(?<![\w/:.~-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
+
+
+def shorten_paths(text: str) -> str:
+    """Replace absolute host paths (``/var/lib/runner/state/logs/x.log``) by ``…/x.log``.
+
+    For text that leaves the machine (GitHub issues and comments): the runner's directory
+    layout is noise there and should not be published. URLs are left alone (a path right
+    after ``:``, ``/`` or a word character is not a host path).
+    """
+    return _HOST_PATH_RE.sub(lambda m: "…/" + m.group(1), text)

@@ -232,3 +232,15 @@ def test_cross_references_neutralised_for_github_kept_in_local_report():
     assert "**first-bad: vllm 1.9 (demo-workspace conflict: hunk #1 FAILED at 12); @&#8203;someone**" in local
     _, issue = render_issue(result)
     assert "hunk #1" not in issue and "hunk \\#&#8203;1" in issue and "@someone" not in issue
+
+
+def test_issue_body_has_no_host_paths_local_report_keeps_them():
+    from bisectbot.report import render_issue
+
+    result = make_result(n_probes=3)
+    p = result.stages[-1].probes[0]
+    p.reason = "server exited (log: /var/lib/bisectbot/state/logs/glm/server-abc-1234.log)"
+    _, body = render_issue(result)
+    assert "/var/lib/bisectbot" not in body and "…/server-abc-1234.log" in body
+    assert "https://github.com/" in body  # links are not paths
+    assert "/var/lib/bisectbot/state/logs/glm/server-abc-1234.log" in render_markdown(result)
