@@ -784,6 +784,9 @@ class Session:
             st = self.search("stage 1", cands, source.component, source.flags)
             result.stages.append(st)
             lg, fb = st.last_good, st.first_bad
+            if r.triage and fb is not None and st.status in (Status.CULPRIT, Status.RANGE):
+                # before any commit bisection (issue 6): which toggles make the problem disappear
+                result.triage = self.triage(fb)
             if st.status is Status.CULPRIT and r.bisect.second_stage and lg and fb:
                 if lg.meta.get("commits") and fb.meta.get("commits"):
                     result.stages += self.components(dict(lg.meta["commits"]), dict(fb.meta["commits"]),
@@ -792,7 +795,8 @@ class Session:
                     result.stages += self.image_components(lg, fb, result)
         final = result.final
         assert final is not None
-        if r.triage and final.first_bad is not None and final.status in (Status.CULPRIT, Status.RANGE):
+        if (r.triage and not result.triage and final.first_bad is not None
+                and final.status in (Status.CULPRIT, Status.RANGE)):  # component-pair runs
             result.triage = self.triage(final.first_bad)
         return self._finish_result(result)
 
