@@ -78,11 +78,9 @@ class GitCandidates:
     """A git range of the recipe's :class:`GitSource` (first-parent by default)."""
 
     def __init__(self, src: GitSource, base_dir: Path | None = None):
-        from .sources.git import GitRepo
+        from .sources.git import GitRepo, local_repo
 
-        path = Path(src.repo).expanduser()
-        if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-            path = base_dir / path
+        path = local_repo(src.repo, base_dir)
         self.src = src
         self.repo = GitRepo(path, src.component or path.resolve().name)
         self.component = self.repo.component

@@ -44,6 +44,7 @@ def build(ctx: Ctx, recipe_path: Path, base: str, overlay: str | None, repo_path
     from ..build import BuildRequest, Overlay, _default_patch_fn, build_image
     from ..recipe import load_recipe
     from ..run.container import stack_hash
+    from ..sources.git import local_repo
     from .nightlies_cmd import _resolve
 
     recipe = load_recipe(recipe_path)
@@ -57,7 +58,7 @@ def build(ctx: Ctx, recipe_path: Path, base: str, overlay: str | None, repo_path
             src = recipe.bisect.components.get(comp)
             if src is None:
                 raise BadInput(f"--overlay {comp}: give --repo or bisect.components.{comp}.repo in the recipe")
-            repo = Path(src.repo)
+            repo = local_repo(src.repo, recipe_path.parent)
         ov = Overlay(comp, repo, commit, base_commit=base_commit)
     ids = [] if no_patches else list(recipe.patches)
     sdir = stack_dir or default_stack_dir()

@@ -66,15 +66,14 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
     if kind == "local":
         from ..recipe import GitSource
         from ..run.local import LocalRunner, load_profile_env
+        from ..sources.git import local_repo
 
         repos: dict[str, Path] = {}
         srcs = ([("", recipe.source)] if isinstance(recipe.source, GitSource) else []) + list(
             recipe.bisect.components.items())
         for name, src in srcs:
-            p = Path(src.repo).expanduser()
-            if not p.is_absolute():
-                p = (recipe_path.parent / p) if (recipe_path.parent / p).exists() else p.resolve()
-            repos.setdefault(name or src.component or p.resolve().name, p)
+            p = local_repo(src.repo, recipe_path.parent)
+            repos.setdefault(name or src.component or p.name, p)
         if not repos:
             raise BadInput(f"{recipe_path}: the local runner needs a git source or bisect.components")
         state = ctx.ledger().state_dir
@@ -88,7 +87,8 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
     state = ctx.ledger().state_dir
     stack_dir = default_stack_path().parent if recipe.patches else None
     return ContainerRunner(recipe, load_profile(recipe.runner), state / "logs" / recipe.name, stack_dir=stack_dir,
-                           ledger=_PerThreadLedger(state), lock_dir=state / "locks")
+                           ledger=_PerThreadLedger(state), lock_dir=state / "locks",
+                           base_dir=recipe_path.parent)
 
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,

@@ -36,6 +36,7 @@ from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
 from ..runner_profile import RunnerProfile, docker_run_kwargs
 from ..slots import gpu_slot
+from ..sources.git import local_repo
 from .base import CommandRun, Prepared, PrepareFailed, Server
 
 log = logging.getLogger(__name__)
@@ -312,8 +313,10 @@ class ContainerRunner:
 
     def __init__(self, recipe: Any, profile: RunnerProfile, log_dir: Path, stack_dir: Path | None = None,
                  client: Any = None, ledger: Any = None, lock_dir: Path | None = None,
-                 keep_images: bool = True):
+                 keep_images: bool = True, base_dir: Path | None = None):
         self.recipe = recipe
+        self.base_dir = base_dir  # resolves relative component repos (the recipe's directory)
+        self._repos: dict[str, Path] = {}
         self.profile = profile
         self.log_dir = Path(log_dir)
         self.stack_dir = stack_dir
@@ -344,7 +347,9 @@ class ContainerRunner:
                 src = self.recipe.bisect.components.get(comp)
                 if src is None:
                     raise BisectbotError(f"recipe has no bisect.components.{comp} git source for the overlay")
-                overlay = Overlay(comp, Path(src.repo), candidate.ref,
+                if comp not in self._repos:  # a URL is cloned (or fetched) once per run
+                    self._repos[comp] = local_repo(src.repo, self.base_dir)
+                overlay = Overlay(comp, self._repos[comp], candidate.ref,
                                   base_commit=candidate.meta.get("base_commit"))
             ids = list(self.recipe.patches)
             sh = stack_hash(self.stack_dir, ids)

@@ -12,6 +12,10 @@ Errors: an unknown ref, or a good commit that is not an ancestor of the bad one,
 from __future__ import annotations
 
 import functools
+import hashlib
+import logging
+import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,66 @@ def _locked(fn):  # GitPython's persistent cat-file processes are not thread-saf
         with self.lock:
             return fn(self, *a, **kw)
     return wrapper
+
+
+log = logging.getLogger(__name__)
+
+_URL_RE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
+
+
+def is_url(spec: str) -> bool:
+    """True for ``https://…``, ``file://…``, ``ssh://…`` and scp-like ``git@host:path``."""
+    return bool(_URL_RE.match(spec))
+
+
+def local_repo(spec: str | Path, base_dir: Path | None = None, cache_dir: Path | None = None,
+               fetch: bool = True) -> Path:
+    """The local git repository a recipe's ``repo`` field names.
+
+    * A URL is cloned once (bare: candidates and worktrees need no checkout) into
+      ``<cache>/repos/<name>-<hash8>`` (``<cache>`` = ``$BISECTBOT_CACHE`` or
+      ``$XDG_CACHE_HOME/bisectbot``) and fetched again on later calls (``fetch``); a fetch
+      that fails keeps the clone as it is, with a warning.
+    * A relative path is looked up next to the recipe (``base_dir``), then in the current
+      directory.
+
+    Raises :class:`BadInput` when the path does not exist or the clone fails.
+    """
+    text = str(spec)
+    if is_url(text):
+        from .releases import cache_dir_default
+
+        root = (cache_dir or cache_dir_default()) / "repos"
+        name = re.sub(r"(\.git)?/*$", "", text).rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "repo"
+        dest = root / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+        refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
+        if not dest.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                git.Repo.clone_from(text, tmp, bare=True)
+            except git.GitCommandError as e:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise BadInput(f"cannot clone {text}: {(e.stderr or str(e)).strip().splitlines()[-1]}") from None
+            tmp.rename(dest)
+        elif fetch:
+            try:
+                git.Repo(dest).git.fetch("--prune", "origin", *refspecs)
+            except git.GitCommandError as e:
+                log.warning("fetch of %s failed, using the clone as it is: %s", text,
+                            (e.stderr or str(e)).strip().splitlines()[-1:])
+        return dest
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        if base_dir is not None and (base_dir / path).exists():
+            return (base_dir / path).resolve()
+        if not path.exists():
+            where = f"next to the recipe ({base_dir / path}) or " if base_dir is not None else ""
+            raise BadInput(f"repo {text!r}: no such directory {where}in the current directory; give the path "
+                           f"of a local clone or a git URL (`bisectbot demo` writes one to "
+                           f"bisectbot-demo-out/work/engine-history)")
+    return path.resolve()
 
 
 class GitRepo:
