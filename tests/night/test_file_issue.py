@@ -3,30 +3,12 @@ reproducer), the contract-following fake GitHub in a real HTTP server, the CLI i
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.bisect.conftest import make_engine_repo, run_cli, write_recipe
-from tests.report.fake_github import FakeGitHub
-
-TOKEN = "ghp_FILEtoken1234567890abcdefghijklmnopqr"
-GH_REPO = "octo-org/vllm"
-
-
-@pytest.fixture
-def fake_github():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    fake = FakeGitHub(token=TOKEN)
-    fake.start()
-    fake.add_repo(GH_REPO)
-    try:
-        yield fake
-    finally:
-        fake.stop()
-    assert fake.problems == [], "\n".join(fake.problems)
+from tests.night.conftest import GH_REPO, TOKEN
 
 
 def _recipe(tmp_path: Path, api_url: str | None) -> Path:

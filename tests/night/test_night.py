@@ -19,7 +19,6 @@ contract-following fake GitHub (tests/report/fake_github.py) in a real HTTP serv
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -37,14 +36,12 @@ from tests.containers.nightly_factory import (
     push_nightlies,
     vllm_sources,
 )
-from tests.report.fake_github import FakeGitHub
+from tests.night.conftest import GH_REPO, TOKEN
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = Path(__file__).parent / "data" / "stack"
-TOKEN = "ghp_NIGHTtoken1234567890abcdefghijklmnopq"
-GH_REPO = "octo-org/vllm"
 RECIPE_NAME = "night-e2e"
 # aiter's serving path runs stage 1 at import with 16 heads per rank: ZeroDivisionError unless patched.
 AITER_INIT = ("from .ops.triton.attention.pa_mqa_logits import stage1\n\n"
@@ -108,17 +105,6 @@ def _run(state: Path, recipe: Path, out: Path) -> subprocess.CompletedProcess:
                            "--out", str(out), "--file-issue"], capture_output=True, text=True, env=env, timeout=300)
 
 
-@pytest.fixture
-def fake_github():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    fake = FakeGitHub(token=TOKEN)
-    fake.start()
-    fake.add_repo(GH_REPO)
-    try:
-        yield fake
-    finally:
-        fake.stop()
-    assert fake.problems == [], "\n".join(fake.problems)
 
 
 def test_two_nights_file_one_issue_then_comment(registry, base_image, fake_github, tmp_path) -> None:  # noqa: F811
