@@ -53,57 +53,18 @@ def concrete_recipe(repo: Path, out: Path, python: str = sys.executable) -> dict
 
 
 def _result_json(out: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The newest run-result JSON in ``out`` (``report.json`` of the report area, else ``result.json``)."""
-    found = [p for p in (out / "report.json", out / "result.json") if p.is_file()]
-    if not found:
-        return None
-    p = max(found, key=lambda x: x.stat().st_mtime)
+    """``result.json`` (a :meth:`RunResult.to_dict`) that ``bisectbot run`` wrote into ``out``."""
+    p = out / "result.json"
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        return p, json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    # the report area's report.json wraps the RunResult: {"schema", "result", "fingerprint", "blame"}
-    if isinstance(data, dict) and isinstance(data.get("result"), dict) and "stages" not in data:
-        data = data["result"]
-    return p, data
-
-
-def _issue_files(out: Path, since: float) -> list[Path]:
-    return sorted(p for p in [*out.glob("issue.md"), *out.glob("issue-*.md")] if p.stat().st_mtime >= since)
 
 
 def write_would_be_issue(ctx: Ctx, recipe_path: Path, out: Path, since: float) -> list[Path]:
-    """The would-be GitHub issue of the run in ``out``: the files the report area wrote, or a dry run
-    of its filing (:func:`bisectbot.report.file_or_update` without a token). Returns the paths."""
-    have = _issue_files(out, since)
-    if have:
-        return have
-    from ..recipe import load_recipe
-
-    recipe = load_recipe(recipe_path)
-    target = recipe.report.github
-    try:  # the report area (issue 7): the dry run of its GitHub filing writes the would-be issue
-        from ..report import load_result  # type: ignore[attr-defined]
-        from ..report.github import file_or_update  # type: ignore[import-not-found]
-    except ImportError:
-        file_or_update = load_result = None
-    found = _result_json(out)
-    if file_or_update is not None and load_result is not None and target is not None and found:
-        result, nightly = load_result(found[0])
-        outcome = file_or_update(result, target, None, ctx.ledger(), True, out, nightly=nightly)
-        return [Path(p) for p in outcome.paths]
-    # The report area's renderer is not in this bisectbot: the issue body is the Markdown report.
-    md = out / "report.md"
-    if not md.is_file() or not found:
-        return []
-    final = (found[1].get("stages") or [{}])[-1]
-    fb = final.get("first_bad") or {}
-    title = (f"[bisectbot] {recipe.name}: regression in {fb.get('component', '')} {str(fb.get('ref', ''))[:12]}"
-             if found[1].get("status") == "culprit" else f"[bisectbot] {recipe.name}: {found[1].get('status')}")
-    where = f"<!-- would be filed on {target.repo} with labels {', '.join(target.labels)} -->\n" if target else ""
-    path = out / "issue.md"
-    path.write_text(f"# {title}\n\n{where}{md.read_text(encoding='utf-8')}", encoding="utf-8")
-    return [path]
+    """The would-be GitHub issue of the run in ``out`` (``issue.md``, written with the report by
+    :func:`bisectbot.session.write_report` since ``since``, a POSIX time). Returns the paths."""
+    return sorted(p for p in [*out.glob("issue.md"), *out.glob("issue-*.md")] if p.stat().st_mtime >= since)
 
 
 @cli.command("demo")

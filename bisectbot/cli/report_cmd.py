@@ -7,22 +7,13 @@ else ``GH_TOKEN``), never from the command line (argv is visible to every user o
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
 
 from ..errors import BadInput
+from ..report.github import token_from_env
 from .base import Ctx, cli, pass_ctx
-
-TOKEN_ENV = ("BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
-
-
-def _token() -> str | None:
-    for name in TOKEN_ENV:
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
 
 
 def _target(recipe: Path | None, repo: str | None, api_url: str | None):
@@ -121,7 +112,7 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
         from ..recipe import load_recipe
 
         bc = load_recipe(recipe).bisect.blame_confidence
-    out = file_or_update(result, target, _token(), ctx.ledger(), dry_run, out_dir or result_file.parent,
+    out = file_or_update(result, target, token_from_env(), ctx.ledger(), dry_run, out_dir or result_file.parent,
                          nightly=nightly, newest=newest, blame_confidence=bc)
     ctx.emit(out.to_dict(), out.message)
 
@@ -138,7 +129,7 @@ def commands_cmd(ctx: Ctx, recipe: Path | None, repo: str | None, api_url: str |
     """List /bisectbot commands (retract, good REF, bad REF, bisect good= bad=) from trusted maintainers."""
     from ..report.github import read_commands
 
-    token = _token()
+    token = token_from_env()
     if not token:
         raise BadInput("reading commands needs a token in $BISECTBOT_GITHUB_TOKEN or $GITHUB_TOKEN")
     cmds = read_commands(_target(recipe, repo, api_url), token, list(issues) or None,

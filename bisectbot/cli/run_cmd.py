@@ -173,10 +173,10 @@ def _maintainer_verdicts(recipe):  # -> (list[Command], list[LogLine])
     human verdicts they give: ``good REF`` / ``bad REF`` hold on every run from then on."""
     from ..models import Verdict
     from ..report import read_commands
+    from ..report.github import token_from_env
     from ..session import LogLine
-    from .report_cmd import _token
 
-    token = _token()
+    token = token_from_env()
     if not token or recipe.report.github is None:
         return [], []
     commands = read_commands(recipe.report.github, token, include_acknowledged=True)
@@ -204,10 +204,10 @@ def _retractions(ctx: Ctx, result, commands):  # -> list[LogLine]
 def _acknowledge(recipe, commands, result) -> list[str]:
     """Reply once to every command not acknowledged yet, saying what this run did with it."""
     from ..report import acknowledge
+    from ..report.github import token_from_env
     from ..report.render import blame_decision, heading
-    from .report_cmd import _token
 
-    token = _token()
+    token = token_from_env()
     out = []
     now = heading(result, blame_decision(result, recipe.bisect.blame_confidence))
     for c in commands:
@@ -239,11 +239,11 @@ def newest_probe(result):  # -> ProbeResult | None
 def _file_issue(ctx: Ctx, recipe, result, out_dir: Path):  # -> FilingOutcome
     """File the result on ``recipe.report.github`` (or comment on the issue with its fingerprint)
     through :func:`bisectbot.report.file_or_update`; the token comes from the environment
-    (:data:`bisectbot.cli.report_cmd.TOKEN_ENV`); without one the would-be issue is written."""
+    (:data:`bisectbot.report.github.TOKEN_ENV`); without one the would-be issue is written."""
     from ..report import file_or_update
-    from .report_cmd import _token
+    from ..report.github import token_from_env
 
-    return file_or_update(result, recipe.report.github, _token(), ctx.ledger(), False, out_dir,
+    return file_or_update(result, recipe.report.github, token_from_env(), ctx.ledger(), False, out_dir,
                           newest=newest_probe(result), blame_confidence=recipe.bisect.blame_confidence)
 
 

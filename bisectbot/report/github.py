@@ -30,6 +30,7 @@ written into ``out_dir`` and :attr:`FilingOutcome.paths` says where.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -59,6 +60,19 @@ from .render import (
 from .sanitize import GITHUB_BODY_LIMIT, redact, register_secret, sanitize
 
 log = logging.getLogger(__name__)
+
+TOKEN_ENV = ("BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
+"""Environment variables read for the GitHub token, in order (never a command-line option:
+argv is visible to every user of the host)."""
+
+
+def token_from_env() -> str | None:
+    """The GitHub token from :data:`TOKEN_ENV` (first one set), or None for a dry run."""
+    for name in TOKEN_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
 T = TypeVar("T")
 
 LABEL_COLOR = "b60205"

@@ -119,16 +119,7 @@ def longest_repeat(tokens: list[str], max_n: int = 6) -> tuple[int, str]:
     best, what = 1, ""
     low = [t.lower() for t in tokens]
     for n in range(1, max_n + 1):
-        run = 1
-        for i in range(n, len(low) - n + 1, n):
-            if low[i:i + n] == low[i - n:i]:
-                run += 1
-                if run > best:
-                    best, what = run, " ".join(low[i:i + n])
-            else:
-                run = 1
-        # also check offsets 1..n-1 for n > 1
-        for off in range(1, n):
+        for off in range(n):  # every alignment of the n-gram grid
             run = 1
             for i in range(off + n, len(low) - n + 1, n):
                 if low[i:i + n] == low[i - n:i]:
