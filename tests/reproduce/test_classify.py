@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import subprocess
 import sys
@@ -60,9 +61,23 @@ def test_benchmark_prints_both_side_by_side():
     p = subprocess.run([sys.executable, str(BENCH)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "combined" in p.stdout and "unique-ratio only" in p.stdout
-    lines = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith(("precision", "recall"))}
+    parts = bench_parts(p.stdout)
+    assert set(parts) == {"tuning", "held-out"}
+    lines = parts["tuning"]
     assert float(lines["precision"][0]) >= 0.98 and float(lines["recall"][0]) >= 0.98
     assert float(lines["recall"][1]) < float(lines["recall"][0])
+
+
+def bench_parts(stdout: str) -> dict[str, dict[str, list[str]]]:
+    """{part: {"precision": [combined, baseline], "recall": [...]}} from the benchmark's text output."""
+    parts: dict[str, dict[str, list[str]]] = {}
+    cur: dict[str, list[str]] = {}
+    for ln in stdout.splitlines():
+        if ln.startswith("== "):
+            cur = parts.setdefault(ln.split()[1], {})
+        elif ln.startswith(("precision", "recall")):
+            cur[ln.split()[0]] = ln.split()[1:]
+    return parts
 
 
 @pytest.mark.parametrize("kind", ["connection", "timeout", "http"])
@@ -108,3 +123,24 @@ def test_every_engine_garbage_kind_is_detected(kind, reasoning):
     r_text, content = eng.coherent(prompt.messages)
     assert classify(Reply(content=content, reasoning=r_text, finish_reason="stop"), spec,
                     prompt.needles).outcome == Outcome.OK
+
+
+def test_heldout_corpus_shape():
+    """The held-out part (issue 11): >= 60 replies per class, >= 3 questions and languages,
+    >= 40 paraphrased from public report shapes; disjoint from the tuning part."""
+    bench = _bench()
+    held = bench.load_corpus(bench.HELDOUT_CORPUS)
+    tuning = bench.load_corpus(bench.DEFAULT_CORPUS)
+    assert sum(c["label"] == "ok" for c in held) >= 60
+    assert sum(c["label"] == "garbage" for c in held) >= 60
+    assert len({c["asked"]["question"] for c in held}) >= 3
+    assert len({c["lang"] for c in held}) >= 3
+    assert sum(c["source"] == "report-shape" for c in held) >= 40
+    assert not {c["id"] for c in held} & {c["id"] for c in tuning}
+
+
+    def key(c):  # the whole input of the classifier
+        return json.dumps([c["content"], c["reasoning"], c["finish_reason"], c["completion_tokens"], c["asked"]],
+                          sort_keys=True)
+
+    assert not {key(c) for c in held} & {key(c) for c in tuning}
