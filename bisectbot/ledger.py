@@ -4,7 +4,9 @@ Tables (schema versioned, migrated forward on open):
 
 * ``nightlies``   -- every (repository, tag, digest) seen, first/last seen (UTC ISO), components JSON
 * ``images``      -- what an image holds, cached by digest (JSON from ``bisectbot.components``)
-* ``probes``      -- probe results keyed by cache key (candidate + build key + reproducer key)
+* ``probes``      -- probe results keyed by cache key (candidate + build key + reproducer key); the
+  full result (size table, evidence, patches) is zlib-compressed JSON in ``result`` (a BLOB; rows
+  written as plain JSON text by earlier versions are still read), so a probe costs well under 2 KB
 * ``sessions``    -- bisection sessions (recipe, range, state JSON) for resume
 * ``events``      -- the readable, replayable log of each session (``bisectbot bisect log``)
 * ``github``      -- fingerprint -> issue number, written *before* and *after* create (crash safety)
@@ -23,7 +25,8 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,6 +64,39 @@ _MIGRATIONS: dict[int, list[str]] = {
             state TEXT NOT NULL, updated TEXT NOT NULL)""",
     ],
 }
+
+
+def _pack(obj: Any) -> bytes:
+    """Compact JSON, zlib-compressed (level 6): a probe with a 7-size table shrinks ~4x."""
+    return zlib.compress(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode(), 6)
+
+
+def _unpack(raw: bytes | str) -> Any:
+    """Inverse of :func:`_pack`; plain JSON text (rows of earlier versions) is read as is."""
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        return json.loads(zlib.decompress(bytes(raw)))
+    return json.loads(raw)
+
+
+class ProbeRows:
+    """The ledger's probe results, oldest first, read lazily: iterating streams rows from SQLite
+    (one decoded :class:`ProbeResult` at a time, so 100,000 probes never sit in memory at once);
+    ``len()`` is one ``COUNT(*)``."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self._db = db
+
+    def __iter__(self) -> Iterator[ProbeResult]:
+        cur = self._db.execute("SELECT result FROM probes ORDER BY rowid")  # insertion = created order, no sort
+        while True:
+            rows = cur.fetchmany(256)
+            if not rows:
+                return
+            for (raw,) in rows:
+                yield ProbeResult.from_dict(_unpack(raw))
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM probes").fetchone()[0])
 
 
 def now_iso() -> str:
@@ -161,6 +197,28 @@ class Ledger:
                 (repository, tag, digest, seen, seen, last_updated, comp),
             )
 
+    def record_nightlies(self, rows: Iterable[tuple[str, str, str, str | None]], seen: str | None = None) -> None:
+        """:meth:`record_nightly` for many ``(repository, tag, digest, last_updated)`` rows in one
+        transaction (a discovery of 5,000 tags is one commit, not 5,000)."""
+        seen = seen or now_iso()
+        with self._tx() as db:
+            db.executemany(
+                """INSERT INTO nightlies(repository, tag, digest, first_seen, last_seen, last_updated)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT(repository, tag, digest) DO UPDATE SET
+                     last_seen=excluded.last_seen,
+                     last_updated=COALESCE(excluded.last_updated, nightlies.last_updated)""",
+                [(repo, tag, dig, seen, seen, lu) for repo, tag, dig, lu in rows],
+            )
+
+    def nightly_digests(self, repository: str) -> dict[str, str]:
+        """``tag -> digest`` last seen for each recorded tag of ``repository`` (what discovery need
+        not ask the registry again for an immutable tag)."""
+        rows = self._db.execute(
+            "SELECT tag, digest FROM nightlies WHERE repository=? ORDER BY last_seen, first_seen", (repository,)
+        ).fetchall()
+        return {t: d for t, d in rows}
+
     def nightlies(self, repository: str | None = None) -> list[dict[str, Any]]:
         """All recorded (tag, digest) rows, oldest first-seen first."""
         q = "SELECT repository, tag, digest, first_seen, last_seen, last_updated, components FROM nightlies"
@@ -201,16 +259,16 @@ class Ledger:
                 """INSERT OR REPLACE INTO probes(cache_key, candidate, verdict, threshold_lo, threshold_hi,
                    result, created) VALUES (?, ?, ?, ?, ?, ?, ?)""",
                 (result.cache_key, result.candidate.ref, result.verdict.value, lo, hi,
-                 json.dumps(result.to_dict(), sort_keys=True), now_iso()),
+                 _pack(result.to_dict()), now_iso()),
             )
 
     def get_probe(self, cache_key: str) -> ProbeResult | None:
         row = self._db.execute("SELECT result FROM probes WHERE cache_key=?", (cache_key,)).fetchone()
-        return ProbeResult.from_dict(json.loads(row[0])) if row else None
+        return ProbeResult.from_dict(_unpack(row[0])) if row else None
 
-    def probes(self) -> list[ProbeResult]:
-        rows = self._db.execute("SELECT result FROM probes ORDER BY created, rowid").fetchall()
-        return [ProbeResult.from_dict(json.loads(r[0])) for r in rows]
+    def probes(self) -> ProbeRows:
+        """Every stored probe result, oldest first, streamed (see :class:`ProbeRows`; ``len()`` works)."""
+        return ProbeRows(self._db)
 
     # ------------------------------------------------------------------ sessions
     def save_session(

@@ -64,10 +64,10 @@ def nightlies() -> None:
     """
 
 
-def _discover(src: Any, page_size: int | None) -> list[Any]:
+def _discover(src: Any, page_size: int | None, known: dict[str, str] | None = None) -> list[Any]:
     from ..sources.registry import discover
 
-    return discover(src, page_size=page_size)
+    return discover(src, page_size=page_size, known=known)
 
 
 @nightlies.command("list")
@@ -86,15 +86,22 @@ def list_cmd(ctx: Ctx, recipe: Path | None, registry: str | None, repository: st
 @nightlies.command("record")
 @_source_options
 @click.option("--introspect", is_flag=True, help="also pull each new digest and record what it holds")
+@click.option("--refresh", is_flag=True,
+              help="ask the registry for every tag's digest, also tags the ledger already holds")
 @pass_ctx
 def record_cmd(ctx: Ctx, recipe: Path | None, registry: str | None, repository: str | None, pattern: str | None,
-               hub_api: str | None, insecure: bool | None, page_size: int | None, introspect: bool) -> None:
-    """Record every matching tag -> digest in the ledger (first/last seen). The nightly job runs this."""
+               hub_api: str | None, insecure: bool | None, page_size: int | None, introspect: bool,
+               refresh: bool) -> None:
+    """Record every matching tag -> digest in the ledger (first/last seen). The nightly job runs this.
+
+    A tag with a date, version or commit in its name that the ledger already holds is not asked
+    again (one manifest request per new or moving tag; --refresh asks for all).
+    """
     from ..sources.registry import image_ref, record
 
     src = _source(recipe, registry, repository, pattern, hub_api, insecure)
-    infos = _discover(src, page_size)
     ledger = ctx.ledger()
+    infos = _discover(src, page_size, None if refresh else ledger.nightly_digests(src.repository))
     known = {(r["tag"], r["digest"]) for r in ledger.nightlies(src.repository)}
     n = record(ledger, infos)
     new = [i for i in infos if (i.tag, i.digest) not in known]

@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from ..errors import EXIT_BAD_INPUT, RecipeError
-from ..recipe import check_patch_ids, load_recipe, recipe_schema
 from .base import Ctx, cli, pass_ctx
 
 
@@ -33,6 +32,7 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
       bisectbot recipe validate recipes/*.yaml
     """
     from ..patches import load_stack
+    from ..recipe import check_patch_ids, load_recipe
 
     known = load_stack(stack_path).ids
     problems: list[str] = []
@@ -63,4 +63,6 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
 @recipe.command()
 def schema() -> None:
     """Print the recipe JSON Schema (for editors)."""
+    from ..recipe import recipe_schema  # pydantic: imported only where used (--version stays fast)
+
     click.echo(json.dumps(recipe_schema(), indent=2))

@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from ..errors import BadInput
-from ..report.github import token_from_env
 from .base import Ctx, cli, pass_ctx
 
 
@@ -97,7 +96,7 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
     Token: $BISECTBOT_GITHUB_TOKEN, $GITHUB_TOKEN or $GH_TOKEN; without one this is a dry run.
     """
     from ..models import ProbeResult
-    from ..report.github import file_or_update
+    from ..report.github import file_or_update, token_from_env
 
     result, nightly = _load(result_file)
     target = _target(recipe, repo, api_url)
@@ -127,7 +126,7 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
 def commands_cmd(ctx: Ctx, recipe: Path | None, repo: str | None, api_url: str | None, issues: tuple[int, ...],
                  include_ack: bool) -> None:
     """List /bisectbot commands (retract, good REF, bad REF, bisect good= bad=) from trusted maintainers."""
-    from ..report.github import read_commands
+    from ..report.github import read_commands, token_from_env
 
     token = token_from_env()
     if not token:

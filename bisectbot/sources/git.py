@@ -1,4 +1,8 @@
-"""Commit ranges of a git repository (GitPython), as ordered candidate lists.
+"""Commit ranges of a git repository, as ordered candidate lists.
+
+Listing a range is one ``git log`` subprocess whatever its length (50,000 first-parent
+commits in about the time ``git log --first-parent`` itself takes); GitPython serves the
+single-object questions (resolve a ref, ancestry, worktrees).
 
 The range between a good and a bad commit follows the first-parent chain by default
 (merges of a topic branch are one candidate, as on vLLM's and aiter's main branches),
@@ -16,7 +20,9 @@ import hashlib
 import logging
 import re
 import shutil
+import subprocess
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,18 @@ def _locked(fn):  # GitPython's persistent cat-file processes are not thread-saf
 
 
 log = logging.getLogger(__name__)
+
+# one record per commit: SHA, parents, committer date (strict ISO 8601), author name, subject
+_LOG_FORMAT = "%H%x00%P%x00%cI%x00%an%x00%s%x1e"
+
+
+def _iso(date: str) -> str:
+    """``%cI`` (``2026-04-12T07:00:00Z`` or ``…+02:00``) in the form ``datetime.isoformat()`` gives."""
+    try:
+        return datetime.fromisoformat(date.replace("Z", "+00:00")).isoformat()
+    except ValueError:
+        return date
+
 
 _URL_RE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 
@@ -124,21 +142,36 @@ class GitRepo:
         except (git.BadName, ValueError, git.GitCommandError):
             raise BadInput(f"{self.path}: unknown commit {ref!r}; expected a branch, tag or SHA") from None
 
+    def _log(self, *args: str) -> list[tuple[str, list[str], Candidate]]:
+        """``git log`` records as ``(sha, parent SHAs, candidate)``, in git's order. One subprocess."""
+        p = subprocess.run(["git", "-C", str(self.path), "log", "--no-color", f"--format={_LOG_FORMAT}", *args],
+                           capture_output=True)
+        if p.returncode != 0:
+            msg = p.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise BadInput(f"{self.path}: git log {' '.join(args)} failed: {msg[-1] if msg else p.returncode}")
+        out = []
+        for rec in p.stdout.decode("utf-8", "replace").split("\x1e"):
+            rec = rec.lstrip("\n")
+            if not rec:
+                continue
+            sha, parents, date, author, subject = rec.split("\x00", 4)
+            plist = parents.split()
+            out.append((sha, plist, Candidate(
+                kind=CandidateKind.COMMIT, ref=sha, label=f"{sha[:10]} {subject}".strip(), component=self.component,
+                meta={"parents": len(plist), "date": _iso(date), "repo": str(self.path), "subject": subject,
+                      "author": author},
+            )))
+        return out
+
     @_locked
     def candidate(self, ref: str) -> Candidate:
-        """The commit ``ref`` as a :class:`Candidate` (label: short SHA + subject)."""
-        c = self.repo.commit(self.resolve(ref))
-        subject = (c.message or "").splitlines()[0] if c.message else ""
-        return Candidate(
-            kind=CandidateKind.COMMIT, ref=c.hexsha, label=f"{c.hexsha[:10]} {subject}".strip(),
-            component=self.component,
-            meta={"parents": len(c.parents), "date": c.committed_datetime.isoformat(), "repo": str(self.path),
-                  "subject": subject, "author": c.author.name or ""},
-        )
+        """The commit ``ref`` as a :class:`Candidate` (label: short SHA + subject; meta: parents,
+        committer date, repo, subject, author)."""
+        return self._log("-1", self.resolve(ref), "--")[0][2]
 
     @_locked
     def commits(self, good: str, bad: str, first_parent: bool = True) -> list[Candidate]:
-        """Candidates from ``good`` to ``bad`` inclusive, oldest first.
+        """Candidates from ``good`` to ``bad`` inclusive, oldest first (one ``git log`` subprocess).
 
         With ``first_parent`` the list walks the first-parent chain of ``bad`` back to
         ``good``, which must lie on it. Raises BadInput otherwise, or when ``good`` is not
@@ -150,14 +183,13 @@ class GitRepo:
         if not self.repo.is_ancestor(g, b):
             raise BadInput(f"{self.path}: good {good} ({g[:12]}) is not an ancestor of bad {bad} ({b[:12]}); "
                            "swap them for a fix bisection, or choose an older good commit")
-        args = ["--reverse"] + (["--first-parent"] if first_parent else ["--topo-order"]) + [f"{g}..{b}"]
-        shas = self.repo.git.rev_list(*args).split()
+        order = ["--first-parent"] if first_parent else ["--topo-order"]
+        recs = self._log("--reverse", *order, f"{g}..{b}", "--")
         if first_parent:
-            oldest = self.repo.commit(shas[0])
-            if not oldest.parents or oldest.parents[0].hexsha != g:
+            if not recs or not recs[0][1] or recs[0][1][0] != g:
                 raise BadInput(f"{self.path}: good {good} ({g[:12]}) is not on the first-parent chain of bad "
                                f"{bad}; use the merge commit that brought it in, or first_parent: false")
-        return [self.candidate(s) for s in [g, *shas]]
+        return [self.candidate(g), *(c for _, _, c in recs)]
 
     @_locked
     def parents(self, ref: str) -> int:

@@ -30,7 +30,7 @@ import fnmatch
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -52,6 +52,8 @@ MANIFEST_ACCEPT = ", ".join([
 DOCKER_HUB_REGISTRY = "registry-1.docker.io"
 DOCKER_HUB_API = "https://hub.docker.com"
 USER_AGENT = "bisectbot (+https://github.com/bisectbot)"
+#: manifest HEADs in flight at once during discovery (issue 15: "concurrent, 8 at a time")
+DEFAULT_HEAD_WORKERS = 8
 
 
 @dataclass
@@ -305,9 +307,10 @@ class RegistryClient:
         return "sha256:" + hashlib.sha256(resp.content).hexdigest()
 
     def tag_infos(self, repository: str, pattern: str = "*", page_size: int | None = None) -> list[TagInfo]:
-        """Tags matching ``pattern`` (fnmatch) with their digests (one ``HEAD`` each)."""
-        return [TagInfo(repository, t, self.digest(repository, t))
-                for t in filter_tags(self.tags(repository, page_size), pattern)]
+        """Tags matching ``pattern`` (fnmatch) with their digests (one ``HEAD`` each, 8 at a time)."""
+        infos = [TagInfo(repository, t) for t in filter_tags(self.tags(repository, page_size), pattern)]
+        fill_digests(infos, self)
+        return infos
 
 
 class HubClient:
@@ -354,6 +357,7 @@ class HubClient:
 
 # ---------------------------------------------------------------------- pure helpers
 
+_HEX_RUN = re.compile(r"[0-9a-f]{7,}")
 _DATE_IN_TAG = re.compile(r"(?<!\d)(20\d{2})(\d{2})(\d{2})(?!\d)")
 
 
@@ -400,40 +404,143 @@ def merge_hub_dates(infos: list[TagInfo], hub: list[TagInfo]) -> list[TagInfo]:
     return infos
 
 
+def is_moving(tag: str) -> bool:
+    """True for a tag that names no date, version or commit (no digit and no run of 7+ hex letters in
+    it: ``nightly``, ``latest``, ``base``): such a tag is re-pointed by its publisher, so a digest recorded earlier says nothing
+    about it now. Tags with a digit (``nightly_main_20260412``, ``nightly-<sha>``, ``v0.11.2``) are
+    treated as immutable once recorded (DOMAIN.md: "Dated tags remain for history")."""
+    return not any(ch.isdigit() for ch in tag) and not _HEX_RUN.search(tag)
+
+
+def list_tags(source: Any, registry_client: RegistryClient | None = None, hub_client: HubClient | None = None,
+              page_size: int | None = None) -> list[TagInfo]:
+    """The matching tags of a recipe's :class:`bisectbot.recipe.RegistrySource`, oldest first, without
+    per-tag requests: names from the registry's tag list (digests None), or, with ``hub_api``,
+    names, digests and dates from Docker Hub's list. Raises :class:`RegistryError`."""
+    if not source.hub_api:
+        rc = registry_client or RegistryClient(source.registry, insecure=source.insecure)
+        names = filter_tags(rc.tags(source.repository, page_size), source.tag_pattern)
+        return order_tags(TagInfo(source.repository, t) for t in names)
+    hc = hub_client or HubClient(source.hub_api)
+    hub = hc.tags(source.repository, page_size=min(page_size or 100, 100))
+    wanted = set(filter_tags([h.tag for h in hub], source.tag_pattern))
+    return order_tags(TagInfo(source.repository, h.tag, h.digest, h.last_updated) for h in hub if h.tag in wanted)
+
+
+def fill_digests(infos: list[TagInfo], client: RegistryClient, known: Mapping[str, str] | None = None,
+                 workers: int = DEFAULT_HEAD_WORKERS) -> int:
+    """Give every tag of ``infos`` its digest, in place; returns how many manifest ``HEAD`` requests it took.
+
+    A tag that already carries a digest keeps it; an immutable tag (:func:`is_moving` false) found in
+    ``known`` (tag -> digest, e.g. :meth:`bisectbot.ledger.Ledger.nightly_digests`) takes the recorded
+    one; the rest are asked with one ``HEAD`` each, ``workers`` at a time (default 8). Raises
+    :class:`RegistryError` (the first failure) when a ``HEAD`` fails.
+    """
+    todo: list[TagInfo] = []
+    for t in infos:
+        if t.digest:
+            continue
+        if known and not is_moving(t.tag) and known.get(t.tag):
+            t.digest = known[t.tag]
+        else:
+            todo.append(t)
+    if not todo:
+        return 0
+    if workers <= 1 or len(todo) == 1:
+        for t in todo:
+            t.digest = client.digest(t.repository, t.tag)
+        return len(todo)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the first request settles the bearer token, so the concurrent ones reuse it
+    todo[0].digest = client.digest(todo[0].repository, todo[0].tag)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="manifest-head") as pool:
+        for t, dig in zip(todo[1:], pool.map(lambda t: client.digest(t.repository, t.tag), todo[1:])):
+            t.digest = dig
+    return len(todo)
+
+
 def discover(source: Any, registry_client: RegistryClient | None = None, hub_client: HubClient | None = None,
-             page_size: int | None = None) -> list[TagInfo]:
+             page_size: int | None = None, known: Mapping[str, str] | None = None,
+             workers: int = DEFAULT_HEAD_WORKERS) -> list[TagInfo]:
     """Tags of a recipe's :class:`bisectbot.recipe.RegistrySource` matching its ``tag_pattern``,
     with digests and, when ``hub_api`` is set, dates; oldest first. Raises :class:`RegistryError`.
 
-    Without ``hub_api``: the registry's tag list, one manifest ``HEAD`` per matching tag. With
-    it: Docker Hub's list (names, digests, ``last_updated``; no per-tag request), and a registry
-    ``HEAD`` only for a tag whose Hub entry has no digest.
+    Without ``hub_api``: the registry's tag list, then one manifest ``HEAD`` per matching tag that
+    ``known`` (tag -> digest recorded earlier) does not already answer, ``workers`` at a time (see
+    :func:`fill_digests`). With it: Docker Hub's list (names, digests, ``last_updated``; no per-tag
+    request), and a registry ``HEAD`` only for a tag whose Hub entry has no digest.
     """
     rc = registry_client or RegistryClient(source.registry, insecure=source.insecure)
-    if not source.hub_api:
-        return order_tags(rc.tag_infos(source.repository, source.tag_pattern, page_size=page_size))
-    hc = hub_client or HubClient(source.hub_api)
-    hub = hc.tags(source.repository, page_size=min(page_size or 100, 100))
-    repo = source.repository
-    wanted = set(filter_tags([h.tag for h in hub], source.tag_pattern))
-    infos = [TagInfo(repo, h.tag, h.digest, h.last_updated) for h in hub if h.tag in wanted]
-    for t in infos:
-        if not t.digest:
-            t.digest = rc.digest(repo, t.tag)
-    return order_tags(infos)
+    infos = list_tags(source, rc, hub_client, page_size)
+    fill_digests(infos, rc, known if not source.hub_api else None, workers)
+    return infos
+
+
+class NightlyTags:
+    """The matching tags of one registry source during one run: listed once, digests asked lazily.
+
+    ``tags()`` is the tag list (oldest first, digests only where Docker Hub gave them) and is
+    fetched at most once per object; ``digests(lo, hi)`` fills the digests of the tags at
+    positions ``lo..hi`` (inclusive) only: from ``known`` (tag -> digest recorded in the ledger)
+    for immutable tags, else one ``HEAD`` each, ``workers`` at a time. ``heads`` counts the manifest
+    requests sent so far. Raises :class:`RegistryError` like :func:`discover`.
+    """
+
+    def __init__(self, source: Any, registry_client: RegistryClient | None = None,
+                 hub_client: HubClient | None = None, known: Mapping[str, str] | None = None,
+                 page_size: int | None = None, workers: int = DEFAULT_HEAD_WORKERS):
+        self.source = source
+        self.client = registry_client or RegistryClient(source.registry, insecure=source.insecure)
+        self.hub_client = hub_client
+        self.known = dict(known or {})
+        self.page_size = page_size
+        self.workers = workers
+        self.heads = 0
+        self._tags: list[TagInfo] | None = None
+
+    def tags(self) -> list[TagInfo]:
+        """Every matching tag, oldest first (one listing per object)."""
+        if self._tags is None:
+            self._tags = list_tags(self.source, self.client, self.hub_client, self.page_size)
+        return self._tags
+
+    def digests(self, lo: int = 0, hi: int | None = None) -> list[TagInfo]:
+        """The tags at positions ``lo..hi`` (inclusive; ``hi`` None: to the newest), digests filled."""
+        tags = self.tags()
+        part = tags[lo:(len(tags) if hi is None else hi + 1)]
+        self.heads += fill_digests(part, self.client, None if self.source.hub_api else self.known, self.workers)
+        return part
+
+    def index(self, name: str) -> int | None:
+        """Position of a tag named ``name``, or of the first tag whose digest is ``name`` (asking the
+        registry for every digest only when ``name`` is a digest the listing and ledger lack)."""
+        tags = self.tags()
+        for i, t in enumerate(tags):
+            if t.tag == name:
+                return i
+        if not name.startswith("sha256:"):
+            return None
+        for i, t in enumerate(tags):
+            if (t.digest or (None if is_moving(t.tag) else self.known.get(t.tag))) == name:
+                return i
+        for i, t in enumerate(self.digests()):
+            if t.digest == name:
+                return i
+        return None
 
 
 def record(ledger: Any, infos: Iterable[TagInfo], seen: str | None = None) -> int:
-    """Record every tag -> digest in the ledger (first/last seen); returns how many were recorded.
-    Tags without a digest are skipped."""
-    n = 0
+    """Record every tag -> digest in the ledger (first/last seen) in one transaction; returns how many
+    were recorded. Tags without a digest are skipped."""
     seen = seen or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    for t in infos:
-        if not t.digest:
-            continue
-        ledger.record_nightly(t.repository, t.tag, t.digest, last_updated=t.last_updated, seen=seen)
-        n += 1
-    return n
+    rows = [(t.repository, t.tag, t.digest, t.last_updated) for t in infos if t.digest]
+    if hasattr(ledger, "record_nightlies"):
+        ledger.record_nightlies(rows, seen=seen)
+    else:  # a ledger-like object with only the one-row method
+        for repo, tag, dig, lu in rows:
+            ledger.record_nightly(repo, tag, dig, last_updated=lu, seen=seen)
+    return len(rows)
 
 
 def image_ref(registry: str, repository: str, tag_or_digest: str) -> str:

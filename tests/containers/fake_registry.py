@@ -10,6 +10,8 @@ for the failure cases the real ``docker-registry`` cannot produce without a toke
   ``Accept`` header lists the OCI index / manifest-list types (else the platform manifest);
 * Docker Hub tags API ``/v2/repositories/<ns>/<repo>/tags`` serving the contract's paged
   sample (``next`` rewritten to this server);
+* ``latency_s``: every request waits that long before answering (a far registry); ``max_inflight``
+  records the most requests served at once;
 * injected failures: the first ``fail_429`` requests to a path get 429 with ``Retry-After``
   (registry) or ``X-Retry-After`` (Hub, unix time); ``fail_500`` gives 500s.
 """
@@ -30,8 +32,12 @@ INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docke
 class FakeRegistry:
     def __init__(self, tags: dict[str, list[str]], digests: dict[str, str] | None = None, link: bool = True,
                  fail_429: int = 0, retry_after: str = "1", fail_500: int = 0, hub_pages: list[dict] | None = None,
-                 expires_in: int = 300):
+                 expires_in: int = 300, latency_s: float = 0.0):
         self.tags = tags
+        self.latency_s = latency_s
+        self.inflight = 0
+        self.max_inflight = 0
+        self._lock = threading.Lock()
         self.digests = digests or {}
         self.link = link
         self.fail_429 = fail_429
@@ -73,10 +79,22 @@ class FakeRegistry:
                     self.wfile.write(data)
 
             def do_HEAD(self) -> None:
-                self._route(body=False)
+                self._timed(body=False)
 
             def do_GET(self) -> None:
-                self._route(body=True)
+                self._timed(body=True)
+
+            def _timed(self, body: bool) -> None:
+                with fake._lock:
+                    fake.inflight += 1
+                    fake.max_inflight = max(fake.max_inflight, fake.inflight)
+                try:
+                    if fake.latency_s:
+                        time.sleep(fake.latency_s)
+                    self._route(body)
+                finally:
+                    with fake._lock:
+                        fake.inflight -= 1
 
             def _route(self, body: bool) -> None:
                 u = urlparse(self.path)

@@ -102,3 +102,52 @@ def test_kill_9_mid_write_leaves_readable_ledger(tmp_path: Path) -> None:
     # every probe the writer reported as committed is there; at most the one in flight is missing
     assert {f"k-{i}" for i in done} <= keys
     assert len(keys) >= len(done)
+
+
+def _probe(i: int) -> ProbeResult:
+    """A probe shaped like a real threshold search: 7 sizes, votes, excerpts, patches, logs."""
+    c = Candidate(CandidateKind.COMMIT, f"{i:040x}", f"{i:010x} indexer: reuse the workspace buffer", "vllm",
+                  {"parents": 1, "date": "2026-04-12T07:00:00+00:00", "repo": "/src/vllm", "author": "A. Dev",
+                   "subject": "indexer: reuse the workspace buffer"})
+    table = [{"requested": s, "prompt_tokens": s + 3, "outcome": "ok" if s < 20000 else "garbage",
+              "reasons": [] if s < 20000 else ["repetition", "low-entropy"], "agreement": 1.0,
+              "votes": {"ok": 3} if s < 20000 else {"garbage": 3}, "requests": 3, "seconds": 4.125,
+              "excerpt": ("The capital of France is Paris. " * 4)[:120]}
+             for s in (2048, 4096, 8192, 16384, 20480, 24576, 32768)]
+    return ProbeResult(c, Verdict.BAD if i % 2 else Verdict.GOOD, reason="threshold 16384..20480 tokens",
+                       threshold=(16384, 20480), signature="garbage@16K-20K", table=table, duration_s=312.5,
+                       log_paths=[f"/state/logs/{i}/server.log"], patches=[{"id": "aiter-chunkq-clamp",
+                                                                            "state": "applied"}],
+                       cache_key=f"key-{i:08d}", extra={"build_key": f"b{i}", "requests": 21, "status": "found"})
+
+
+def test_probe_storage_is_compact_streamed_and_reads_old_rows(tmp_path: Path) -> None:
+    """Issue 15: under 2 KB per probe on disk; ``probes()`` streams and counts; rows written as plain
+    JSON text by earlier versions still read."""
+    import json
+
+    with Ledger(tmp_path) as led:
+        for i in range(500):
+            led.put_probe(_probe(i))
+        led._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = led.path.stat().st_size
+        assert size / 500 < 2048, size / 500
+        old = _probe(999)
+        led._db.execute("INSERT INTO probes(cache_key, candidate, verdict, threshold_lo, threshold_hi, result, created)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)", (old.cache_key, old.candidate.ref, "bad", 16384, 20480,
+                                                          json.dumps(old.to_dict(), sort_keys=True), "2026-01-01"))
+        rows = led.probes()
+        assert len(rows) == 501
+        it = iter(rows)
+        assert next(it).to_dict() == _probe(0).to_dict()  # one row decoded, the rest still in SQLite
+        assert led.get_probe(old.cache_key).to_dict() == old.to_dict()
+        assert [p.cache_key for p in rows][-1] == old.cache_key
+
+
+def test_nightly_digests_and_batch_record(tmp_path: Path) -> None:
+    with Ledger(tmp_path) as led:
+        led.record_nightlies([("r/x", "nightly", "sha256:a", None), ("r/x", "n_20260101", "sha256:b", "2026-01-01")],
+                             seen="2026-01-01T00:00:00+00:00")
+        led.record_nightlies([("r/x", "nightly", "sha256:c", None)], seen="2026-01-02T00:00:00+00:00")
+        assert led.nightly_digests("r/x") == {"nightly": "sha256:c", "n_20260101": "sha256:b"}
+        assert len(led.nightlies("r/x")) == 3 and led.nightly_digests("other") == {}
