@@ -70,6 +70,20 @@ __all__ = [
     "FLAG_TEXT",
     "may_blame",
     "burnashev_bound",
+    "channel_bound",
+    "channel_capacity",
+    "default_budget",
+    "combine_repeats",
+    "per_probe_rates",
+    "estimate_hit_rate",
+    "RUN_FALSE_POSITIVE",
+    "Drift",
+    "judge_drift",
+    "merge_descent",
+    "Attribution",
+    "attribute_components",
+    "BUILD_FILES",
+    "UNRUNNABLE",
     "binary_entropy",
     "binary_kl",
 ]
@@ -108,6 +122,115 @@ def burnashev_bound(n: int, p: float, delta: float) -> float:
     if p <= 0:
         return math.log2(n)
     return math.log2(n) / (1 - binary_entropy(p)) + math.log2(1 / delta) / binary_kl(p, 1 - p)
+
+
+def _mutual_information(q: float, fp: float, fn: float) -> float:
+    """I(X; Y) in bits of the verdict channel when P(candidate bad) = ``q``."""
+    pbad = q * (1 - fn) + (1 - q) * fp
+    return binary_entropy(pbad) - q * binary_entropy(fn) - (1 - q) * binary_entropy(fp)
+
+
+def channel_capacity(fp: float, fn: float) -> float:
+    """Capacity in bits per probe of the verdict channel ``P(bad | good) = fp``,
+    ``P(good | bad) = fn`` (a binary asymmetric channel; ``1 - H(p)`` when ``fp = fn = p``,
+    the Z-channel when one of them is 0). 0 when ``fp + fn >= 1`` (verdicts carry no
+    information). Maximised over the input distribution by golden-section search (I is
+    concave in it)."""
+    if fp + fn >= 1:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(60):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if _mutual_information(a, fp, fn) < _mutual_information(b, fp, fn):
+            lo = a
+        else:
+            hi = b
+    return _mutual_information((lo + hi) / 2, fp, fn)
+
+
+def channel_bound(n: int, fp: float, fn: float, delta: float) -> float:
+    """Burnashev's expected probes for ``n`` hypotheses over an asymmetric verdict channel.
+
+    ``B = log2(n) / C + log2(1/delta) / C1`` (Burnashev 1976): ``C`` the channel capacity
+    (:func:`channel_capacity`), ``C1 = max(D(P_bad || P_good), D(P_good || P_bad))`` the
+    largest divergence between the verdict distributions of a bad and a good candidate
+    (infinite, so the second term vanishes, for a one-sided channel with ``fp = 0``).
+    Equals :func:`burnashev_bound` when ``fp = fn``. ``inf`` when ``fp + fn >= 1``.
+    """
+    cap = channel_capacity(fp, fn)
+    if cap <= 0:
+        return math.inf
+    if fp <= 0 and fn <= 0:
+        return math.log2(n)
+
+    def kl(p: tuple[float, float], q: tuple[float, float]) -> float:
+        out = 0.0
+        for a, b in zip(p, q):
+            if a > 0:
+                if b <= 0:
+                    return math.inf
+                out += a * math.log2(a / b)
+        return out
+
+    pb, pg = (1 - fn, fn), (fp, 1 - fp)
+    c1 = max(kl(pb, pg), kl(pg, pb))
+    return math.log2(n) / cap + (0.0 if math.isinf(c1) else math.log2(1 / delta) / c1)
+
+
+def default_budget(n: int, fp: float, fn: float, confidence: float) -> int | None:
+    """Probe budget of a search over ``n`` candidates when the recipe sets no ``max_probes``.
+
+    ``ceil(2 * B) + 4``: twice the information bound :func:`channel_bound` over the
+    ``n - 1`` first-bad positions at ``delta = 1 - confidence``, plus the 2 boundary and
+    2 verification probes (issue 15: a fixed 64 left 14-25 % of runs at flake 0.2
+    inconclusive). None (no limit) for an exact search, which ends by itself after at
+    most ``n + 2`` probes.
+    """
+    if fp <= 0 and fn <= 0:
+        return None
+    b = channel_bound(max(2, n - 1), fp, fn, 1 - confidence)
+    return math.ceil(2 * b) + 4
+
+
+# --------------------------------------------------------------------------- repeats (one-sided)
+
+#: Per-run false-positive rate assumed when the recipe gives no flake rates: garbage is
+#: one-sided, a healthy build essentially never produces it (issue 12); not 0, so that one
+#: stray classifier error can still be outweighed.
+RUN_FALSE_POSITIVE = 0.001
+
+
+def combine_repeats(bad_runs: Iterable[bool]) -> bool:
+    """One-sided combination of the repeats of one probe: bad if **any** run was bad.
+
+    Garbage is one-sided (a healthy build essentially never produces it): a majority vote
+    over repeats would turn a bug that shows in 30 % of runs into an 84 % miss rate per
+    probe at 5 repeats (issue 12); "any" turns it into ``0.7 ** 5 = 17 %``.
+    """
+    return any(bad_runs)
+
+
+def per_probe_rates(hit_rate: float, repeats: int,
+                    run_false_positive: float = RUN_FALSE_POSITIVE) -> tuple[float, float]:
+    """``(false_positive, false_negative)`` of one probe of ``repeats`` runs, combined by
+    :func:`combine_repeats`, given the per-run hit rate of the bug on a bad candidate
+    (``P(garbage | bad)`` per run) and the per-run false-positive rate:
+    ``fp = 1 - (1 - run_fp) ** repeats``, ``fn = (1 - hit_rate) ** repeats``.
+    Raises ``ValueError`` when ``hit_rate`` is not in (0, 1] or ``repeats`` < 1."""
+    if not 0 < hit_rate <= 1 or repeats < 1:
+        raise ValueError(f"hit rate must be in (0, 1] and repeats >= 1, got {hit_rate}, {repeats}")
+    return 1 - (1 - run_false_positive) ** repeats, (1 - hit_rate) ** repeats
+
+
+def estimate_hit_rate(hits: int, runs: int) -> float:
+    """Per-run hit rate of the bug from ``hits`` bad runs out of ``runs`` on a known-bad
+    candidate (the bad end): ``hits / (runs + 2)``, shrunk towards 0 so that a few lucky
+    runs do not make the search over-confident (5 of 5 -> 0.71, 1 of 5 -> 0.14).
+    Raises ``ValueError`` unless ``0 < hits <= runs``."""
+    if not 0 < hits <= runs:
+        raise ValueError(f"need 0 < hits <= runs, got {hits} of {runs}")
+    return hits / (runs + 2)
 
 
 def _h_vec(x: np.ndarray) -> np.ndarray:
@@ -161,25 +284,80 @@ def _sig_str(sig: Signature | str | None) -> str:
     return "" if sig is None else str(sig)
 
 
+def _check_rates(fp: float, fn: float) -> None:
+    if not (0 <= fp < 1 and 0 <= fn < 1):
+        raise ValueError(f"flake rates must be in [0, 1), got false_positive {fp}, false_negative {fn}")
+    if fp + fn >= 1:
+        raise ValueError(f"false_positive + false_negative = {fp + fn:g} >= 1: such a verdict carries no "
+                         "information; repeat the reproducer (repeats) to lower the per-probe rates")
+
+
+@dataclass
+class Drift:
+    """The first-garbage threshold moved inside the bad range: ``first_threshold`` tokens at
+    candidate ``first_index`` (lowest-index bad verdict), ``last_threshold`` at ``last_index``."""
+
+    first_index: int
+    first_threshold: int
+    last_index: int
+    last_threshold: int
+
+    @property
+    def split(self) -> int:
+        """Tokens between the two thresholds (geometric mean): the second search's cut."""
+        return int(round(math.sqrt(self.first_threshold * self.last_threshold)))
+
+    @property
+    def lowered(self) -> bool:
+        return self.last_threshold < self.first_threshold
+
+
+def judge_drift(drift: Drift, status: str, first_garbage: int | None) -> Judgement:
+    """Verdict of the drift search (issue 12): **bad** = the threshold already moved.
+
+    Candidates are those from the first bad up to the bad end; ``status``/``first_garbage``
+    (tokens) are their threshold measurements. When the threshold was lowered, garbage at
+    or below :attr:`Drift.split` is bad and garbage only above it good; when it rose, the
+    reverse. No garbage at all (or a non-measurement) is ``skip``: it is not this bug.
+    """
+    if status not in ("garbage", "all-garbage", "non-monotone"):
+        return Judgement(Verdict.SKIP, f"no threshold measured ({status}): not a drift verdict")
+    thr = first_garbage if first_garbage is not None else 0
+    below = thr <= drift.split
+    moved = below if drift.lowered else not below
+    txt = f"first garbage {first_garbage if first_garbage is not None else '-'} tokens vs cut {drift.split}"
+    return Judgement(Verdict.BAD if moved else Verdict.GOOD,
+                     ("threshold moved: " if moved else "threshold not moved yet: ") + txt)
+
+
 class Bisection:
     """Bayesian bisection with skip, boundary checks and verification (see module doc).
 
-    ``n`` >= 2 candidates. ``false_positive``/``false_negative`` in [0, 0.5). ``confidence``
-    in (0.5, 1). ``max_probes`` counts every verdict fed (boundary, search, verification);
-    None is unlimited. ``check_boundary`` probes both ends first (else they are trusted);
-    ``verify`` re-probes culprit and predecessor at the end. ``signature_band`` is passed
-    to :meth:`Signature.matches`.
+    ``n`` >= 2 candidates. ``false_positive``/``false_negative`` are per probe (after the
+    repeats of a probe are combined, :func:`combine_repeats`), each in [0, 1) with
+    ``false_positive + false_negative < 1``: at or beyond 1 a verdict carries no
+    information. ``confidence`` in (0.5, 1). ``max_probes`` counts every verdict fed
+    (boundary, search, verification); None is unlimited. ``budget`` counts only good/bad
+    verdicts (a skip is never repeated, so skips cannot run away; :func:`default_budget`).
+    ``check_boundary`` probes both ends first (else they are trusted); ``verify`` re-probes
+    culprit and predecessor at the end. ``signature_band``: factor between first-garbage
+    thresholds of bad verdicts beyond which the threshold has *drifted* (:meth:`drift`).
+
+    Failure-signature guard (both sides): the first bad verdict with a signature (the bad
+    end's) is the bad reference, the first good verdict with one (the good end's "still
+    broken" of a fix bisection) the good reference; a later verdict whose signature is not
+    the same failure as its side's reference (:meth:`Signature.same_failure`) is used as
+    ``skip``. A different threshold of the same failure is not foreign: it is drift.
 
     Raises ``ValueError`` on impossible arguments.
     """
 
     def __init__(self, n: int, *, false_positive: float = 0.0, false_negative: float = 0.0,
                  confidence: float = 0.99, max_probes: int | None = None, check_boundary: bool = True,
-                 verify: bool = True, signature_band: float = 2.0):
+                 verify: bool = True, signature_band: float = 2.0, budget: int | None = None):
         if n < 2:
             raise ValueError(f"a bisection needs at least 2 candidates (good and bad end), got {n}")
-        if not (0 <= false_positive < 0.5 and 0 <= false_negative < 0.5):
-            raise ValueError("flake rates must be in [0, 0.5)")
+        _check_rates(false_positive, false_negative)
         if not (0.5 < confidence < 1):
             raise ValueError("confidence must be in (0.5, 1)")
         self.n = n
@@ -188,11 +366,13 @@ class Bisection:
         self.exact = self.fp == 0.0 and self.fn == 0.0
         self.confidence = confidence
         self.max_probes = max_probes
+        self.budget = budget
         self.check_boundary = check_boundary
         self.verify = verify
         self.signature_band = signature_band
         self.history: list[Step] = []
         self.reference: Signature | None = None
+        self.good_reference: Signature | None = None
         self.untestable = np.zeros(n, dtype=bool)  # skipped: never probed again
         self.informed = np.zeros(n, dtype=bool)  # had a good/bad verdict
         self._logp = np.zeros(n + 1)
@@ -249,6 +429,11 @@ class Bisection:
     @property
     def probes(self) -> int:
         return len(self.history)
+
+    @property
+    def informative(self) -> int:
+        """Verdicts the search used as good or bad (not skip)."""
+        return sum(1 for st in self.history if st.effective is not Verdict.SKIP)
 
     @property
     def done(self) -> bool:
@@ -336,13 +521,18 @@ class Bisection:
         v = Verdict(verdict)
         eff = v
         sig = Signature.parse(signature) if isinstance(signature, str) else signature
-        if v is Verdict.BAD and sig is not None and sig.kind:
-            if self.reference is None:
-                self.reference = sig
-            elif not self.reference.matches(sig, self.signature_band):
+        if v is not Verdict.SKIP and sig is not None and sig.kind:
+            ref = self.reference if v is Verdict.BAD else self.good_reference
+            if ref is None:
+                if v is Verdict.BAD:
+                    self.reference = sig
+                else:
+                    self.good_reference = sig
+            elif not ref.same_failure(sig):
                 eff = Verdict.SKIP
+                side = "bad" if v is Verdict.BAD else "good (still broken)"
                 note = (note + "; " if note else "") + (
-                    f"bad with a different failure signature ({sig}, expected {self.reference}): used as skip")
+                    f"{side} with a different failure signature ({sig}, expected {ref}): used as skip")
         self._post = self._q = self._ig = None
         phase = ("boundary" if index in self._ends_left else "verify" if index in self._verify_targets
                  else "search")
@@ -365,6 +555,42 @@ class Bisection:
             self._update(index, eff is Verdict.BAD)
         self._advance()
         return eff
+
+    def set_rates(self, false_positive: float, false_negative: float) -> None:
+        """Change the per-probe flake rates (e.g. once the bad end's repeats gave the hit rate,
+        :func:`per_probe_rates`) and recompute the posterior from every verdict so far.
+        Raises ``ValueError`` on impossible rates (see the class doc)."""
+        _check_rates(false_positive, false_negative)
+        self.fp, self.fn = float(false_positive), float(false_negative)
+        self.exact = self.fp == 0.0 and self.fn == 0.0
+        self._logp = np.zeros(self.n + 1)
+        if not self.check_boundary:
+            self._logp[0] = self._logp[self.n] = -np.inf
+        self._logp -= np.logaddexp.reduce(self._logp)
+        self._post = self._q = self._ig = None
+        self._inconsistent = ""
+        for st in self.history:
+            if st.effective is not Verdict.SKIP:
+                self._update(st.index, st.effective is Verdict.BAD)
+        self._advance()
+
+    def drift(self) -> Drift | None:
+        """Threshold drift among the bad verdicts, or None.
+
+        Drift: the first-garbage threshold (tokens) of the lowest-index bad candidate and that
+        of the highest-index one differ by more than ``signature_band``. The failure is the
+        same (it counts as bad all along); where the threshold moved is a second question,
+        answered by a second search with :func:`judge_drift`.
+        """
+        pts = sorted((st.index, Signature.parse(st.signature)) for st in self.history
+                     if st.effective is Verdict.BAD and st.signature)
+        pts = [(i, sg.threshold) for i, sg in pts if sg is not None and sg.threshold]
+        if len(pts) < 2:
+            return None
+        (i0, t0), (i1, t1) = pts[0], pts[-1]
+        if max(t0, t1) <= min(t0, t1) * self.signature_band:
+            return None
+        return Drift(i0, t0, i1, t1)
 
     def _update(self, j: int, bad: bool) -> None:
         self.informed[j] = True
@@ -430,7 +656,8 @@ class Bisection:
                     self._finish(Status.INCONCLUSIVE, b, a - 1, range(a, b + 1), mass,
                                  message="cannot verify: culprit and predecessor are untestable now")
                     return
-                if self.max_probes is None or self.probes < self.max_probes:
+                if ((self.max_probes is None or self.probes < self.max_probes)
+                        and (self.budget is None or self.informative < self.budget)):
                     self._verify_class = (a, b)
                     self._verify_targets = targets
                     return
@@ -440,10 +667,16 @@ class Bisection:
                     f"only skipped candidates left to test: the first bad is one of {b - a + 1} candidates")
                 self._finish(status, b, a - 1, range(a, b + 1), mass, self.verify, msg)
                 return
+        spent = ""
         if self.max_probes is not None and self.probes >= self.max_probes:
+            spent = f"probe budget ({self.max_probes} probes) spent; "
+        elif self.budget is not None and self.informative >= self.budget:
+            spent = (f"probe budget ({self.budget} good/bad verdicts, 2x the information bound) spent "
+                     f"after {self.probes} probes; ")
+        if spent:
             self._finish(Status.INCONCLUSIVE, b if 0 < b < self.n else None, a - 1 if a > 0 else None,
                          range(a, b + 1) if 0 < a <= b < self.n else [], mass,
-                         message=f"probe budget ({self.max_probes} probes) spent; " + (
+                         message=spent + (
                              "the culprit was not verified" if met else
                              f"the best guess holds {mass:.1%} < {self.confidence:.0%}"))
             return
@@ -473,8 +706,8 @@ class Bisection:
             return extra + (math.ceil(math.log2(live)) if live > 1 else 0)
         m = mass[mass > 0]
         ent = float(-(m * np.log2(m)).sum())
-        p = (self.fp + self.fn) / 2
-        est = ent / (1 - binary_entropy(p)) + math.log2(1 / (1 - self.confidence)) / binary_kl(p, 1 - p)
+        est = channel_bound(2, self.fp, self.fn, 1 - self.confidence) - 1 / channel_capacity(self.fp, self.fn)
+        est += ent / channel_capacity(self.fp, self.fn)
         return extra + max(0, math.ceil(est - 1e-9))
 
     @classmethod
@@ -505,11 +738,16 @@ class Signature:
     threshold: int | None = None
     detail: str = ""
 
-    def matches(self, other: Signature, band: float = 2.0) -> bool:
-        """Same kind, thresholds within a factor ``band`` of each other, same exit code/state."""
+    def same_failure(self, other: Signature) -> bool:
+        """Same kind and, for ``exit``/``patch``, the same exit code/state; thresholds are not
+        compared (a moved threshold is drift of the same failure, issue 12)."""
         if self.kind != other.kind:
             return False
-        if self.kind in ("exit", "patch") and self.detail != other.detail:
+        return not (self.kind in ("exit", "patch") and self.detail != other.detail)
+
+    def matches(self, other: Signature, band: float = 2.0) -> bool:
+        """:meth:`same_failure` and thresholds within a factor ``band`` of each other."""
+        if not self.same_failure(other):
             return False
         if self.threshold and other.threshold:
             hi, lo = max(self.threshold, other.threshold), min(self.threshold, other.threshold)
@@ -544,7 +782,8 @@ class Signature:
 
 @dataclass
 class Judgement:
-    """A verdict with its reason (one line) and failure signature (None unless bad)."""
+    """A verdict with its reason (one line) and failure signature: what the failure looked
+    like, on a bad verdict, or on a good one of a fix bisection ("still broken"); else None."""
 
     verdict: Verdict
     reason: str
@@ -568,7 +807,9 @@ def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first
     * ``garbage``: any garbage -> bad; ok -> good; error -> skip (a server error is never garbage).
     * ``threshold-below: N``: garbage at a size <= N tokens -> bad; garbage only above N, or none -> good.
     * ``error``: request errors -> bad; ok or garbage -> good.
-    * ``success`` (fix bisection, predicate inverted): ok -> bad (the "fixed" state); garbage -> good.
+    * ``success`` (fix bisection, predicate inverted): ok -> bad (the "fixed" state); garbage -> good
+      ("still broken", with the failure's signature: the search's guard makes a "still
+      broken" that looks unlike the good end's a skip).
     Raises ``ValueError`` for ``command`` and patch modes (they have their own judges).
     """
     mode, arg = _mode_arg(regress)
@@ -602,7 +843,8 @@ def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first
         return Judgement(Verdict.GOOD, f"no garbage up to {last_ok} tokens")
     if mode == "success":
         if garbage:
-            return Judgement(Verdict.GOOD, f"still broken ({thr_txt})")
+            return Judgement(Verdict.GOOD, f"still broken ({thr_txt}){': ' + why if why else ''}",
+                             Signature(kind, first_garbage, why))
         return Judgement(Verdict.BAD, f"fixed: no garbage up to {last_ok} tokens", Signature("fixed"))
     raise ValueError(f"regress mode {mode!r} is not judged from a threshold search")
 
@@ -610,9 +852,13 @@ def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first
 def judge_command(returncode: int | None, timed_out: bool = False, *, invert: bool = False) -> Judgement:
     """Verdict of a command reproducer, as ``git bisect run``: 0 good, 125 skip, 1..127 bad.
 
-    A timeout is ``skip`` (the candidate hung). A signal (negative code) or a code >= 128
-    raises :class:`bisectbot.errors.BisectbotError`: the bisection must stop, as git's does.
-    ``invert`` swaps good and bad (fix bisection).
+    A timeout is ``skip`` (the candidate hung). Exit 126/127 (the command cannot run: not
+    executable, not found) is ``skip`` with the signature ``unrunnable``: the stage checks
+    the command on the good end, as ``git bisect run`` does since git 2.36, and stops when it
+    cannot run there either. A signal (negative code) or a code >= 128 raises
+    :class:`bisectbot.errors.BisectbotError`: the bisection must stop, as git's does.
+    ``invert`` swaps good and bad (fix bisection); the "still broken" good verdict then
+    carries the exit code as its signature.
     """
     from .errors import BisectbotError
 
@@ -624,12 +870,19 @@ def judge_command(returncode: int | None, timed_out: bool = False, *, invert: bo
         raise BisectbotError(
             f"command exit {returncode} (>= 128 or a signal) aborts the bisection, as in git bisect run; "
             "exit 1..127 for bad, 125 for skip")
-    bad = returncode != 0
-    if invert:
-        bad = not bad
-    if bad:
-        return Judgement(Verdict.BAD, f"command exit {returncode}", Signature("exit", None, str(returncode)))
-    return Judgement(Verdict.GOOD, f"command exit {returncode}")
+    if returncode in (126, 127):
+        what = "not executable" if returncode == 126 else "not found"
+        return Judgement(Verdict.SKIP, f"command cannot run (exit {returncode}: {what})",
+                         Signature(UNRUNNABLE, None, str(returncode)))
+    failed = returncode != 0
+    sig = Signature("exit", None, str(returncode)) if failed else None
+    if failed != invert:
+        return Judgement(Verdict.BAD, f"command exit {returncode}", sig)
+    return Judgement(Verdict.GOOD, f"command exit {returncode}" + (" (still broken)" if failed else ""), sig)
+
+
+#: Signature kind of a command that could not be started (exit 126/127).
+UNRUNNABLE = "unrunnable"
 
 
 PatchRule = Callable[[Any, Sequence[dict[str, Any]]], Judgement]
@@ -678,6 +931,12 @@ FLAG_TEXT = {
 
 _DOCS_TESTS = ("docs/*", "doc/*", "*.md", "*.rst", "*.txt", "LICENSE*", ".github/*", "tests/*", "test/*",
                "*/tests/*", "*/test/*", "test_*.py", "*/test_*.py", "*_test.py", "conftest.py", "*/conftest.py")
+#: Files that decide what is built and installed: they ship, whatever their extension
+#: (a ``*.txt`` is documentation unless it is one of these; issue 12).
+BUILD_FILES = ("CMakeLists.txt", "*/CMakeLists.txt", "*.cmake", "cmake/*", "setup.py", "setup.cfg",
+               "pyproject.toml", "requirements*.txt", "requirements/*", "*/requirements*.txt", "MANIFEST.in",
+               "Makefile", "*/Makefile", "*.mk", "Dockerfile*", "docker/*", "build.sh", "*.in",
+               "use_existing_torch.py")
 
 
 def _matches(path: str, patterns: Iterable[str]) -> bool:
@@ -696,14 +955,22 @@ def plausibility_flags(*, parents: int | None = None, changed_paths: Sequence[st
     ``changed_paths``: paths changed against its predecessor (None when unknown).
     ``runtime_paths``: path prefixes/globs that ship at runtime (from ``GitSource.runtime_paths``);
     empty = not checked. ``same_build``: the culprit's build key equals its predecessor's.
+
+    Precedence, per changed path (issue 12): a path in ``runtime_paths`` ships, whatever
+    the built-in rules say (``requirements/rocm.txt`` listed there is not documentation);
+    then build files (:data:`BUILD_FILES`: ``CMakeLists.txt``, ``setup.py``,
+    ``requirements*.txt``, ...) ship; then docs/tests patterns. A culprit is
+    ``docs-tests-only`` when every path is docs/tests, ``outside-runtime-paths`` when
+    ``runtime_paths`` is set and no path ships.
     """
     flags: list[str] = []
     if parents is not None and parents > 1:
         flags.append("merge")
     if changed_paths is not None and changed_paths:
-        if all(_matches(p, _DOCS_TESTS) for p in changed_paths):
+        ships = [p for p in changed_paths if _matches(p, runtime_paths) or _matches(p, BUILD_FILES)]
+        if not ships and all(_matches(p, _DOCS_TESTS) for p in changed_paths):
             flags.append("docs-tests-only")
-        elif runtime_paths and not any(_matches(p, runtime_paths) for p in changed_paths):
+        elif runtime_paths and not ships:
             flags.append("outside-runtime-paths")
     if same_build:
         flags.append("no-op-build")
@@ -725,6 +992,81 @@ def may_blame(status: Status | str, confidence: float, flags: Sequence[str],
     if confidence < blame_confidence:
         return False, f"confidence {confidence:.0%} is below {blame_confidence:.0%}"
     return True, f"culprit verified with confidence {confidence:.0%}"
+
+
+# --------------------------------------------------------------------------- non-linear history
+
+
+def merge_descent(parents: Sequence[str], merge_base: str | None) -> tuple[str, str] | None:
+    """Where to search when a first-parent bisection names a merge commit (issue 12).
+
+    ``parents`` are the merge's parents (first = main line, already known good: it is the
+    last good of the first-parent search); ``merge_base`` is the merge base of the first and
+    second parent. Returns ``(good, bad)`` of the second search: over the second parent's
+    first-parent chain from the merge base (exclusive good end) to the branch tip (bad
+    end), so that the culprit's last good is always its parent. None when the culprit is
+    not a merge or the branch brought no commits of its own (octopus merges descend into
+    the second parent only).
+    """
+    if len(parents) < 2 or not merge_base or merge_base == parents[1]:
+        return None
+    return merge_base, parents[1]
+
+
+# --------------------------------------------------------------------------- coupled components
+
+
+@dataclass
+class Attribution:
+    """Which component to bisect after the mixed pairs, and where the others stay.
+
+    ``component`` None: no decision (``reason`` says why). ``pin`` is ``old`` (the others
+    at their last-good commits: the component's change alone is bad) or ``new`` (the others
+    at their first-bad commits: the component's change is needed, e.g. it uses an API that
+    only the new version of another component has).
+    """
+
+    component: str | None
+    pin: str
+    reason: str
+    exact: bool = True
+
+
+def attribute_components(changed: Sequence[str], alone: dict[str, Verdict],
+                         without: dict[str, Verdict] | None = None) -> Attribution:
+    """Decide the component stage from the mixed pairs (pure rule, issue 12).
+
+    ``alone[x]``: verdict of "new ``x`` + old others"; ``without[x]``: verdict of "old ``x``
+    + new others" (for two components it is ``alone`` of the other one and may be left out).
+    Ends: all old is good, all new is bad.
+
+    * exactly one ``x`` bad alone -> bisect ``x``, others pinned **old**;
+    * several bad alone -> the first of them, pinned old (``exact`` False: each reproduces);
+    * none bad alone, but some ``x`` whose removal is good (``without[x]`` good) -> ``x`` is
+      needed: bisect ``x`` with the others pinned **new** (its ends are then good and bad);
+    * else no decision: the regression needs the changes together and no bisectable pair
+      exists (e.g. every mixed pair is untestable).
+    """
+    bad_alone = [x for x in changed if alone.get(x) is Verdict.BAD]
+    if len(bad_alone) == 1:
+        return Attribution(bad_alone[0], "old", f"the regression comes with {bad_alone[0]} alone")
+    if bad_alone:
+        return Attribution(bad_alone[0], "old", f"each of {', '.join(bad_alone)} is bad alone; "
+                                                 f"bisecting {bad_alone[0]} first", exact=False)
+    if without is None:
+        without = {}
+        if len(changed) == 2:
+            a, b = changed
+            without = {a: alone.get(b, Verdict.SKIP), b: alone.get(a, Verdict.SKIP)}
+    needed = [x for x in changed if without.get(x) is Verdict.GOOD]
+    if needed:
+        x = needed[0]
+        others = ", ".join(c for c in changed if c != x)
+        how = {Verdict.SKIP: "untestable", Verdict.GOOD: "good"}.get(alone.get(x, Verdict.SKIP), "good")
+        return Attribution(x, "new", f"new {x} + old {others} is {how} and old {x} + new {others} is good: "
+                                     f"{x}'s change is needed; bisecting {x} with {others} at the bad end")
+    return Attribution(None, "old", "no single component reproduces alone and none is needed alone: "
+                                    "the regression needs the changes together")
 
 
 # --------------------------------------------------------------------------- patch regress modes (issue 8)
