@@ -34,6 +34,7 @@ from typing import Any
 
 from .errors import LedgerError
 from .models import ProbeResult
+from .secrets import redact_data
 
 SCHEMA_VERSION = 2
 
@@ -282,7 +283,7 @@ class Ledger:
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT(id) DO UPDATE SET status=excluded.status, state=excluded.state,
                      updated=excluded.updated, good=excluded.good, bad=excluded.bad""",
-                (session_id, recipe, recipe_hash, good, bad, status, json.dumps(state, sort_keys=True), t, t),
+                (session_id, recipe, recipe_hash, good, bad, status, json.dumps(redact_data(state), sort_keys=True), t, t),
             )
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
@@ -307,7 +308,7 @@ class Ledger:
         with self._tx() as db:
             db.execute(
                 "INSERT INTO events(session, at, kind, data) VALUES (?, ?, ?, ?)",
-                (session_id, now_iso(), kind, json.dumps(data, sort_keys=True)),
+                (session_id, now_iso(), kind, json.dumps(redact_data(data), sort_keys=True)),
             )
 
     def events(self, session_id: str) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .secrets import redact_data
+
 
 class Verdict(str, enum.Enum):
     """Outcome of one probe of one candidate, as the bisection sees it."""
@@ -86,7 +88,9 @@ class ProbeResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """JSON-ready dict; every string passes :func:`bisectbot.secrets.redact` (results are stored
+        in the ledger and in ``result.json`` artifacts, and carry text printed by candidates)."""
+        return redact_data({
             "candidate": self.candidate.to_dict(),
             "verdict": self.verdict.value,
             "reason": self.reason,
@@ -98,7 +102,7 @@ class ProbeResult:
             "patches": self.patches,
             "cache_key": self.cache_key,
             "extra": self.extra,
-        }
+        })
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ProbeResult:
@@ -196,7 +200,8 @@ class RunResult:
         return self.stages[-1] if self.stages else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """JSON-ready dict (``result.json``); every string passes :func:`bisectbot.secrets.redact`."""
+        return redact_data({
             "recipe": self.recipe,
             "kind": self.kind,
             "status": self.status.value,
@@ -211,4 +216,4 @@ class RunResult:
             "reproduce": self.reproduce,
             "notes": self.notes,
             "session_id": self.session_id,
-        }
+        })

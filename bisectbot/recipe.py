@@ -280,6 +280,10 @@ class Recipe(_Model):
     bisect: BisectSpec = Field(default_factory=BisectSpec)
     triage: list[TriageToggle] = Field(default_factory=list)
     report: ReportSpec = Field(default_factory=ReportSpec)
+    env_passthrough: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(
+        default_factory=list,
+        description="host environment variables passed to candidates (builds, servers, command "
+        "reproducers) on purpose; everything else but a few build basics is withheld (issue 13)")
 
     @field_validator("patches")
     @classmethod

@@ -14,6 +14,7 @@ import sys
 import click
 
 from ..errors import EXIT_BAD_INPUT, BisectbotError
+from ..secrets import install_stream_redaction
 from . import (  # noqa: F401  (modules register their commands on import)
     build_cmd,
     demo_cmd,
@@ -31,7 +32,10 @@ __all__ = ["Ctx", "cli", "main", "pass_ctx"]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI, turning :class:`BisectbotError` into one line and its exit code."""
+    """Entry point: run the CLI, turning :class:`BisectbotError` into one line and its exit code.
+
+    Everything the process prints passes :func:`bisectbot.secrets.redact`."""
+    install_stream_redaction()
     try:
         rv = cli.main(args=argv, prog_name="bisectbot", standalone_mode=False)
     except click.exceptions.Abort:

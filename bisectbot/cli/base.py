@@ -20,6 +20,7 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_ERROR
+from ..secrets import install_stream_redaction
 
 EPILOG = """\b
 Examples:
@@ -81,6 +82,7 @@ def cli(ctx: click.Context, state_dir: Path | None, as_json: bool, verbose: int,
         level=logging.DEBUG if level >= 2 else logging.INFO if level == 1 else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr,
     )
+    install_stream_redaction()  # tokens never reach stdout, stderr or log records
     ctx.obj = Ctx(state_dir=state_dir, json=as_json, verbosity=level)
 
 

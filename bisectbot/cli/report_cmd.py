@@ -72,7 +72,11 @@ def render_cmd(ctx: Ctx, result_file: Path, out_dir: Path | None, nightly_file: 
             nightly = NightlyResult.from_dict(json.loads(nightly_file.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise BadInput(f"{nightly_file}: not a nightly history: {type(e).__name__}: {e}") from None
-    paths = write_report(result, out_dir or result_file.parent, nightly)
+    try:
+        paths = write_report(result, out_dir or result_file.parent, nightly)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+        # the shape check passed but a value inside (a table row, an evidence field) is unusable
+        raise BadInput(f"{result_file}: cannot render this result: {type(e).__name__}: {e}") from None
     ctx.emit({k: str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v
               for k, v in paths.__dict__.items()},
              "\n".join(f"wrote {p}" for p in paths.all()))

@@ -562,29 +562,45 @@ def write_report(
     return paths
 
 
+MAX_RESULT_BYTES = 256 * 1024 * 1024
+"""A result file larger than this (bytes) is refused before it is read (a real one is a few MB)."""
+
+
 def load_result(path: Path) -> tuple[RunResult, NightlyResult | None]:
     """Read a ``RunResult`` JSON (``RunResult.to_dict()`` or :func:`render_json` output).
 
     Raises :class:`bisectbot.errors.BadInput` with the file and the field on bad input.
     """
     from ..errors import BadInput
+    from .result_file import check_result_shape
 
+    p = Path(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if p.stat().st_size > MAX_RESULT_BYTES:
+            raise BadInput(f"{path}: {p.stat().st_size} bytes: larger than {MAX_RESULT_BYTES} bytes, not a result file")
+        data = json.loads(p.read_bytes().decode("utf-8"))
     except OSError as e:
         raise BadInput(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: not UTF-8 (byte {e.start}): not a result file") from None
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
+    except RecursionError:
+        raise BadInput(f"{path}: JSON nested too deeply: not a result file") from None
     if not isinstance(data, dict):
         raise BadInput(f"{path}: expected a JSON object (a RunResult)")
     nightly = None
     if "result" in data and isinstance(data["result"], dict):
         if isinstance(data.get("nightly"), dict):
-            nightly = NightlyResult.from_dict(data["nightly"])
+            try:
+                nightly = NightlyResult.from_dict(data["nightly"])
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise BadInput(f"{path}: nightly: not a nightly history: {type(e).__name__}: {e}") from None
         data = data["result"]
+    check_result_shape(data, str(path))
     try:
         return run_result_from_dict(data), nightly
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"{path}: not a RunResult: {type(e).__name__}: {e}") from None
 
 

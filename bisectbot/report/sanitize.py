@@ -19,7 +19,6 @@ is the documented 65,536-character maximum of an issue or comment body (GitHub R
 
 from __future__ import annotations
 
-import os
 import re
 
 GITHUB_BODY_LIMIT = 65_536
@@ -195,37 +194,8 @@ def github_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-# Token shapes: GitHub (classic, fine-grained, app, OAuth, refresh), Hugging Face, generic bearer.
-_SECRET_PATTERNS = [
-    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})\b"),
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),
-    re.compile(r"(?i)\b(authorization:\s*(?:token|bearer)\s+)[^\s'\"]+"),
-]
-_SECRET_ENV = re.compile(r"(?i)(token|secret|password|passwd|api_?key)")
-_extra_secrets: set[str] = set()
-
-
-def register_secret(value: str | None) -> None:
-    """Remember a secret (e.g. the GitHub token in use) so :func:`redact` removes it everywhere."""
-    if value and len(value) >= 6:
-        _extra_secrets.add(value)
-
-
-def redact(text: str) -> str:
-    """Replace secrets by ``***``: registered values, values of environment variables whose name
-    says token/secret/password/api key (8+ characters), and GitHub/Hugging Face token shapes."""
-    if not text:
-        return text
-    secrets = set(_extra_secrets)
-    secrets |= {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8}
-    for s in sorted(secrets, key=len, reverse=True):
-        if s in text:
-            text = text.replace(s, "***")
-    text = _SECRET_PATTERNS[0].sub("***", text)
-    text = _SECRET_PATTERNS[1].sub("***", text)
-    text = _SECRET_PATTERNS[2].sub(lambda m: m.group(1) + "***", text)
-    return text
-
+# One redactor for the whole bot (bisectbot.secrets); re-exported here for the report code.
+from ..secrets import redact, register_secret  # noqa: E402,F401  (re-exported)
 
 _HOST_PATH_RE = re.compile(r"(?<![\w/:.~-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
 

@@ -28,6 +28,7 @@ from ..errors import BadInput
 from ..models import Outcome
 from ..recipe import ReproducerSpec
 from ..run.base import CommandRun
+from ..secrets import candidate_env
 from .threshold import SizeResult, ThresholdResult, effective_repeats, majority, search
 
 TAIL_BYTES = 4096
@@ -57,18 +58,18 @@ def _tail(data: bytes | str | None) -> str:
 
 
 def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, cwd: str | Path | None = None,
-             env: dict[str, str] | None = None) -> CommandRun:
+             env: dict[str, str] | None = None, passthrough: list[str] | tuple[str, ...] = ()) -> CommandRun:
     """Run ``argv`` once for ``size`` (tokens) in a fresh process (its own process group).
 
     ``timeout_s`` seconds; on timeout the whole process group is killed and
-    ``CommandRun(returncode=None, timed_out=True)`` is returned. ``env`` is added to
-    the current environment. A command that cannot start gives return code 127
+    ``CommandRun(returncode=None, timed_out=True)`` is returned. ``env`` is added to an
+    allow-listed environment (:func:`bisectbot.secrets.candidate_env`: the bot's tokens never
+    reach the command; ``passthrough`` names more host variables). A command that cannot start gives return code 127
     (not found) or 126 (not executable), like a shell. Raises :class:`BadInput` for a
     ``{source}`` placeholder without a source tree.
     """
     args = substitute(argv, size, source)
-    full_env = dict(os.environ)
-    full_env.update(env or {})
+    full_env = candidate_env(env, passthrough=passthrough)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

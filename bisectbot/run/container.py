@@ -35,6 +35,7 @@ from ..components import container_labels
 from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
 from ..runner_profile import RunnerProfile, docker_run_kwargs
+from ..secrets import passthrough_env
 from ..slots import gpu_slot
 from ..sources.git import local_repo
 from .base import CommandRun, Prepared, PrepareFailed, Server
@@ -386,13 +387,14 @@ class ContainerRunner:
         prepared.log_paths.append(str(log_path))
         with server_container(
             prepared.image or "", self._command(prepared, args), self.profile, port=s.port,
-            env={**s.env, **(env or {})}, mounts=s.mounts, log_path=log_path,
+            env={**passthrough_env(self.recipe.env_passthrough), **s.env, **(env or {})}, mounts=s.mounts, log_path=log_path,
             health_timeout_s=s.health_timeout_s, client=self.client, lock_dir=self.lock_dir,
         ) as srv:
             yield srv
 
     def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float) -> CommandRun:
-        return run_in_container(prepared.image or "", argv, self.profile, timeout_s, env=self.recipe.server.env,
+        env = {**passthrough_env(self.recipe.env_passthrough), **self.recipe.server.env}
+        return run_in_container(prepared.image or "", argv, self.profile, timeout_s, env=env,
                                 client=self.client, lock_dir=self.lock_dir)
 
     def release(self, prepared: Prepared) -> None:

@@ -13,8 +13,9 @@ components stay at their *pins*), or a tuple of commits in ``candidate.meta["com
 
 Substitutions in argv: ``{port}``, ``{model}``, ``{tp}``, ``{source}`` (worktree of the
 candidate's component) and ``{source:NAME}`` (worktree of component NAME). The runner
-profile's env, the recipe's ``server.env`` and triage env are layered over ``os.environ``
-in that order; ``BISECTBOT_SOURCE`` points at ``{source}``.
+profile's env, the recipe's ``server.env`` and triage env are layered, in that order, over an
+allow-listed host environment (:func:`bisectbot.secrets.candidate_env`: no tokens; the recipe's
+``env_passthrough`` names more); ``BISECTBOT_SOURCE`` points at ``{source}``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import requests
 from ..errors import PatchError, ServerError
 from ..models import Candidate
 from ..recipe import GitSource, Recipe
+from ..secrets import candidate_env
 from ..sources.git import GitRepo
 from .base import CommandRun, Prepared, PrepareFailed, Server
 
@@ -294,14 +296,13 @@ class LocalRunner:
         return out
 
     def env(self, prepared: Prepared, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.profile_env)
-        env.update(self.recipe.server.env)
-        env.update(extra or {})
-        env["BISECTBOT_SOURCE"] = str(prepared.source or "")
+        """Allow-listed environment of a candidate process (:func:`bisectbot.secrets.candidate_env`):
+        never the bot's tokens, only what the profile, recipe and triage toggle set."""
+        own = {"BISECTBOT_SOURCE": str(prepared.source or "")}
         for comp, wt in (prepared.meta.get("worktrees") or {}).items():
-            env[f"BISECTBOT_SOURCE_{comp.upper().replace('-', '_')}"] = str(wt)
-        return env
+            own[f"BISECTBOT_SOURCE_{comp.upper().replace('-', '_')}"] = str(wt)
+        return candidate_env(self.profile_env, self.recipe.server.env, extra, own,
+                             passthrough=self.recipe.env_passthrough)
 
     @contextmanager
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,

@@ -103,6 +103,8 @@ def write_recipe(path: Path, repo: EngineRepo, out: Path, mode: str = "prefill",
         "regress": "garbage",
         "bisect": {"good": repo.shas[0], "bad": repo.shas[-1]},
         "report": {"dir": str(out)},
+        # candidates see an allow-listed environment (issue 13): the engine's test knobs pass on purpose
+        "env_passthrough": ["ENGINE_STARTS", "RUN_ID", "CHECK_SLEEP"],
     }
     if mode == "command":
         data["reproducer"] = {"kind": "command", "command": [py, "check.py"], "command_timeout_s": 30}

@@ -47,6 +47,7 @@ def recipe(tmp_path: Path, vllm: Path, aiter: Path) -> Path:
         "bisect": {"components": {"vllm": {"repo": str(vllm), "runtime_paths": ["src/"]},
                                   "aiter": {"repo": str(aiter), "runtime_paths": ["src/"]}}},
         "report": {"dir": str(tmp_path / "out")},
+        "env_passthrough": ["ENGINE_STARTS"],
     }
     p = tmp_path / "r.yaml"
     p.write_text(yaml.safe_dump(data))

@@ -1,0 +1,232 @@
+"""The secrets the bot holds, the one redactor that removes them, and what candidates may see.
+
+The bot runs on self-hosted runners with a GitHub token and sometimes a server API key, and it
+builds and runs code it does not trust (the commits under test). Two rules follow (issue 13):
+
+* **Candidates get an allow-listed environment** (:func:`candidate_env`): a build, a server
+  or a command reproducer sees the few host variables a build needs (:data:`BASE_ENV`:
+  ``PATH``, ``HOME``, locale, temp dir, proxies, CA bundles, GPU visibility), then the runner
+  profile's ``env``, the recipe's ``env``, the names the recipe passes through on purpose
+  (``env_passthrough``), and the bot's own ``BISECTBOT_SOURCE*`` variables -- nothing else of
+  the bot's environment, so a token can never reach a candidate by inheritance. A secret-looking
+  name in :data:`BASE_ENV` (none today) would still be dropped; a passthrough name is honoured
+  as written (the recipe author asked for it).
+* **One redactor** (:func:`redact`) replaces every secret value by ``***``: the values of
+  :data:`SECRET_ENV` (GitHub tokens, the server API key, Hugging Face tokens, Actions' own
+  request tokens), every environment variable whose *name* says token/secret/password/key,
+  values registered at run time (:func:`register_secret`), and GitHub / Hugging Face token
+  *shapes* even when the bot never held them. It is applied to everything the bot stores or
+  prints: its stdout/stderr (:func:`install_stream_redaction`), log records, ``result.json``,
+  reports, issue bodies and ledger rows (:func:`redact_data` on the serialised results).
+
+Values shorter than :data:`MIN_SECRET_LEN` characters are not treated as secrets (replacing
+``"1"`` everywhere would destroy the output and hide nothing).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+SECRET_ENV: tuple[str, ...] = (
+    "BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",  # the bot's GitHub token (report.github)
+    "BISECTBOT_API_KEY",  # bearer token sent to the server under test (probe)
+    "BISECTBOT_MARKER_KEY",  # HMAC key of the fingerprint markers (report.fingerprint)
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",  # model downloads
+    "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN",  # GitHub Actions runner internals
+)
+"""Variables whose values are secrets whatever their length or shape."""
+
+SECRET_NAME = re.compile(r"(?i)(token|secret|passw(or)?d|api_?key|private_?key|credential)")
+"""A variable whose name matches holds a secret (its value is redacted, never passed by default)."""
+
+MIN_SECRET_LEN = 6
+"""Shorter values are not redacted (they would match ordinary text)."""
+
+MIN_NAMED_SECRET_LEN = 8
+"""Values of variables that are secret only by their *name* (:data:`SECRET_NAME`) are redacted from
+this length (``TOKENIZERS_PARALLELISM=false`` is not a secret)."""
+
+BASE_ENV: tuple[str, ...] = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "TEMP", "TMP",
+    "LANG", "LANGUAGE", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
+    "XDG_CACHE_HOME", "CC", "CXX", "MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL",
+    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "HSA_OVERRIDE_GFX_VERSION",
+)
+"""Host variables a candidate build or server needs (plus every ``LC_*``); nothing else is inherited.
+Proxies are passed only when they carry no credentials (``user:pass@`` is dropped)."""
+
+_TOKEN_SHAPES = [
+    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})\b"),  # GitHub
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),  # Hugging Face
+]
+_AUTH_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization:\s*(?:token|bearer|basic)\s+)[^\s'\"]+")
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^/\s@'\"]+@")
+
+_registered: set[str] = set()
+
+
+def is_secret_name(name: str) -> bool:
+    """True when ``name`` is in :data:`SECRET_ENV` or looks like a secret (:data:`SECRET_NAME`)."""
+    return name in SECRET_ENV or bool(SECRET_NAME.search(name))
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret held at run time (a token read from a file, an API key) for :func:`redact`."""
+    if value and len(value) >= MIN_SECRET_LEN:
+        _registered.add(value)
+        # the same secret as it appears percent-encoded or JSON-escaped
+        _registered.add(value.replace("\\", "\\\\").replace('"', '\\"'))
+
+
+def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every secret value the bot holds now, longest first (registered and from the environment)."""
+    env = os.environ if environ is None else environ
+    found = set(_registered)
+    for k, v in env.items():
+        if v and ((k in SECRET_ENV and len(v) >= MIN_SECRET_LEN)
+                  or (len(v) >= MIN_NAMED_SECRET_LEN and SECRET_NAME.search(k))):
+            found.add(v)
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret replaced by ``***`` (see the module docstring for what is secret).
+
+    Also removes GitHub/Hugging Face token shapes, ``Authorization:`` header values and the
+    password of ``scheme://user:password@host`` URLs. Non-strings are returned unchanged.
+    """
+    if not text or not isinstance(text, str):
+        return text
+    for s in known_secrets():
+        if s in text:
+            text = text.replace(s, "***")
+    for pat in _TOKEN_SHAPES:
+        text = pat.sub("***", text)
+    text = _AUTH_HEADER.sub(lambda m: m.group(1) + "***", text)
+    text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + "***@", text)
+    return text
+
+
+def redact_data(data: Any) -> Any:
+    """:func:`redact` applied to every string (keys and values) of a JSON-like structure (a copy)."""
+    if isinstance(data, str):
+        return redact(data)
+    if isinstance(data, dict):
+        return {redact(k) if isinstance(k, str) else k: redact_data(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_data(v) for v in data]
+    return data
+
+
+def _clean_proxy(value: str) -> str | None:
+    return None if _URL_CREDENTIALS.search(value) else value
+
+
+def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] = (),
+                  environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a candidate process (build, server, command reproducer).
+
+    Starts from :data:`BASE_ENV` and every ``LC_*`` variable of ``environ`` (default
+    ``os.environ``), skipping secret-looking names and proxies with credentials; adds each name
+    of ``passthrough`` present in ``environ`` (a recipe's ``env_passthrough``: honoured even for
+    secret-looking names, the recipe author asked for it); then ``layers`` in order (runner
+    profile env, recipe env, triage env, the runner's own ``BISECTBOT_SOURCE*``), later layers
+    winning. Values are strings; ``None`` layers are skipped.
+    """
+    env_in = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for k, v in env_in.items():
+        if (k in BASE_ENV or k.startswith("LC_")) and not is_secret_name(k):
+            if k.lower().endswith("_proxy"):
+                cleaned = _clean_proxy(v)
+                if cleaned is None:
+                    continue
+            out[k] = v
+    for k in passthrough:
+        if k in env_in:
+            out[k] = env_in[k]
+    for layer in layers:
+        for k, v in (layer or {}).items():
+            out[str(k)] = str(v)
+    return out
+
+
+def passthrough_env(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The host variables named by a recipe's ``env_passthrough`` that are set (containers: no
+    host basics are added, the image has its own ``PATH``/``HOME``)."""
+    env_in = os.environ if environ is None else environ
+    return {k: env_in[k] for k in names if k in env_in}
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that passes every write through :func:`redact` (the bot's stdout/stderr).
+
+    Writes are redacted one call at a time; ``click.echo`` and :mod:`logging` write each message
+    in one call, so a secret is never split across two writes.
+    """
+
+    def __init__(self, inner: TextIO):
+        self._inner = inner
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        self._inner.write(redact(s))
+        return len(s)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def isatty(self) -> bool:
+        return self._inner.isatty()
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._inner, "encoding", "utf-8")
+
+    @property
+    def errors(self) -> str:  # type: ignore[override]
+        # never None: click would then look for a binary buffer and write around this stream
+        return getattr(self._inner, "errors", None) or "strict"
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts the formatted message of every record (also its arguments)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            msg = record.getMessage()
+        except Exception:  # a broken format string: leave it to logging's own error handling
+            return True
+        record.msg = redact(msg)
+        record.args = None
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+def install_stream_redaction() -> None:
+    """Redact everything this process prints: wrap ``sys.stdout``/``sys.stderr`` (once) and add a
+    :class:`RedactingFilter` to the root logger's handlers."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))
+    root = logging.getLogger()
+    for h in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in h.filters):
+            h.addFilter(RedactingFilter())

@@ -1,0 +1,129 @@
+"""Class 1 of issue 13: the bot's secrets never reach a candidate, and one redactor cleans every
+text it stores or prints.
+
+The bisection runs for real: a git history of the reference engine, the CLI in a subprocess, a
+command reproducer that prints its whole environment on stdout and stderr and writes it to a file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from bisectbot.secrets import BASE_ENV, candidate_env, is_secret_name, redact, redact_data
+from tests.bisect.conftest import make_engine_repo, run_cli, write_recipe
+
+GH_TOKEN_VALUE = "ghp_HOSTILEtoken000111222333444555666777"
+PLAIN_TOKEN = "plain-secret-with-no-known-shape-4242"  # only the redactor's knowledge can catch it
+API_KEY = "sk-local-api-key-98765-abcdef"
+
+DUMP_ENV = """\
+import json, os, sys
+env = dict(os.environ)
+text = json.dumps(env, sort_keys=True)
+print("ENV " + text)
+print("ENV " + text, file=sys.stderr)
+with open(os.environ["ENV_DUMP"], "a") as fh:
+    fh.write(text + "\\n")
+cfg = json.load(open("engine.json"))
+sys.exit(1 if cfg["threshold"] < 10000 else 0)
+"""
+
+
+def _files_containing(root: Path, needle: str, skip: set[Path] = frozenset()) -> list[str]:
+    hits = []
+    raw = needle.encode()
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink() and p not in skip and raw in p.read_bytes():
+            hits.append(str(p))
+    return hits
+
+
+def _bisect_with_env_dump(tmp_path: Path, extra_env: dict[str, str], **recipe_extra) -> tuple:
+    repo = make_engine_repo(tmp_path / "repo", n=8, k=5)
+    check = tmp_path / "dump_env.py"
+    check.write_text(DUMP_ENV)
+    rec = write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command", **recipe_extra)
+    data = yaml.safe_load(rec.read_text())
+    data["reproducer"]["command"] = [sys.executable, str(check), "{size}"]
+    data["env_passthrough"] = ["ENV_DUMP", *recipe_extra.get("env_passthrough", [])]
+    rec.write_text(yaml.safe_dump(data, sort_keys=False))
+    dump = tmp_path / "env-dump.jsonl"
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {"ENV_DUMP": str(dump), "TMPDIR": str(tmpdir), "ENGINE_STARTS": "/dev/null", **extra_env}
+    p = run_cli("--state", str(tmp_path / "state"), "run", str(rec), "--out", str(tmp_path / "out"), env=env)
+    return repo, p, dump
+
+
+def test_token_reaches_no_candidate_and_no_output(tmp_path: Path) -> None:
+    env = {"BISECTBOT_GITHUB_TOKEN": GH_TOKEN_VALUE, "GITHUB_TOKEN": PLAIN_TOKEN, "GH_TOKEN": PLAIN_TOKEN + "-gh",
+           "BISECTBOT_API_KEY": API_KEY, "SOME_SERVICE_PASSWORD": "hunter2-hunter2"}
+    repo, p, dump = _bisect_with_env_dump(tmp_path, env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert repo.shas[5] in p.stdout
+    envs = [json.loads(line) for line in dump.read_text().splitlines()]
+    assert envs, "the reproducer never ran"
+    for seen in envs:
+        for name in env:
+            assert name not in seen, f"{name} reached the candidate"
+        assert "ENV_DUMP" in seen and "PATH" in seen  # passthrough and build basics do arrive
+    for secret in env.values():
+        assert secret not in p.stdout + p.stderr
+        assert secret not in dump.read_text()
+        # outputs, report, result.json, logs, worktree leftovers, ledger (SQLite + WAL)
+        assert _files_containing(tmp_path, secret) == []
+
+
+def test_passthrough_secret_reaches_the_reproducer_but_is_redacted_everywhere(tmp_path: Path) -> None:
+    # a reproducer that needs a credential gets it by name; what it prints is still redacted
+    secret = "vendor-credential-0123456789"
+    repo, p, dump = _bisect_with_env_dump(tmp_path, {"VENDOR_API_TOKEN": secret},
+                                          env_passthrough=["VENDOR_API_TOKEN"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert all(json.loads(line).get("VENDOR_API_TOKEN") == secret for line in dump.read_text().splitlines())
+    assert secret not in p.stdout + p.stderr
+    assert _files_containing(tmp_path, secret, skip={dump}) == []
+    result = (tmp_path / "out" / "result.json").read_text()
+    assert "***" in result  # the printed environment is in the evidence, redacted
+
+
+def test_candidate_env_is_an_allow_list() -> None:
+    host = {"PATH": "/usr/bin", "HOME": "/root", "LC_ALL": "C", "GITHUB_TOKEN": "x" * 40, "AWS_SECRET_ACCESS_KEY": "y" * 30,
+            "RANDOM_HOST_VAR": "1", "HTTPS_PROXY": "http://user:pw@proxy:3128", "NO_PROXY": "localhost",
+            "ACTIONS_RUNTIME_TOKEN": "z" * 30}
+    env = candidate_env({"HIP_VISIBLE_DEVICES": "0"}, {"VLLM_X": "1"}, None, environ=host, passthrough=["RANDOM_HOST_VAR"])
+    assert env == {"PATH": "/usr/bin", "HOME": "/root", "LC_ALL": "C", "NO_PROXY": "localhost",
+                   "RANDOM_HOST_VAR": "1", "HIP_VISIBLE_DEVICES": "0", "VLLM_X": "1"}
+    assert not [n for n in BASE_ENV if is_secret_name(n)]
+
+
+def test_redactor_knows_every_secret(monkeypatch) -> None:
+    monkeypatch.setenv("GH_TOKEN", "gh-token-without-shape")
+    monkeypatch.setenv("BISECTBOT_API_KEY", "apikey-without-shape")
+    monkeypatch.setenv("MY_DEPLOY_PASSWORD", "deploy-pass-1234")
+    text = ("token gh-token-without-shape key apikey-without-shape pw deploy-pass-1234 "
+            "shape github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz "
+            "Authorization: Bearer abc.def.ghi url https://bot:p4ssw0rd@example.com/x")
+    out = redact(text)
+    for s in ("gh-token-without-shape", "apikey-without-shape", "deploy-pass-1234", "github_pat_", "abc.def.ghi",
+              "p4ssw0rd"):
+        assert s not in out
+    assert redact_data({"a": ["gh-token-without-shape", 3], "gh-token-without-shape": None}) == {"a": ["***", 3],
+                                                                                               "***": None}
+    # ordinary short values and names that merely contain a word are not secrets
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    assert redact("false positives") == "false positives"
+
+
+def test_cli_errors_and_tracebacks_are_redacted(tmp_path: Path) -> None:
+    # a recipe file whose *name* carries the token: the error line names the file, the token is masked
+    secret = "ghp_" + "Q" * 36
+    bad = tmp_path / f"{secret}.yaml"
+    bad.write_text("name: [unclosed\n")
+    p = run_cli("recipe", "validate", str(bad), env={"GITHUB_TOKEN": secret})
+    assert p.returncode == 2
+    assert secret not in p.stdout + p.stderr and "***" in p.stdout + p.stderr
