@@ -12,9 +12,11 @@ Public API::
 
 The index is, in order: the ``index_url`` argument, ``$PIP_INDEX_URL``, pip's own
 configuration (``pip config list``: ``global.index-url`` / ``install.index-url``),
-then ``https://pypi.org/simple/``. ``pip download`` cannot fetch vLLM sdists (it builds
-metadata, which needs torch), so files are downloaded directly from the URLs on the
-simple page and checked against the sha256 the page gives.
+then ``https://pypi.org/simple/``. The index is read with ``pypi-simple`` (PEP 503 HTML,
+PEP 691 JSON, PEP 592 yanks, PEP 700 upload times); file names are parsed with
+``packaging.utils``. ``pip download`` cannot fetch vLLM sdists (it builds metadata, which
+needs torch), so files are downloaded directly from the URLs on the simple page by
+``pypi-simple``, which checks them against the digests the page gives.
 
 Downloads are cached by content: ``<cache>/dists/<sha256[:2]>/<sha256>/<filename>``
 with ``<cache>`` = ``$BISECTBOT_CACHE`` or ``$XDG_CACHE_HOME/bisectbot`` or
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import re
 import subprocess
@@ -34,9 +35,9 @@ import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
-from urllib.parse import unquote, urldefrag, urljoin, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 from packaging.utils import (
@@ -51,7 +52,6 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from ..errors import BadInput, BisectbotError
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
-ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 TIMEOUT_S = 60.0  # seconds per HTTP request (connect + read of one chunk)
 
 
@@ -136,54 +136,41 @@ def configured_index_url() -> str:
     return DEFAULT_INDEX
 
 
-class _LinkParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[dict[str, str | None], str]] = []
-        self._cur: dict[str, str | None] | None = None
-        self._text = ""
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._cur, self._text = dict(attrs), ""
-
-    def handle_data(self, data: str) -> None:
-        if self._cur is not None:
-            self._text += data
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._cur is not None:
-            self.links.append((self._cur, self._text.strip()))
-            self._cur = None
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 _retry = retry(
     retry=retry_if_exception_type((requests.ConnectionError, requests.Timeout, SourceError)),
     stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5), reraise=True,
 )
 
 
+def _client() -> Any:  # -> pypi_simple.PyPISimple (imported where used: --version stays fast)
+    import pypi_simple
+
+    return pypi_simple
+
+
 @_retry
-def _get_page(url: str) -> tuple[str, str, str]:
-    """(final url, content type, body) of a simple page. 404 -> BadInput."""
-    if url.startswith("file://"):
-        path = Path(unquote(urlsplit(url).path))
-        for cand in (path / "index.html", path):
-            if cand.is_file():
-                return cand.as_uri(), "text/html", cand.read_text(encoding="utf-8")
-        raise BadInput(f"{_redact(url)}: no such project on the index")
-    r = requests.get(url, headers={"Accept": ACCEPT}, timeout=TIMEOUT_S)
-    if r.status_code == 404:
-        raise BadInput(f"{_redact(url)}: no such project on the index (404)")
-    if r.status_code >= 500:
-        raise SourceError(f"{_redact(url)}: index answered HTTP {r.status_code}")
-    if r.status_code != 200:
-        raise SourceError(f"{_redact(url)}: index answered HTTP {r.status_code}")
-    return r.url, r.headers.get("Content-Type", ""), r.text
+def _project_page(package: str, base: str) -> Any:  # -> pypi_simple.ProjectPage
+    """The project page of ``package`` on the index ``base`` (JSON preferred, HTML accepted).
+    Unknown project -> :class:`BadInput`; HTTP errors and unreadable pages -> :class:`SourceError`."""
+    ps = _client()
+    with ps.PyPISimple(endpoint=base if base.endswith("/") else base + "/") as client:
+        url = client.get_project_url(package)
+        if url.startswith("file://"):  # a directory tree of index.html files (``pip download``-style)
+            path = Path(unquote(urlsplit(url).path))
+            page = path / "index.html" if (path / "index.html").is_file() else path
+            if not page.is_file():
+                raise BadInput(f"{_redact(url)}: no such project on the index")
+            return ps.ProjectPage.from_html(package, page.read_text(encoding="utf-8"), page.as_uri())
+        try:
+            return client.get_project_page(package, timeout=TIMEOUT_S)
+        except ps.NoSuchProjectError:
+            raise BadInput(f"{_redact(url)}: no such project on the index (404)") from None
+        except requests.HTTPError as e:
+            code = e.response.status_code if e.response is not None else "?"
+            raise SourceError(f"{_redact(url)}: index answered HTTP {code}") from None
+        except (ps.UnsupportedContentTypeError, ps.UnsupportedRepoVersionError, ValueError) as e:
+            raise SourceError(f"{_redact(url)}: index sent a page this client cannot read: "
+                              f"{type(e).__name__}") from None
 
 
 def _kind_version(filename: str) -> tuple[str, str] | None:
@@ -200,48 +187,24 @@ def _kind_version(filename: str) -> tuple[str, str] | None:
 def list_releases(package: str, index_url: str | None = None) -> list[Release]:
     """All releases of ``package`` with their sdists and wheels, oldest version first.
 
-    Reads ``<index>/<normalized name>/`` as PEP 691 JSON when the index offers it, else
-    PEP 503 HTML (sha256 from the ``#sha256=`` fragment). Files whose names do not parse
-    are skipped. Raises :class:`BadInput` (unknown package) or :class:`SourceError`.
+    Reads ``<index>/<normalized name>/`` through ``pypi-simple`` as PEP 691 JSON when the index
+    offers it, else PEP 503 HTML. Files whose names ``packaging.utils`` cannot parse (signatures,
+    eggs, ``.exe``) are skipped. Raises :class:`BadInput` (unknown package) or :class:`SourceError`.
     """
     base = index_url or configured_index_url()
-    url = base.rstrip("/") + "/" + _normalize(package) + "/"
     try:
-        final, ctype, body = _get_page(url)
+        page = _project_page(package, base)
     except (requests.ConnectionError, requests.Timeout) as e:
-        raise SourceError(f"{_redact(url)}: index unreachable: {type(e).__name__}") from None
-    files: list[ReleaseFile] = []
-    if "json" in ctype:
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise SourceError(f"{_redact(url)}: index sent invalid JSON") from None
-        for f in data.get("files", []):
-            kv = _kind_version(f.get("filename", ""))
-            if kv is None:
-                continue
-            yanked = f.get("yanked", False)
-            files.append(ReleaseFile(
-                f["filename"], urljoin(final, f["url"]), (f.get("hashes") or {}).get("sha256"), kv[0],
-                f.get("size"), f.get("upload-time"), bool(yanked), f.get("requires-python")))
-    else:
-        p = _LinkParser()
-        p.feed(body)
-        for attrs, text in p.links:
-            href = attrs.get("href") or ""
-            link, frag = urldefrag(urljoin(final, href))
-            filename = text or PurePosixPath(urlsplit(link).path).name
-            kv = _kind_version(filename)
-            if kv is None:
-                continue
-            m = re.search(r"sha256=([0-9a-fA-F]{64})", frag or "")
-            files.append(ReleaseFile(filename, link, m.group(1).lower() if m else None, kv[0],
-                                     None, attrs.get("data-upload-time"), "data-yanked" in attrs,
-                                     attrs.get("data-requires-python")))
+        raise SourceError(f"{_redact(base)}: index unreachable: {type(e).__name__}") from None
     by_version: dict[str, Release] = {}
-    for f in files:
-        ver = _kind_version(f.filename)[1]  # type: ignore[index]
-        by_version.setdefault(ver, Release(ver)).files.append(f)
+    for pkg in page.packages:
+        kv = _kind_version(pkg.filename)
+        if kv is None:
+            continue
+        up = pkg.upload_time.isoformat().replace("+00:00", "Z") if pkg.upload_time else None
+        f = ReleaseFile(pkg.filename, pkg.url, pkg.digests.get("sha256"), kv[0], pkg.size, up,
+                        bool(pkg.is_yanked), pkg.requires_python)
+        by_version.setdefault(kv[1], Release(kv[1])).files.append(f)
     return sorted(by_version.values(), key=lambda r: Version(r.version))
 
 
@@ -259,9 +222,10 @@ def find_release(package: str, version: str, index_url: str | None = None) -> Re
 def download(release_file: ReleaseFile, cache_dir: Path | None = None) -> Path:
     """The file in the cache, downloading it if needed; verified against the index's sha256.
 
-    Path: ``<cache>/dists/<sha256[:2]>/<sha256>/<filename>``. A file without a sha256 on
-    the index is cached under the hash of what was downloaded. Raises :class:`SourceError`
-    on HTTP failure or hash mismatch (the partial file is removed).
+    Path: ``<cache>/dists/<sha256[:2]>/<sha256>/<filename>``. ``pypi-simple`` streams the file
+    and checks the digest; a file without a sha256 on the index is cached under the hash of
+    what was downloaded. Raises :class:`SourceError` on HTTP failure or hash mismatch (the
+    partial file is removed).
     """
     cache = Path(cache_dir) if cache_dir else cache_dir_default()
     if release_file.sha256:
@@ -272,10 +236,12 @@ def download(release_file: ReleaseFile, cache_dir: Path | None = None) -> Path:
     tmpdir.mkdir(parents=True, exist_ok=True)
     tmp = tmpdir / f"{release_file.filename}.{os.getpid()}.part"
     try:
-        digest = _fetch_to(release_file.url, tmp)
-        if release_file.sha256 and digest != release_file.sha256.lower():
-            raise SourceError(f"{release_file.filename}: sha256 {digest} does not match the index's "
-                              f"{release_file.sha256}")
+        try:
+            _fetch_to(release_file, tmp)
+        except _client().DigestMismatchError as e:
+            raise SourceError(f"{release_file.filename}: sha256 {e.actual_digest} does not match the index's "
+                              f"{e.expected_digest}") from None
+        digest = release_file.sha256.lower() if release_file.sha256 else _sha256(tmp)
         dest = cache / "dists" / digest[:2] / digest / release_file.filename
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, dest)
@@ -284,24 +250,35 @@ def download(release_file: ReleaseFile, cache_dir: Path | None = None) -> Path:
         tmp.unlink(missing_ok=True)
 
 
-@_retry
-def _fetch_to(url: str, dest: Path) -> str:
+def _sha256(path: Path) -> str:
     h = hashlib.sha256()
-    if url.startswith("file://"):
-        data = Path(unquote(urlsplit(url).path)).read_bytes()
-        dest.write_bytes(data)
-        return hashlib.sha256(data).hexdigest()
-    try:
-        with requests.get(url, stream=True, timeout=TIMEOUT_S) as r:
-            if r.status_code != 200:
-                raise SourceError(f"{_redact(url)}: download answered HTTP {r.status_code}")
-            with open(dest, "wb") as f:
-                for chunk in r.iter_content(1 << 20):
-                    h.update(chunk)
-                    f.write(chunk)
-    except (requests.ConnectionError, requests.Timeout) as e:
-        raise SourceError(f"{_redact(url)}: download failed: {type(e).__name__}") from None
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
     return h.hexdigest()
+
+
+@_retry
+def _fetch_to(rf: ReleaseFile, dest: Path) -> None:
+    """Download ``rf`` to ``dest`` through ``pypi-simple``, checking its sha256 when the index gave one."""
+    ps = _client()
+    if rf.url.startswith("file://"):
+        dest.write_bytes(Path(unquote(urlsplit(rf.url).path)).read_bytes())
+        if rf.sha256 and _sha256(dest) != rf.sha256.lower():
+            raise _client().DigestMismatchError(algorithm="sha256", expected_digest=rf.sha256,
+                                                actual_digest=_sha256(dest), url=rf.url)
+        return
+    pkg = ps.DistributionPackage(filename=rf.filename, url=rf.url, project=None, version=None, package_type=None,
+                                 digests={"sha256": rf.sha256.lower()} if rf.sha256 else {},
+                                 requires_python=rf.requires_python, has_sig=None)
+    try:
+        with ps.PyPISimple() as client:  # DigestMismatchError passes through: not worth a retry
+            client.download_package(pkg, dest, verify=bool(rf.sha256), timeout=TIMEOUT_S)
+    except requests.HTTPError as e:
+        code = e.response.status_code if e.response is not None else "?"
+        raise SourceError(f"{_redact(rf.url)}: download answered HTTP {code}") from None
+    except (requests.ConnectionError, requests.Timeout) as e:
+        raise SourceError(f"{_redact(rf.url)}: download failed: {type(e).__name__}") from None
 
 
 def _safe_rel(name: str) -> PurePosixPath | None:

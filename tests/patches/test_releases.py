@@ -140,3 +140,26 @@ def test_configured_index_url_respects_pip_index_url(monkeypatch) -> None:
     monkeypatch.delenv("PIP_INDEX_URL")
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     assert configured_index_url() == releases.DEFAULT_INDEX
+
+
+def test_file_index_yanks_and_unparsable_names(tmp_path: Path) -> None:
+    """A directory index (file://, PEP 503 HTML) read through pypi-simple: yanked files flagged, names
+    that packaging.utils cannot parse (signatures, eggs) skipped, the download verified."""
+    files = tmp_path / "files"
+    files.mkdir()
+    blobs = {"demo-1.0.tar.gz": _sdist("1.0"), "demo-1.1-py3-none-any.whl": _wheel("1.1")}
+    for n, d in blobs.items():
+        (files / n).write_bytes(d)
+    (tmp_path / "simple" / "demo").mkdir(parents=True)
+    links = "".join(f'<a href="../../files/{n}#sha256={hashlib.sha256(d).hexdigest()}"'
+                    f'{" data-yanked=&quot;broken&quot;" if n.endswith(".whl") else ""}>{n}</a>'
+                    for n, d in blobs.items())
+    links += '<a href="../../files/demo-1.0.tar.gz.asc">demo-1.0.tar.gz.asc</a><a href="x">demo-0.9-py2.7.egg</a>'
+    (tmp_path / "simple" / "demo" / "index.html").write_text(f"<html><body>{links}</body></html>")
+    rels = list_releases("DEMO", (tmp_path / "simple").as_uri() + "/")
+    assert [(r.version, [(f.kind, f.yanked) for f in r.files]) for r in rels] == [
+        ("1.0", [("sdist", False)]), ("1.1", [("wheel", True)])]
+    p = download(rels[0].sdist, tmp_path / "cache")
+    assert p.read_bytes() == blobs["demo-1.0.tar.gz"]
+    with pytest.raises(BadInput, match="no such project"):
+        list_releases("other", (tmp_path / "simple").as_uri())
