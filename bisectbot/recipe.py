@@ -112,6 +112,13 @@ class ClassifierSettings(_Model):
     needle_recall_min: float = Field(
         1.0, ge=0, le=1, description="share of needle codes that must be retrieved exactly"
     )
+    function_word_share_min: float = Field(
+        0.10, ge=0, le=1, description="prose of >= 20 words with a smaller share of function words is word salad"
+    )
+    accept_reasoning: bool = Field(
+        False, description="judge an answer found only in reasoning_content as the answer (default: such a "
+        "reply is INCONCLUSIVE, reason 'misrouted': a reasoning-parser routing fault, issue 11)"
+    )
 
 
 class ReproducerSpec(_Model):

@@ -1,18 +1,31 @@
 """Garbage classifiers: one reply in, ``OK`` / ``GARBAGE`` / ``ERROR`` / ``INCONCLUSIVE`` out.
 
-Each classifier returns a :class:`Signal` (name, score, reason, flagged); the verdict
-combines them: any flagged signal makes the reply ``GARBAGE`` (its reasons are kept),
-none makes it ``OK``. A failed request is ``ERROR`` (a dead server is never garbage);
-a reply cut off by ``max_tokens`` inside the reasoning (empty content,
-``finish_reason == "length"``) whose reasoning looks sane is ``INCONCLUSIVE``.
-Reasoning and content are scored together: garbage can hide in either.
+Each classifier returns a :class:`Signal` (name, score, reason, flagged, weak). The
+verdict weighs them (issue 11): a flagged **strong** signal -- a collapse of the text
+(loops, floods, salad, noise, template leaks) or a wrong answer (expected answer or
+needle codes missing) -- makes the reply ``GARBAGE``; a flagged **weak** signal (the
+reply is short, the global unique-word ratio of structured text is low) only adds
+weight to a strong one and never makes ``GARBAGE`` alone. A reply that contains the
+expected answer or recalls the needles and shows no collapse signal is never
+``GARBAGE``. When the recipe checks neither answer nor needles, ``too-short`` is the
+only evidence of a missing answer and counts as strong.
+
+A failed request is ``ERROR`` (a dead server is never garbage). A reply cut off by
+``max_tokens`` inside the reasoning (empty content, ``finish_reason == "length"``)
+whose reasoning looks sane is ``INCONCLUSIVE``. An answer found only in the reasoning
+(empty content, sane reasoning with the answer, finish ``stop``) is a reasoning-parser
+routing fault, not corruption: ``INCONCLUSIVE`` with reason ``misrouted``, or judged as
+the answer when the recipe sets ``classifier.accept_reasoning``. No content and no
+reasoning is ``GARBAGE`` with reason "empty reply". Reasoning and content are scored
+together for collapse: garbage can hide in either.
 
 Classifiers (thresholds from :class:`bisectbot.recipe.ClassifierSettings`, tuned on
 the labelled corpus ``tests/data/outputs``; ``benchmarks/classifier.py`` measures them):
 
 ==================  ==========================================================================
 ``empty``           no content and no reasoning
-``unique-ratio``    distinct words / words < ``unique_ratio_min`` (0.15, the classic check), >= 30 words
+``unique-ratio``    distinct words / words < ``unique_ratio_min`` (0.15, the classic check), >= 30 words;
+                    weak: logs, tables and refrains have low global ratios too
 ``window-unique``   minimum of that ratio over sliding windows of ``window_words`` words
                     (< ``window_unique_ratio_min``): catches a reply that collapses mid-stream
 ``compression``     zlib ratio (raw bytes / compressed bytes) > ``compression_ratio_max``, >= 200 bytes
@@ -22,10 +35,16 @@ the labelled corpus ``tests/data/outputs``; ``benchmarks/classifier.py`` measure
 ``digit-chain``     >= 40 digits in a row, or >= 30 single-digit tokens in a row
 ``stray-script``    isolated one-letter fragments of another script (``the 的 model 는 ...``) or
                     code identifiers with foreign letters inside (``value_는0``) in Latin text
-``known-answer``    the recipe's ``expected_answer`` is not in the answer (number words count: "four")
+``template-leak``   chat-template special tokens in the reply (``<start_of_turn>``, ``<|im_end|>``,
+                    ``[/INST]``, ``<|eot_id|>``, ``<unk>``...): a template/tokenizer mismatch
+``salad``           prose of >= 20 Latin/Cyrillic words with almost no function words
+                    (share < ``function_word_share_min`` 0.10 of English/German/French/Spanish/Italian/Portuguese/Russian ones)
+``known-answer``    the recipe's ``expected_answer`` is not in the answer (number words count:
+                    "four", "vier", "quatre", "cuatro", "четыре", "四"...)
 ``needles``         share of needle codes retrieved exactly < ``needle_recall_min``; near misses
                     (one character off) are named -- fluent-but-wrong answers are only caught here
-``too-short``       fewer than ``min_reply_tokens`` completion tokens
+``too-short``       fewer than ``min_reply_tokens`` completion tokens; weak when the answer or
+                    the needles are checked
 ==================  ==========================================================================
 """
 
@@ -45,16 +64,57 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 _NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
                  "fifteen sixteen seventeen eighteen nineteen twenty").split()
+#: Number words 0..12 in other languages the corpus covers (German, French, Spanish, Italian,
+#: Portuguese, Russian, Chinese/Japanese numerals, Korean native and Sino-Korean words).
+_NUMBER_WORDS_INTL = [w.split("|") for w in (
+    "null|zéro|zero|cero|ноль|〇|零|영", "eins|un|une|uno|um|uma|один|одна|一|하나|한",
+    "zwei|deux|dos|due|dois|duas|два|две|二|둘|두", "drei|trois|tres|tre|três|три|三|셋|세",
+    "vier|quatre|cuatro|quattro|quatro|четыре|四|넷|네", "fünf|cinq|cinco|cinque|пять|五|다섯",
+    "sechs|six|seis|sei|шесть|六|여섯", "sieben|sept|siete|sette|sete|семь|七|일곱",
+    "acht|huit|ocho|otto|oito|восемь|八|여덟", "neun|neuf|nueve|nove|девять|九|아홉",
+    "zehn|dix|diez|dieci|dez|десять|十|열", "elf|onze|once|undici|одиннадцать|十一|열하나",
+    "zwölf|douze|doce|dodici|doze|двенадцать|十二|열둘")]
+#: Chat-template special tokens of common templates (Gemma, Llama 2/3, ChatML/Qwen, Phi, GLM,
+#: DeepSeek, Mistral, gpt-oss harmony, GPT-2/NeoX); any one of them in a reply is a leak.
+_TEMPLATE_TOKENS = re.compile(
+    r"<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|<\|im_(?:start|end|sep)\|>|<\|eot_id\|>"
+    r"|<\|(?:start|end)_header_id\|>|<\|(?:begin|end)_of_text\|>|<\|endoftext\|>|<\|eom_id\|>"
+    r"|<\|(?:user|assistant|system|end|observation)\|>|\[gMASK\]|<sop>|<eop>"
+    r"|<｜(?:begin▁of▁sentence|end▁of▁sentence|User|Assistant)｜>|<\|(?:start|channel|message|return|call)\|>"
+    r"|<\|reserved_special_token_\d+\|>|<\|fim_\w+\|>|<(?:unk|pad|bos|eos)>")
+#: Tokens that also occur in ordinary markup (``<s>`` is HTML strike-through): two are needed.
+_TEMPLATE_TOKENS_WEAK = re.compile(r"</?s>")
+#: Function words of the languages the classifier knows; prose without them is word salad.
+_FUNCTION_WORDS = frozenset("""
+the a an of and or to in on at is are was were be been it this that these those for with as by from not no
+but if so then than there their they he she we you i my your our its his her them me us do does did has
+have had will would can could should may might must which who whom what when where why how all any some
+der die das den dem des ein eine einen einem und oder zu im in ist sind war nicht mit von für auf es sie er
+wir ich du dass auch als wie aber
+le la les un une des du de et ou à au aux en est sont il elle ils nous vous je ne pas que qui pour dans
+sur avec ce cette
+el los las unos unas y o en es son no que por para con su se lo al del
+il lo gli i uno e è di da per che non con
+o os as um uma e é de do da dos das em no na não que com por para
+и в во на не что с со как а но он она они мы вы я это по к из у за от то же
+""".split())
 
 
 class Signal(NamedTuple):
     """One classifier's opinion: ``score`` (its measure, unit in the reason), a one-line
-    ``reason``, and ``flagged`` (True = this classifier calls the reply garbage)."""
+    ``reason``, ``flagged`` (True = this classifier finds fault with the reply) and
+    ``weak`` (True = a flagged weak signal only adds weight to a strong one)."""
 
     classifier: str
     score: float
     reason: str
     flagged: bool = False
+    weak: bool = False
+
+    @property
+    def strong(self) -> bool:
+        """Flagged and not weak: enough on its own for ``GARBAGE``."""
+        return self.flagged and not self.weak
 
 
 @dataclass
@@ -67,8 +127,11 @@ class Classification:
 
     @property
     def reasons(self) -> list[str]:
-        """Reasons of the flagged signals (garbage), or the error/inconclusive note."""
-        flagged = [f"{s.classifier}: {s.reason}" for s in self.signals if s.flagged]
+        """Reasons of the flagged signals (garbage; strong ones first), or the error/inconclusive note."""
+        if self.outcome != Outcome.GARBAGE:
+            return [self.note] if self.note else []
+        flagged = [f"{s.classifier}: {s.reason}" for s in self.signals if s.strong]
+        flagged += [f"{s.classifier}: {s.reason} (weak)" for s in self.signals if s.flagged and s.weak]
         return flagged or ([self.note] if self.note else [])
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,16 +275,39 @@ def _needle_near_miss(needle: str, text: str) -> str | None:
 
 def answer_present(expected: str, text: str) -> bool:
     """True when ``expected`` (case-insensitive, on word boundaries) is in ``text``; a small
-    integer also matches its English word ("4" ~ "four")."""
+    integer also matches its number word in English and in :data:`_NUMBER_WORDS_INTL`
+    ("4" ~ "four", "vier", "четыре", "四")."""
     forms = [expected.strip()]
     if forms[0].isdigit() and int(forms[0]) < len(_NUMBER_WORDS):
         forms.append(_NUMBER_WORDS[int(forms[0])])
+        if int(forms[0]) < len(_NUMBER_WORDS_INTL):
+            forms.extend(_NUMBER_WORDS_INTL[int(forms[0])])
     for f in forms:
         # ASCII boundaries only: CJK text writes "2加2等于4。" with no spaces
         if f and re.search(r"(?<![0-9A-Za-z])(?<!\d\.)" + re.escape(f) + r"(?![0-9A-Za-z]|\.\d)", text,
                            re.IGNORECASE):
             return True
     return False
+
+
+def template_leaks(text: str) -> list[str]:
+    """Chat-template special tokens found in ``text`` (``<|im_end|>``, ``[/INST]``...); the
+    markup-like ``<s>``/``</s>`` count only when there are two or more."""
+    found = _TEMPLATE_TOKENS.findall(text)
+    weak = _TEMPLATE_TOKENS_WEAK.findall(text)
+    return found + (weak if len(weak) >= 2 else [])
+
+
+def function_word_share(text: str) -> tuple[float, int]:
+    """(share of function words, words) over the Latin/Cyrillic alphabetic words of ``text``;
+    (1.0, n) when the text does not read as prose (code, tables, lists, numbers)."""
+    if "```" in text or text.count("|") >= 4 or text.count("\n") > 3:
+        return 1.0, 0
+    words = [w for w in _WORD.findall(text) if w.isalpha() and _script(w[0]) in ("LATIN", "CYRILLIC")]
+    tokens = _TOKEN.findall(text)
+    if not words or len(words) < 0.7 * len(tokens):
+        return 1.0, len(words)
+    return sum(w.lower() in _FUNCTION_WORDS for w in words) / len(words), len(words)
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -234,7 +320,8 @@ def text_signals(text: str, cs: ClassifierSettings) -> list[Signal]:
     out: list[Signal] = []
     ur = unique_ratio(words)
     out.append(Signal("unique-ratio", round(ur, 4), f"{len({w.lower() for w in words})} distinct of {len(words)} words "
-                      f"(ratio {ur:.3f} < {cs.unique_ratio_min})", len(words) >= 30 and ur < cs.unique_ratio_min))
+                      f"(ratio {ur:.3f} < {cs.unique_ratio_min})", len(words) >= 30 and ur < cs.unique_ratio_min,
+                      weak=True))
     wu = window_unique_min(words, cs.window_words)
     out.append(Signal("window-unique", round(wu, 4), f"a {cs.window_words}-word window has unique-word ratio "
                       f"{wu:.3f} < {cs.window_unique_ratio_min}",
@@ -264,6 +351,13 @@ def text_signals(text: str, cs: ClassifierSettings) -> list[Signal]:
     out.append(Signal("stray-script", float(stray + mixed),
                       f"{stray} isolated foreign letters, {mixed} identifiers with foreign letters (e.g. {ex!r})",
                       stray >= 3 or mixed >= 2))
+    leaks = template_leaks(text)
+    out.append(Signal("template-leak", float(len(leaks)), f"{len(leaks)} chat-template token(s), e.g. "
+                      f"{leaks[0] if leaks else ''!r}", bool(leaks)))
+    fw, nwords = function_word_share(text)
+    out.append(Signal("salad", round(fw, 3), f"{nwords} words, {fw:.0%} function words "
+                      f"(< {cs.function_word_share_min:.0%}): word salad",
+                      nwords >= 20 and fw < cs.function_word_share_min))
     return out
 
 
@@ -272,31 +366,54 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
 
     ``ERROR``: the request failed (``reply.error``; an over-limit rejection says
     "over the limit"). ``INCONCLUSIVE``: cut off by ``max_tokens`` inside the reasoning
-    and the reasoning itself looks sane. ``GARBAGE``: any flagged signal. Else ``OK``.
-    Pure function, no I/O.
+    and the reasoning itself looks sane, or the answer is only in the reasoning
+    (``misrouted``). ``GARBAGE``: any strong flagged signal (see the module docstring).
+    Else ``OK``. Pure function, no I/O; never raises for odd field types.
     """
     cs = spec.classifier
     if reply.error is not None:
         note = reply.error if reply.error_kind != "over-limit" else f"over the limit: {reply.error}"
         return Classification(Outcome.ERROR, [], note)
-    content = reply.content or ""
-    reasoning = reply.reasoning or ""
+    content = reply.content if isinstance(reply.content, str) else ""
+    reasoning = reply.reasoning if isinstance(reply.reasoning, str) else ""
     text = (reasoning + "\n" + content).strip()
     if not text:
         return Classification(Outcome.GARBAGE, [Signal("empty", 0.0, "empty reply (no content, no reasoning)", True)])
     signals = text_signals(text, cs)
-    stats_bad = any(s.flagged for s in signals)
-    cut_in_reasoning = reply.finish_reason == "length" and not content.strip() and bool(reasoning.strip())
-    if cut_in_reasoning and not stats_bad:
-        return Classification(Outcome.INCONCLUSIVE, signals,
-                              "cut off by max_tokens inside the reasoning; raise max_tokens")
-    answer = content if content.strip() else text
-    if not content.strip() and reply.finish_reason != "length":
-        signals.append(Signal("empty", 0.0, "empty content after the reasoning", True))
+    collapse = any(s.strong for s in signals)
+    no_content = not content.strip()
+    if no_content and not collapse:
+        if reply.finish_reason == "length":
+            return Classification(Outcome.INCONCLUSIVE, signals,
+                                  "cut off by max_tokens inside the reasoning; raise max_tokens")
+        if not cs.accept_reasoning and _correct(reasoning, spec, needles, cs)[0]:
+            return Classification(Outcome.INCONCLUSIVE, signals + [Signal("misrouted", 0.0, "", False)],
+                                  "misrouted: the answer is only in reasoning_content (content empty, finish "
+                                  f"{reply.finish_reason!r}): a reasoning-parser routing fault, not corruption; "
+                                  "set classifier.accept_reasoning to judge the reasoning as the answer")
+    answer = content if not no_content else text
+    if no_content and not cs.accept_reasoning:
+        signals.append(Signal("empty", 0.0, "empty reply: no content after the reasoning", True))
+    checked, answer_signals = _correct(answer, spec, needles, cs)[1:]
+    signals.extend(answer_signals)
+    ntok = reply.completion_tokens if isinstance(reply.completion_tokens, int) and \
+        not isinstance(reply.completion_tokens, bool) and reply.completion_tokens >= 0 else len(_TOKEN.findall(text))
+    signals.append(Signal("too-short", float(ntok), f"{ntok} completion tokens (< {cs.min_reply_tokens})",
+                          ntok < cs.min_reply_tokens, weak=checked))
+    if any(s.strong for s in signals):
+        return Classification(Outcome.GARBAGE, signals)
+    return Classification(Outcome.OK, signals)
+
+
+def _correct(answer: str, spec: ReproducerSpec, needles: list[str],
+             cs: ClassifierSettings) -> tuple[bool, bool, list[Signal]]:
+    """(correct, checked, signals) of the answer checks: ``checked`` when the recipe has an
+    expected answer or needles; ``correct`` when every check passes."""
+    out: list[Signal] = []
     if spec.expected_answer:
         ok = answer_present(spec.expected_answer, answer)
-        signals.append(Signal("known-answer", 1.0 if ok else 0.0, f"expected answer {spec.expected_answer!r} missing",
-                              not ok))
+        out.append(Signal("known-answer", 1.0 if ok else 0.0, f"expected answer {spec.expected_answer!r} missing",
+                          not ok))
     if needles:
         found = [n for n in needles if n in answer]
         score = len(found) / len(needles)
@@ -305,14 +422,10 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
         for n in missing:
             near = _needle_near_miss(n, answer)
             detail.append(f"{n} answered as {near}" if near else f"{n} missing")
-        signals.append(Signal("needles", round(score, 3), f"retrieved {len(found)}/{len(needles)} needles: "
-                              + ", ".join(detail), score < cs.needle_recall_min))
-    ntok = reply.completion_tokens if reply.completion_tokens is not None else len(_TOKEN.findall(text))
-    signals.append(Signal("too-short", float(ntok), f"{ntok} completion tokens (< {cs.min_reply_tokens})",
-                          ntok < cs.min_reply_tokens))
-    if any(s.flagged for s in signals):
-        return Classification(Outcome.GARBAGE, signals)
-    return Classification(Outcome.OK, signals)
+        out.append(Signal("needles", round(score, 3), f"retrieved {len(found)}/{len(needles)} needles: "
+                          + ", ".join(detail), score < cs.needle_recall_min))
+    checked = bool(out)
+    return checked and not any(s.flagged for s in out), checked, out
 
 
 def classic_unique_ratio(reply: Reply, min_ratio: float = 0.15, min_tokens: int = 10) -> Outcome:

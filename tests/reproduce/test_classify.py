@@ -54,7 +54,7 @@ def test_thinking_cut_is_inconclusive_not_ok_or_garbage():
         if c.get("outcome") == "INCONCLUSIVE":
             cl = classify(*bench.case_inputs(c))
             assert cl.outcome == Outcome.INCONCLUSIVE, c["id"]
-            assert "max_tokens" in cl.reasons[0]
+            assert ("misrouted" if c["kind"] == "misrouted" else "max_tokens") in cl.reasons[0], c["id"]
 
 
 def test_benchmark_prints_both_side_by_side():
@@ -63,9 +63,10 @@ def test_benchmark_prints_both_side_by_side():
     assert "combined" in p.stdout and "unique-ratio only" in p.stdout
     parts = bench_parts(p.stdout)
     assert set(parts) == {"tuning", "held-out"}
-    lines = parts["tuning"]
-    assert float(lines["precision"][0]) >= 0.98 and float(lines["recall"][0]) >= 0.98
-    assert float(lines["recall"][1]) < float(lines["recall"][0])
+    for part in ("tuning", "held-out"):
+        lines = parts[part]
+        assert float(lines["precision"][0]) >= 0.98 and float(lines["recall"][0]) >= 0.98, part
+        assert float(lines["recall"][1]) < float(lines["recall"][0])
 
 
 def bench_parts(stdout: str) -> dict[str, dict[str, list[str]]]:
@@ -144,3 +145,44 @@ def test_heldout_corpus_shape():
                           sort_keys=True)
 
     assert not {key(c) for c in held} & {key(c) for c in tuning}
+
+
+def test_heldout_precision_and_recall_at_least_098():
+    bench = _bench()
+    res = bench.evaluate(bench.load_corpus(bench.HELDOUT_CORPUS))["combined"]
+    assert res["precision"] >= 0.98 and res["recall"] >= 0.98, res["wrong"]
+
+
+def test_terse_correct_answer_is_ok_weak_signals_only_add_weight():
+    spec = ReproducerSpec()  # min_reply_tokens 3, expected "4"
+    cl = classify(Reply(content="4", finish_reason="stop", completion_tokens=1), spec, [])
+    assert cl.outcome == Outcome.OK
+    assert any(s.classifier == "too-short" and s.flagged and s.weak for s in cl.signals)
+    # a short reply without the answer is still garbage, and says both
+    bad = classify(Reply(content="the", finish_reason="stop", completion_tokens=1), spec, [])
+    assert bad.outcome == Outcome.GARBAGE
+    assert bad.reasons[0].startswith("known-answer") and any("too-short" in r and "(weak)" in r for r in bad.reasons)
+    # with no answer check at all, a too-short reply to a long ask is the symptom
+    long_ask = ReproducerSpec(question="Summarise the document.", expected_answer=None)
+    long_ask.classifier.min_reply_tokens = 40
+    assert classify(Reply(content="Functions.", completion_tokens=2), long_ask, []).outcome == Outcome.GARBAGE
+
+
+@pytest.mark.parametrize("leak", ["<start_of_turn>user", "<end_of_turn>", "[/INST]", "<|im_end|>", "<|eot_id|>"])
+def test_template_leak_is_garbage_even_with_the_right_answer(leak):
+    needles = ["KESTREL-4417", "OSPREY-2093"]
+    r = Reply(content=f"4. Codes: KESTREL-4417, OSPREY-2093 {leak}", finish_reason="stop", completion_tokens=12)
+    cl = classify(r, ReproducerSpec(needles=2), needles)
+    assert cl.outcome == Outcome.GARBAGE and cl.reasons[0].startswith("template-leak")
+
+
+def test_answer_only_in_reasoning_is_misrouted_unless_accepted():
+    r = Reply(content="", reasoning="2 plus 2 is 4, so the answer is 4.", finish_reason="stop", completion_tokens=14)
+    cl = classify(r, ReproducerSpec(), [])
+    assert cl.outcome == Outcome.INCONCLUSIVE and cl.reasons[0].startswith("misrouted")
+    spec = ReproducerSpec.model_validate({"classifier": {"accept_reasoning": True}})
+    assert classify(r, spec, []).outcome == Outcome.OK
+    # empty content with no reasoning: a failure that says "empty reply"
+    for content in ("", None, "  \n"):
+        e = classify(Reply(content=content, finish_reason="stop"), ReproducerSpec(), [])
+        assert e.outcome == Outcome.GARBAGE and "empty reply" in e.reasons[0]

@@ -304,6 +304,28 @@ case("k50-spanish-long", "ok", "non-english",
      "La suma de 2 y 2 es 4. Los puentes colgantes sostienen el tablero con cables verticales que cuelgan de dos "
      "cables principales; estos pasan sobre torres altas y se anclan en grandes bloques de hormigón.")
 
+# ---- added with issue 11 (new members of the kinds the held-out part showed; never copies of held-out cases)
+case("g46-template-leak-phi", "garbage", "template-leak",
+     "2 + 2 = 4.<|end|>\n<|user|>\nthanks<|end|>\n<|assistant|>", note="Phi-style template tokens leak")
+case("g47-template-leak-glm", "garbage", "template-leak", "[gMASK]<sop><|assistant|>\nThe answer is 4.<|user|>",
+     note="GLM-style template tokens leak")
+case("g48-salad-after-answer", "garbage", "word-salad",
+     "The answer is 4. Tapestry Meridian voucher glacier Pontiac rhubarb telescope Sovereign lanyard "
+     "Hamilton cobalt saffron Vintage kettle parchment Orwell sprocket bramble Lexington fjord "
+     "turpentine Cascade molasses", note="on-topic start, then high-diversity salad with no function words")
+case("g49-reasoning-salad-terse", "garbage", "reasoning-garbage", "4",
+     reasoning="Tapestry Meridian voucher glacier Pontiac rhubarb telescope Sovereign lanyard Hamilton "
+     "cobalt saffron Vintage kettle parchment Orwell sprocket bramble Lexington fjord turpentine",
+     note="terse content, salad in the reasoning")
+case("k51-terse-equals", "ok", "short-answer", "= 4", completion_tokens=2,
+     note="terse correct answer under the default min_reply_tokens (issue 11 input 1)")
+case("k52-italian-word", "ok", "non-english", "Quattro.", question="Quanto fa 2+2?", completion_tokens=2)
+case("k53-misrouted", "ok", "misrouted", "", reasoning="Two plus two is four, so I answer 4.",
+     outcome="INCONCLUSIVE", note="answer only in reasoning_content, finish stop: parser routing, not corruption")
+case("k54-status-lines", "ok", "log-lines",
+     "All 4 replicas are up.\n" + "".join(f"replica {i}: status ready, restarts 0\n" for i in range(60)))
+case("k55-chinese-numeral", "ok", "non-english", "四", question="2加2等于几？", completion_tokens=1)
+
 
 def main() -> None:
     for old in HERE.glob("*.json"):
