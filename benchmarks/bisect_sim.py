@@ -21,6 +21,21 @@ accuracy >= 99 % and mean probes <= 1.15 B for every N. The ratio target is chec
 the rows without untestable candidates (B knows nothing of skips); the accuracy target on
 every row. The last lines say plainly which targets were met.
 
+Two more tables (issue 12):
+
+* **One-sided flake**: a bug that shows in a share ``h`` (0.2..0.7) of the runs of a bad
+  candidate, a healthy one almost never (``RUN_FALSE_POSITIVE`` per run); each probe is
+  ``r`` runs combined one-sidedly (bad if any run is bad), so the channel is asymmetric:
+  ``fp = 1 - (1 - 0.001)^r``, ``fn = (1 - h)^r``. Printed: accuracy, the wrong-culprit rate
+  (a culprit or range named that does not hold the first bad; target < 1 - confidence),
+  mean probes (each ``r`` runs) against the bound of that channel
+  (:func:`bisectbot.bisect.channel_bound`, target <= 1.15 x), and, for comparison, the
+  wrong-culprit rate of a majority vote over the same repeats fed to a search that assumes
+  the recipe's symmetric rates (the failure of issue 12, input 2).
+* **Drift**: the bug appears at ``k`` with a first-garbage threshold of 20K tokens and the
+  threshold drops to 6K at ``d > k``. Printed: how often the first search names ``k`` and
+  the drift search names ``d``, the probes of each against ``B``.
+
 Run: ``python benchmarks/bisect_sim.py [--trials 2000] [--quick] [--jobs 2]``.
 """
 
@@ -38,7 +53,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bisectbot.bisect import Bisection, burnashev_bound  # noqa: E402
+from bisectbot.bisect import (  # noqa: E402
+    Bisection,
+    burnashev_bound,
+    channel_bound,
+    combine_repeats,
+    judge_drift,
+    judge_threshold,
+    per_probe_rates,
+)
 from bisectbot.models import Status, Verdict  # noqa: E402
 
 SIZES = (16, 64, 256, 1024, 5000)
@@ -144,13 +167,169 @@ def run_setting(args: tuple[int, float, float, int, int]) -> Row:
                time.monotonic() - t0)
 
 
+# --------------------------------------------------------------------------- one-sided flake
+
+HIT_RATES = (0.2, 0.3, 0.5, 0.7)
+REPEATS = (1, 3, 5)
+ONE_SIDED_SIZES = (64, 1024)
+
+
+@dataclass
+class OneSidedRow:
+    n: int
+    hit: float
+    repeats: int
+    trials: int
+    mean: float
+    acc: float
+    wrong: float
+    bound: float
+    maj_wrong: float
+
+    @property
+    def ratio(self) -> float:
+        return self.mean / self.bound
+
+
+def _runs_bad(rng: random.Random, bad: bool, hit: float, repeats: int, run_fp: float = 0.001) -> list[bool]:
+    return [rng.random() < (hit if bad else run_fp) for _ in range(repeats)]
+
+
+def one_sided_setting(args: tuple[int, float, int, int, int]) -> OneSidedRow:
+    n, hit, repeats, trials, seed = args
+    rng = random.Random(f"one-sided-{seed}-{n}-{hit}-{repeats}")
+    fp, fn = per_probe_rates(hit, repeats)
+    probes = right = wrong = maj_wrong = 0
+    for _ in range(trials):
+        h = rng.randint(1, n)
+        b = Bisection(n + 1, false_positive=fp, false_negative=fn, confidence=CONFIDENCE, check_boundary=False,
+                      verify=False, max_probes=20000)
+        while not b.done:
+            (j,) = b.next_probes(1)
+            b.feed(j, Verdict.BAD if combine_repeats(_runs_bad(rng, j >= h, hit, repeats)) else Verdict.GOOD)
+        r = b.result()
+        probes += b.probes
+        named = r.status in (Status.CULPRIT, Status.RANGE)
+        right += named and h in r.culprits
+        wrong += named and h not in r.culprits
+        # before issue 12: a majority vote over the repeats, and the recipe's symmetric guess
+        m = Bisection(n + 1, false_positive=0.01, false_negative=0.45, confidence=CONFIDENCE,
+                      check_boundary=False, verify=False, max_probes=20000)
+        while not m.done:
+            (j,) = m.next_probes(1)
+            votes = sum(_runs_bad(rng, j >= h, hit, repeats))
+            m.feed(j, Verdict.BAD if votes * 2 > repeats else Verdict.GOOD)
+        mr = m.result()
+        maj_wrong += mr.status in (Status.CULPRIT, Status.RANGE) and h not in mr.culprits
+    return OneSidedRow(n, hit, repeats, trials, probes / trials, right / trials, wrong / trials,
+                       channel_bound(n, fp, fn, 1 - CONFIDENCE), maj_wrong / trials)
+
+
+# --------------------------------------------------------------------------- drift
+
+
+@dataclass
+class DriftRow:
+    n: int
+    p: float
+    trials: int
+    first_acc: float
+    first_wrong: float
+    drift_acc: float
+    first_mean: float
+    drift_mean: float
+    first_bound: float
+    drift_bound: float
+
+
+def drift_setting(args: tuple[int, float, int, int]) -> DriftRow:
+    n, p, trials, seed = args
+    rng = random.Random(f"drift-{seed}-{n}-{p}")
+    ok1 = wrong1 = ok2 = probes1 = probes2 = 0
+    bound2 = 0.0
+    for _ in range(trials):
+        k = rng.randint(1, n - 2)
+        d = rng.randint(k + 1, n - 1)
+
+        def measure(j: int, k: int = k, d: int = d) -> tuple[str, int | None]:
+            t = None if j < k else 20000 if j < d else 6000
+            if rng.random() < p:  # a flaky measurement: no garbage seen, or garbage where there is none
+                t = 20000 if t is None else None
+            return ("ok", None) if t is None else ("garbage", t)
+
+        b = Bisection(n + 1, false_positive=p, false_negative=p, confidence=CONFIDENCE, max_probes=20000)
+        while not b.done:
+            (j,) = b.next_probes(1)
+            st, t = measure(j)
+            jd = judge_threshold("garbage", st, None if t is None else t - 256, t)
+            b.feed(j, jd.verdict, jd.signature)
+        r = b.result()
+        probes1 += b.probes
+        named = r.status in (Status.CULPRIT, Status.RANGE)
+        ok1 += named and k in r.culprits
+        wrong1 += named and k not in r.culprits
+        drift = b.drift()
+        if drift is None or not named or r.first_bad is None:
+            continue
+        idx = list(range(r.first_bad, n + 1))
+        bound2 += burnashev_bound(max(2, len(idx) - 1), p, 1 - CONFIDENCE)
+        b2 = Bisection(len(idx), false_positive=p, false_negative=p, confidence=CONFIDENCE, max_probes=20000)
+        while not b2.done:
+            (j,) = b2.next_probes(1)
+            st, t = measure(idx[j])
+            b2.feed(j, judge_drift(drift, st, t).verdict)
+        r2 = b2.result()
+        probes2 += b2.probes
+        ok2 += r2.status is Status.CULPRIT and idx[r2.first_bad] == d
+    return DriftRow(n, p, trials, ok1 / trials, wrong1 / trials, ok2 / trials, probes1 / trials,
+                    probes2 / trials, burnashev_bound(n, p, 1 - CONFIDENCE) + 4, bound2 / trials + 4)
+
+
+def issue12_tables(trials: int, seed: int, jobs: int, failures: list[str]) -> None:
+    sets = [(n, h, r, trials, seed) for n in ONE_SIDED_SIZES for h in HIT_RATES for r in REPEATS]
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
+        rows = list(ex.map(one_sided_setting, sets))
+        drows = list(ex.map(drift_setting, [(n, p, trials, seed) for n in (64, 1024) for p in (0.0, 0.1)]))
+    print()
+    print(f"one-sided flake: probe = r runs, bad if any run is bad; channel bound B (delta = {1 - CONFIDENCE:.2f})")
+    print(f"{'N':>5} {'hit':>4} {'r':>2} {'trials':>6} | {'acc':>6} {'wrong':>6} | {'mean':>6} {'B':>6} {'ratio':>5} "
+          f"| {'majority+guess wrong':>20}")
+    for o in rows:
+        print(f"{o.n:>5} {o.hit:>4.1f} {o.repeats:>2} {o.trials:>6} | {o.acc:>6.1%} {o.wrong:>6.2%} | "
+              f"{o.mean:>6.2f} {o.bound:>6.2f} {o.ratio:>5.3f} | {o.maj_wrong:>20.1%}")
+        if o.wrong >= 1 - CONFIDENCE:
+            failures.append(f"one-sided N={o.n} hit={o.hit} r={o.repeats}: wrong-culprit rate {o.wrong:.2%} "
+                            f">= {1 - CONFIDENCE:.0%}")
+        if o.ratio > 1.15:
+            failures.append(f"one-sided N={o.n} hit={o.hit} r={o.repeats}: mean probes {o.mean:.2f} > 1.15 B "
+                            f"= {1.15 * o.bound:.2f}")
+    print()
+    print("drift: bug from k (garbage above 20K tokens), threshold 6K from d > k; probes incl. boundary + verify")
+    print(f"{'N':>5} {'p':>4} {'trials':>6} | {'k named':>7} {'wrong':>6} {'mean':>6} {'B+4':>6} | "
+          f"{'d named':>7} {'mean':>6} {'B+4':>6}")
+    for d in drows:
+        print(f"{d.n:>5} {d.p:>4.2f} {d.trials:>6} | {d.first_acc:>7.1%} {d.first_wrong:>6.2%} {d.first_mean:>6.2f} "
+              f"{d.first_bound:>6.2f} | {d.drift_acc:>7.1%} {d.drift_mean:>6.2f} {d.drift_bound:>6.2f}")
+        if d.first_wrong >= 1 - CONFIDENCE:
+            failures.append(f"drift N={d.n} p={d.p}: wrong first bad {d.first_wrong:.2%}")
+        if d.p == 0 and (d.first_acc < 1 or d.drift_acc < 1):
+            failures.append(f"drift N={d.n} p=0: first bad {d.first_acc:.1%}, drift {d.drift_acc:.1%} < 100%")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=2000, help="trials per setting (default 2000)")
     ap.add_argument("--quick", action="store_true", help="N up to 1024, 300 trials (a smoke run)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only-issue12", action="store_true", help="only the one-sided flake and drift tables")
     a = ap.parse_args(argv)
+    if a.only_issue12:
+        fails: list[str] = []
+        issue12_tables(100 if a.quick else max(200, a.trials // 4), a.seed, a.jobs, fails)
+        for f in fails:
+            print("TARGET NOT MET: " + f)
+        return 1 if fails else 0
     sizes = SIZES[:-1] if a.quick else SIZES
     trials = 300 if a.quick else a.trials
     settings = [(n, p, u, trials, a.seed) for n in sizes for p in FLAKES for u in UNTESTABLE]
@@ -179,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"({len(rows)} settings in {time.monotonic() - t0:.0f} s; accuracy of {trials} trials has a standard "
           f"error of about {math.sqrt(0.01 * 0.99 / trials):.1%} near 99%: the search stops when the posterior "
           f"holds {CONFIDENCE:.0%}, so its expected accuracy is at least that by construction)")
+    issue12_tables(100 if a.quick else max(200, a.trials // 4), a.seed, a.jobs, failures)
     if failures:
         print("TARGETS NOT MET:")
         for f in failures:

@@ -229,7 +229,9 @@ def test_no_drift_within_band_and_judge_drift_rules() -> None:
     up = Drift(0, 6000, 5, 20000)
     assert not up.lowered
     assert judge_drift(up, "garbage", 20000).verdict is B and judge_drift(up, "garbage", 6000).verdict is G
-    assert judge_drift(up, "ok", None).verdict is S
+    assert judge_drift(up, "ok", None).verdict is B  # no garbage up to the largest size: above the cut
+    assert judge_drift(Drift(0, 20000, 5, 6000), "ok", None).verdict is G
+    assert judge_drift(up, "error", None).verdict is S
 
 
 # ----------------------------------------------------------------- merges, components, plausibility
