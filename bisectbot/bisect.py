@@ -986,16 +986,18 @@ def may_blame(status: Status | str, confidence: float, flags: Sequence[str],
     """Whether a result may blame a commit (GitHub step): ``(allowed, reason)``.
 
     Refuses anything but a single verified culprit, a flagged culprit, or a confidence below
-    ``blame_confidence`` (``recipe.bisect.blame_confidence``, 0.66 by default, issue 6).
+    ``blame_confidence`` (``recipe.bisect.blame_confidence``, 0.66 by default, issue 6). The
+    one blame rule: the report (:func:`bisectbot.report.render.blame_decision`) and the exit
+    code of ``bisectbot run`` (3 when it will not blame, issue 12) follow it.
     """
     st = Status(status)
     if st is not Status.CULPRIT:
         return False, f"no single culprit (status {st.value}): report the range, blame no one"
     if flags:
-        return False, "culprit is implausible: " + "; ".join(FLAG_TEXT.get(f, f) for f in flags)
+        return False, "plausibility flags: " + "; ".join(FLAG_TEXT.get(f, f) for f in flags)
     if confidence < blame_confidence:
-        return False, f"confidence {confidence:.0%} is below {blame_confidence:.0%}"
-    return True, f"culprit verified with confidence {confidence:.0%}"
+        return False, f"confidence {confidence:.2f} is below {blame_confidence:.2f}"
+    return True, f"culprit verified with confidence {confidence:.2f}"
 
 
 # --------------------------------------------------------------------------- non-linear history

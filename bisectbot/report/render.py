@@ -163,16 +163,15 @@ class Blame:
 
 def blame_decision(result: RunResult, blame_confidence: float = DEFAULT_BLAME_CONFIDENCE) -> Blame:
     """Refuse to blame on a range, a flagged culprit or a confidence below ``blame_confidence``."""
+    from ..bisect import may_blame  # the one blame rule (the exit code follows it too)
+
     final = result.final
     if final is None or not final.culprits:
         return Blame(False, f"no culprit (status {result.status.value})")
     if result.status != Status.CULPRIT or final.status != Status.CULPRIT or len(final.culprits) != 1:
         return Blame(False, f"status {final.status.value}: {len(final.culprits)} candidates remain")
-    if final.flags:
-        return Blame(False, "plausibility flags: " + ", ".join(final.flags))
-    if final.confidence < blame_confidence:
-        return Blame(False, f"confidence {final.confidence:.2f} is below {blame_confidence:.2f}")
-    return Blame(True)
+    ok, why = may_blame(final.status, final.confidence, final.flags, blame_confidence)
+    return Blame(True) if ok else Blame(False, why)
 
 
 def _excerpts(result: RunResult) -> list[Any]:
@@ -284,6 +283,9 @@ def _summary(result: RunResult, blame: Blame) -> str:
         c = final.culprits[0]
         return (f"First {'good' if result.kind == 'fix' else 'bad'}: {candidate_link(c)} by {_author(c)}, "
                 f"confidence {final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} probes.")
+    if len(final.culprits) == 1 and final.status is Status.CULPRIT:
+        # a Culprit table follows: say what it is, and why nobody is blamed (issue 12)
+        return (f"Culprit {candidate_link(final.culprits[0])} found, not blamed: {blame.reason}.")
     return f"No single culprit named: {blame.reason}."
 
 

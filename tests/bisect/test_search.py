@@ -343,7 +343,7 @@ def test_plausibility_flags_and_blame() -> None:
     ok, why = may_blame(Status.CULPRIT, 0.995, ["merge"])
     assert not ok and "merge commit" in why
     ok, why = may_blame(Status.CULPRIT, 0.5, [], blame_confidence=0.66)
-    assert not ok and "below 66%" in why
+    assert not ok and "below 0.66" in why
     ok, why = may_blame(Status.RANGE, 1.0, [])
     assert not ok and "range" in why
 

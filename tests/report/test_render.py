@@ -244,3 +244,11 @@ def test_issue_body_has_no_host_paths_local_report_keeps_them():
     assert "/var/lib/bisectbot" not in body and "…/server-abc-1234.log" in body
     assert "https://github.com/" in body  # links are not paths
     assert "/var/lib/bisectbot/state/logs/glm/server-abc-1234.log" in render_markdown(result)
+
+
+def test_flagged_culprit_report_never_says_no_single_culprit_above_the_table():
+    # issue 12 input 7: a single culprit that will not be blamed is still a culprit
+    flagged = make_result(n_probes=8, flags=["docs-tests-only"])
+    md = render_markdown(flagged)
+    assert "### Culprit\n" in md and "no single culprit" not in md.lower()
+    assert "not blamed: plausibility flags: the change touches only docs/tests" in md
