@@ -261,6 +261,10 @@ class GitHubTarget(_Model):
     mentions: list[str] = Field(default_factory=list)
     close_when_fixed: bool = False
     api_url: str = "https://api.github.com"
+    bot_login: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$",
+        description="login the bot posts as (its markers and acknowledgements are trusted only from "
+        "this account); default $BISECTBOT_BOT_LOGIN. GitHub Actions' GITHUB_TOKEN posts as github-actions[bot]")
 
 
 class ReportSpec(_Model):

@@ -2,11 +2,19 @@
 
 The fingerprint goes into a hidden marker ``<!-- bisectbot:fingerprint=<fp> -->`` in the body
 of the issue; re-detection searches for it and comments instead of filing a duplicate.
+
+Markers are honoured only in bodies and comments written by the bot's own account (see
+:mod:`.github`); untrusted text has its markers removed by the sanitiser
+(:func:`neutralise_markers`). With ``$BISECTBOT_MARKER_KEY`` set (a repository secret), the
+fingerprint is an HMAC-SHA-256 of the identity under that key, so an outsider cannot predict the
+marker of a future result and plant it ahead of the bot (issue 13).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import os
 import re
 
 from ..models import RunResult
@@ -37,9 +45,18 @@ def identity(result: RunResult) -> str:
     return "|".join([result.recipe, result.kind or "regression", comp, what])
 
 
+MARKER_KEY_ENV = "BISECTBOT_MARKER_KEY"
+"""Environment variable holding the optional HMAC key of fingerprints (a repository secret)."""
+
+
 def fingerprint(result: RunResult) -> str:
-    """16 lower-case hex characters: SHA-256 of :func:`identity`. Stable across runs and machines."""
-    return hashlib.sha256(identity(result).encode("utf-8")).hexdigest()[:16]
+    """16 lower-case hex characters: SHA-256 of :func:`identity`, or HMAC-SHA-256 under
+    ``$BISECTBOT_MARKER_KEY`` when set. Stable across runs and machines (with the same key)."""
+    data = identity(result).encode("utf-8")
+    key = os.environ.get(MARKER_KEY_ENV)
+    if key:
+        return hmac.new(key.encode("utf-8"), data, hashlib.sha256).hexdigest()[:16]
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def marker(fp: str) -> str:
@@ -50,5 +67,19 @@ def marker(fp: str) -> str:
 
 
 def find_fingerprints(body: str | None) -> list[str]:
-    """All fingerprints marked in an issue body (usually zero or one)."""
+    """All fingerprints marked in an issue body (usually zero or one). The caller checks the author."""
     return _MARKER_RE.findall(body or "")
+
+
+_ANY_MARKER_RE = re.compile(r"<!--\s*bisectbot:", re.IGNORECASE)
+_MARKER_WORD_RE = re.compile(r"bisectbot:(?=\s*(?:fingerprint|ack|redetected|not-reproduced|seen|[a-z-]+)\s*=)",
+                             re.IGNORECASE)
+
+
+def neutralise_markers(text: str) -> str:
+    """``text`` (untrusted: model output, logs, commit subjects) with every bisectbot marker broken:
+    ``bisectbot:name=`` becomes ``bisectbot\u200b:name=`` (shown, never matched by a marker search)."""
+    if "bisectbot" not in text.lower():
+        return text
+    text = _ANY_MARKER_RE.sub(lambda m: m.group(0)[:-1] + "\u200b:", text)
+    return _MARKER_WORD_RE.sub(lambda m: m.group(0)[:-1] + "\u200b:", text)

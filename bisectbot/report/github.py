@@ -18,6 +18,15 @@ Rate limits
     that a :class:`~bisectbot.errors.GitHubError` says when to try again. POST/PATCH are never
     retried on 5xx (the server may have acted); the marker search makes the next run safe.
 
+Trust (issue 13)
+    Fingerprint markers in issue bodies, "seen" markers and acknowledgement markers in comments are
+    honoured only when the body or comment was written by the bot's own account
+    (:func:`bot_login`: ``report.github.bot_login``, else ``$BISECTBOT_BOT_LOGIN``; ``GET /user``
+    does not work for ``GITHUB_TOKEN`` or app tokens, so it is configuration). An outsider's issue
+    carrying a copied marker never captures filing, and an outsider's comment never silences an
+    acknowledgement. Maintainer commands are read only from plain lines outside code blocks,
+    inline code, quotes and HTML (:func:`command_lines`).
+
 Secrets
     The token is registered with :func:`~.sanitize.redact`; every :class:`GitHubError` message is
     built from status and GitHub's ``message`` only, passed through ``redact``, and raised
@@ -64,6 +73,30 @@ log = logging.getLogger(__name__)
 TOKEN_ENV = ("BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
 """Environment variables read for the GitHub token, in order (never a command-line option:
 argv is visible to every user of the host)."""
+
+
+BOT_LOGIN_ENV = "BISECTBOT_BOT_LOGIN"
+"""Environment variable naming the bot's GitHub login when the recipe's ``report.github`` does not."""
+
+
+def bot_login(target: GitHubTarget) -> str:
+    """The login the bot posts as: ``target.bot_login``, else ``$BISECTBOT_BOT_LOGIN``.
+
+    Raises :class:`GitHubError` when neither is set: without it the bot cannot tell its own markers
+    from planted ones, and it refuses to file rather than be steered.
+    """
+    login = target.bot_login or os.environ.get(BOT_LOGIN_ENV, "").strip()
+    if not login:
+        raise GitHubError("the bot's GitHub login is unknown: set report.github.bot_login in the recipe or "
+                          f"${BOT_LOGIN_ENV} (GitHub Actions' GITHUB_TOKEN posts as github-actions[bot]); "
+                          "markers are trusted only from that account")
+    return login
+
+
+def _by(obj: Any, login: str) -> bool:
+    """True when the issue or comment ``obj`` was written by ``login`` (case-insensitive)."""
+    user = getattr(obj, "user", None)
+    return user is not None and (getattr(user, "login", "") or "").lower() == login.lower()
 
 
 def token_from_env() -> str | None:
@@ -142,6 +175,7 @@ class GitHubClient:
             raise GitHubError("no GitHub token given")
         register_secret(token)
         self.target = target
+        self.login = bot_login(target)
         self.max_wait_s = max_wait_s
         self._sleep = sleep
         retry = BotRetry(total=retries, backoff_factor=backoff_factor, max_rate_limit_wait=max_wait_s,
@@ -209,7 +243,7 @@ class GitHubClient:
         q = f'"bisectbot:fingerprint={fp}" repo:{self.target.repo} is:issue is:open in:body'
         try:
             return self.call("search issues", lambda: next(
-                (i for i in self.gh.search_issues(q) if fp in find_fingerprints(i.body)), None))
+                (i for i in self.gh.search_issues(q) if self.carries(i, fp)), None))
         except GitHubError as e:
             log.warning("search failed, falling back to listing issues: %s", e)
             return None
@@ -224,11 +258,20 @@ class GitHubClient:
 
         def scan() -> Any | None:
             for issue in self.repo.get_issues(**kwargs):
-                if issue.pull_request is None and fp in find_fingerprints(issue.body):
+                if issue.pull_request is None and self.carries(issue, fp):
                     return issue
             return None
 
         return self.call("list issues", scan)
+
+    def carries(self, issue: Any, fp: str) -> bool:
+        """True when ``issue`` was opened by the bot and its body carries fingerprint ``fp``."""
+        if fp not in find_fingerprints(issue.body):
+            return False
+        if not _by(issue, self.login):
+            log.warning("ignoring fingerprint marker in #%s: not written by %s", issue.number, self.login)
+            return False
+        return True
 
     def ensure_labels(self, names: Iterable[str]) -> None:
         """Create each label that the repository does not have yet (colour :data:`LABEL_COLOR`)."""
@@ -299,7 +342,7 @@ def _find_tracked(client: GitHubClient, fp: str, ledger: Ledger, labels: list[st
     rec = ledger.github_issue(fp)
     if rec and rec.get("number"):
         issue = client.get_issue(int(rec["number"]))
-        if issue is not None and issue.state == "open" and fp in find_fingerprints(issue.body):
+        if issue is not None and issue.state == "open" and client.carries(issue, fp):
             return issue
     issue = client.search_marker(fp)
     if issue is None and labels:
@@ -313,7 +356,8 @@ def _find_tracked(client: GitHubClient, fp: str, ledger: Ledger, labels: list[st
 
 
 def _already_commented(client: GitHubClient, issue: Any, mark: str) -> bool:
-    return any(mark in (c.body or "") for c in client.comments(issue))
+    """True when one of the *bot's own* comments on ``issue`` carries ``mark`` (others' copies don't count)."""
+    return any(mark in (c.body or "") and _by(c, client.login) for c in client.comments(issue))
 
 
 def file_or_update(
@@ -499,9 +543,32 @@ class Command:
         return dict(self.__dict__)
 
 
+def command_lines(text: str) -> list[str]:
+    """Lines of a comment that may carry a command: plain paragraph lines (CommonMark, via
+    markdown-it-py) outside fenced or indented code, block quotes and HTML blocks or comments.
+
+    A line that starts inside inline code (a backtick) or after other text is not a command line
+    either, because :data:`_CMD_RE` only matches ``/bisectbot`` at the start of a line.
+    """
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    lines: list[str] = []
+    quote = 0
+    for tok in md.parse(text or ""):
+        if tok.type == "blockquote_open":
+            quote += 1
+        elif tok.type == "blockquote_close":
+            quote -= 1
+        elif tok.type == "inline" and quote == 0:
+            lines.extend(ln for ln in tok.content.splitlines() if not ln.lstrip().startswith("<"))
+    return lines
+
+
 def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | None:
-    """Parse the first ``/bisectbot ...`` line of a comment: ``(kind, ref, args, error)`` or None."""
-    m = _CMD_RE.search(text or "")
+    """Parse the first ``/bisectbot ...`` plain line of a comment (:func:`command_lines`):
+    ``(kind, ref, args, error)`` or None."""
+    m = next((m for m in (_CMD_RE.match(ln) for ln in command_lines(text)) if m), None)
     if not m:
         return None
     kind = m.group(1).lower()
@@ -549,8 +616,10 @@ def read_commands(
         if issue is None:
             continue
         comments = client.comments(issue)
-        acked = {int(x) for c in comments for x in _ACK_RE.findall(c.body or "")}
+        acked = {int(x) for c in comments if _by(c, client.login) for x in _ACK_RE.findall(c.body or "")}
         for c in comments:
+            if _by(c, client.login):
+                continue  # the bot's own acknowledgements quote the command
             parsed = parse_command(c.body or "")
             if parsed is None:
                 continue

@@ -7,6 +7,8 @@ Everything that came from a model or a log passes through one of two functions:
   Markdown punctuation that could break the layout is backslash-escaped, ``@mentions`` and
   ``#123`` cross-references are neutralised with a zero-width space (``@&#8203;someone``,
   the technique Renovate and Dependabot use), and the result is capped at ``limit`` characters.
+* Both break bisectbot's hidden markers (``<!-- bisectbot:fingerprint=… -->``) so text from a
+  model or a stranger can never steer deduplication (:func:`.fingerprint.neutralise_markers`).
 * :func:`code_block` -- *block* text (log excerpts, full replies): the same control-character
   treatment, then a fenced code block whose fence is longer than any backtick run inside, so
   nothing inside is rendered (no HTML, no mentions, no references).
@@ -117,7 +119,7 @@ def sanitize(text: object, limit: int, *, refs: bool = True) -> str:
     s = text if isinstance(text, str) else str(text)
     n_input = len(s)
     # Each input character gives at least one output character: more than limit+64 cannot show.
-    s = redact(s[: limit + 64])
+    s = neutralise_markers(redact(s[: limit + 64]))
     n_input += len(s) - min(n_input, limit + 64)  # redaction changes lengths
     tokens = _inline_tokens(s, refs)
     total = sum(len(t) for t in tokens)
@@ -180,7 +182,7 @@ def code_block(text: str, limit: int, keep: str = "tail", lang: str = "") -> str
         room = limit + 64
         text = text[:room] if keep == "head" else text[-room:] if keep == "tail" else (
             text[: room // 2] + text[-(room // 2):])
-    body = visible(redact(text))
+    body = visible(neutralise_markers(redact(text)))
     runs = [len(m.group(0)) for m in _BACKTICKS.finditer(body)]
     fence = "`" * max(3, (max(runs) + 1) if runs else 3)
     overhead = 2 * len(fence) + len(lang) + 3  # fences, lang, 3 newlines
@@ -196,6 +198,7 @@ def github_length(text: str) -> int:
 
 # One redactor for the whole bot (bisectbot.secrets); re-exported here for the report code.
 from ..secrets import redact, register_secret  # noqa: E402,F401  (re-exported)
+from .fingerprint import neutralise_markers  # noqa: E402
 
 _HOST_PATH_RE = re.compile(r"(?<![\w/:.~-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
 

@@ -16,7 +16,8 @@ def _recipe(tmp_path: Path, api_url: str | None) -> Path:
     path = write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command")
     if api_url:
         data = yaml.safe_load(path.read_text())
-        data["report"]["github"] = {"repo": GH_REPO, "labels": ["bisectbot"], "api_url": api_url}
+        data["report"]["github"] = {"repo": GH_REPO, "labels": ["bisectbot"], "api_url": api_url,
+                                    "bot_login": "bisectbot-app"}
         path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 

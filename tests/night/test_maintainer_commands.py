@@ -22,7 +22,8 @@ def _setup(tmp_path: Path, fake_github: FakeGitHub):
     repo = make_engine_repo(tmp_path / "repo", n=8, k=4)
     rec = write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command")
     data = yaml.safe_load(rec.read_text())
-    data["report"]["github"] = {"repo": GH_REPO, "labels": ["bisectbot"], "api_url": fake_github.base_url}
+    data["report"]["github"] = {"repo": GH_REPO, "labels": ["bisectbot"], "api_url": fake_github.base_url,
+                                "bot_login": fake_github.bot_login}
     rec.write_text(yaml.safe_dump(data, sort_keys=False))
     state = str(tmp_path / "state")
     p = run_cli("--state", state, "run", str(rec), "--file-issue", "--out", str(tmp_path / "o1"), env=ENV)

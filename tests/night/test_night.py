@@ -139,7 +139,7 @@ bisect:
     aiter: {{repo: "{ar.working_tree_dir}", runtime_paths: [aiter/]}}
 report:
   dir: "{tmp_path / 'out'}"
-  github: {{repo: {GH_REPO}, labels: [bisectbot, rocm], api_url: "{fake_github.base_url}"}}
+  github: {{repo: {GH_REPO}, labels: [bisectbot, rocm], api_url: "{fake_github.base_url}", bot_login: bisectbot-app}}
 """)
         state = tmp_path / "state"
 

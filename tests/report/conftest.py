@@ -38,7 +38,7 @@ def fake_github() -> Iterator[FakeGitHub]:
 @pytest.fixture
 def target(fake_github: FakeGitHub) -> GitHubTarget:
     return GitHubTarget(repo=REPO, labels=["bisectbot", "rocm"], assignees=["alice"], mentions=["bob", "amd/rocm-team"],
-                        api_url=fake_github.base_url)
+                        api_url=fake_github.base_url, bot_login=fake_github.bot_login)
 
 
 @pytest.fixture

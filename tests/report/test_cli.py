@@ -53,7 +53,7 @@ def test_file_without_token_is_a_dry_run(tmp_path):
 def test_file_and_commands_against_fake_github(fake_github, tmp_path):
     rf = tmp_path / "result.json"
     rf.write_text(json.dumps(make_result(n_probes=8).to_dict()))
-    env = {"BISECTBOT_GITHUB_TOKEN": TOKEN}
+    env = {"BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": fake_github.bot_login}
     args = ["--state", str(tmp_path / "st"), "--json", "report", "file", str(rf), "--repo", REPO,
             "--api-url", fake_github.base_url]
     p = _run(args, env)

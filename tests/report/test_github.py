@@ -78,7 +78,7 @@ def test_second_night_adds_one_comment_and_a_retry_adds_none(fake_github, target
 def test_found_by_marker_through_search_with_an_empty_ledger(fake_github, target, client, tmp_path):
     result = make_result(n_probes=8)
     fp = fingerprint(result)
-    fake_github.add_issue(REPO, "older report", f"text\n{marker(fp)}\n", labels=["other"])
+    fake_github.add_issue(REPO, "older report", f"text\n{marker(fp)}\n", labels=["other"], author=fake_github.bot_login)
     fake_github.index()
     with Ledger(tmp_path / "fresh") as led:
         out = _file(result, target, led, tmp_path, client)
@@ -92,9 +92,9 @@ def test_fallback_listing_follows_pagination(fake_github, target, ledger, tmp_pa
     client = GitHubClient(target, TOKEN, seconds_between_requests=0, seconds_between_writes=0, per_page=10)
     result = make_result(n_probes=8)
     fp = fingerprint(result)
-    fake_github.add_issue(REPO, "the tracked one", marker(fp), labels=["bisectbot"])
+    fake_github.add_issue(REPO, "the tracked one", marker(fp), labels=["bisectbot"], author=fake_github.bot_login)
     for i in range(23):
-        fake_github.add_issue(REPO, f"other {i}", marker(f"{i:016x}"), labels=["bisectbot"])
+        fake_github.add_issue(REPO, f"other {i}", marker(f"{i:016x}"), labels=["bisectbot"], author=fake_github.bot_login)
     fake_github.search_enabled = False  # e.g. search unavailable: fall back to the label listing
     out = _file(result, target, ledger, tmp_path, client)
     assert out.action == "commented" and out.number == 1
@@ -125,7 +125,7 @@ def crash(self, *a, **k):
 if sys.argv[1] == "crash":
     Ledger.github_created = crash
 result, nightly = load_result(Path(sys.argv[2]))
-target = GitHubTarget(repo=sys.argv[3], api_url=sys.argv[4], labels=["bisectbot"])
+target = GitHubTarget(repo=sys.argv[3], api_url=sys.argv[4], labels=["bisectbot"], bot_login="bisectbot-app")
 token = os.environ["BISECTBOT_GITHUB_TOKEN"]
 client = GitHubClient(target, token, seconds_between_requests=0, seconds_between_writes=0, max_wait_s=5)
 out = file_or_update(result, target, token, Ledger(sys.argv[5]), False, Path(sys.argv[6]), client=client)
@@ -140,7 +140,7 @@ def test_crash_after_create_then_retry_leaves_one_issue(fake_github, tmp_path, l
     rfile.write_text(json.dumps(result.to_dict()))
     fake_github.search_indexed = set()  # the search index lags: the new issue is not searchable yet
     fake_github.drop_labels_on_create = labels_dropped  # no triage permission: labels silently dropped
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECTBOT_GITHUB_TOKEN": TOKEN}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": "bisectbot-app"}
     args = [str(rfile), REPO, fake_github.base_url, str(tmp_path / "state"), str(tmp_path / "out")]
     first = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, "crash", *args], env=env, capture_output=True,
                            text=True, timeout=60)
@@ -240,7 +240,7 @@ def test_token_never_in_exceptions_or_logs(fake_github, target, ledger, tmp_path
         _file(make_result(n_probes=8), target, ledger, tmp_path, client)
     texts = [str(ei.value), repr(ei.value), "".join(traceback.format_exception(ei.value))]
     # a wrong token: 401 from the server, the message must not echo either token
-    bad = GitHubTarget(repo=REPO, api_url=fake_github.base_url)
+    bad = GitHubTarget(repo=REPO, api_url=fake_github.base_url, bot_login=fake_github.bot_login)
     wrong = "ghp_WRONGtoken000000000000000000000000000"
     with pytest.raises(GitHubError) as ei2:
         file_or_update(make_result(), bad, wrong, ledger, False, tmp_path / "o",

@@ -184,7 +184,7 @@ def test_replay_rate_limit(fake_github, gh):
 
 
 def _client(fake_github, **kw):
-    t = GitHubTarget(repo="octo-user-2/Xxx", api_url=fake_github.base_url)
+    t = GitHubTarget(repo="octo-user-2/Xxx", api_url=fake_github.base_url, bot_login="octo-user-2")
     return GitHubClient(t, TOKEN, seconds_between_requests=0, seconds_between_writes=0, **kw)
 
 
