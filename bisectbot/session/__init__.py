@@ -1,0 +1,63 @@
+"""Orchestration of ``bisectbot run``: candidates -> probes -> search -> verification -> report.
+
+One :class:`Session` (:mod:`.core`) drives :class:`bisectbot.bisect.Bisection` (the pure search) with
+a :class:`bisectbot.run.base.CandidateRunner` (local worktrees or containers):
+
+* **Stage 1** over the recipe's source (a git range here; nightlies and releases plug in
+  through :func:`register_source`), then, when the first-bad and last-good candidates
+  name their component commits (``meta["commits"]``), the **component stage**: mixed
+  pairs attribute the regression to one component when several changed, and that
+  component's first-parent commits are bisected with the others pinned.
+* Every probe is cached in the ledger under (candidate ref, build key, reproducer key =
+  ``recipe.verdict_hash()``, triage toggle, attempt number). The search is
+  deterministic given the verdicts, so a run that was interrupted (Ctrl-C, ``kill -9``,
+  reboot) re-runs from the start, takes every finished probe from the cache, and
+  continues with the first one that never finished: no probe is repeated.
+* Each verdict is appended to the session's event log (``bisectbot bisect log``), printed
+  as a progress line, and a replay file (``--replay``) can force verdicts instead.
+* While a candidate is probed, the two candidates that can come next are prepared in
+  the background (prefetch); the one not needed is released.
+
+Result: a :class:`bisectbot.models.RunResult`, written by :func:`write_report` as JSON
+and Markdown to ``recipe.report.dir``.
+
+The package, one job per file: :mod:`.core` (the Session: probe cache, ledger writes),
+:mod:`.stage1` (the whole run, stage 1 first), :mod:`.rounds` (one stage's search as a
+loop of rounds), :mod:`.executor` (running probes: the executor protocol and the local
+executor), :mod:`.prefetch`, :mod:`.components` (attribution and the component-commit
+stage), :mod:`.triage`, :mod:`.sources` (stage-1 candidate sources: git, nightlies,
+releases), :mod:`.replay` (session logs and replay files), :mod:`.result` (blame
+decision, report files, ``--dry-run`` plan).
+"""
+
+from .components import parse_pins
+from .core import Session
+from .executor import Executor, LocalExecutor, ProbeJob, judge, probe_key, run_probe
+from .prefetch import Prefetcher
+from .replay import LogLine, format_log, parse_replay
+from .result import (
+    exit_code,
+    fill_patch_states,
+    finish_result,
+    new_result,
+    nightly_history,
+    patch_summary,
+    plan_text,
+    write_report,
+)
+from .rounds import phase_of
+from .sources import (
+    CandidateSource,
+    GitCandidates,
+    RegistryCandidates,
+    make_source,
+    register_source,
+    resolve_ends,
+)
+
+__all__ = [
+    "CandidateSource", "Executor", "GitCandidates", "LocalExecutor", "LogLine", "Prefetcher", "ProbeJob",
+    "RegistryCandidates", "Session", "exit_code", "fill_patch_states", "finish_result", "format_log", "judge",
+    "make_source", "new_result", "nightly_history", "parse_pins", "parse_replay", "patch_summary", "phase_of",
+    "plan_text", "probe_key", "register_source", "resolve_ends", "run_probe", "write_report",
+]

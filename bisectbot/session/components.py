@@ -1,0 +1,148 @@
+"""The component-commit stage: from a first-bad nightly (or component pair) to one component's commit.
+
+When the last-good and first-bad candidates of stage 1 name their component commits
+(``meta["commits"]``, or the versions inside two nightly images), the *attribution*
+probes mixed pairs (one component new, the others old) to find the component whose
+change alone is bad; that component's first-parent commits are then bisected with the
+others pinned (:meth:`ComponentStage.components`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..bisect import plausibility_flags
+from ..errors import BadInput
+from ..models import Candidate, RunResult, StageResult, Status, Verdict
+
+
+class ComponentStage:
+    """Mixin of :class:`bisectbot.session.Session`: attribution and the component commit bisection."""
+
+    # ------------------------------------------------------------------ components
+    def components(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
+                   repos: dict[str, Any] | None = None, base: Candidate | None = None) -> list[StageResult]:
+        """Attribute a regression between two component tuples, then bisect the guilty component.
+
+        ``old``/``new`` map component -> commit (last-good and first-bad). When several
+        components changed, the mixed pairs (one component new, the others old) are probed
+        first: the component whose change alone is bad is bisected over its first-parent
+        commits with the others pinned at ``old``. ``repos`` maps components to
+        :class:`bisectbot.sources.git.GitRepo` (default: the runner's ``repos``). ``base`` is
+        the last-good nightly when the components live in images: candidates then carry
+        ``meta["base"]`` (that image) for overlay builds, and ``ref`` is the overlaid commit.
+        """
+        from ..models import CandidateKind
+
+        repos = repos or getattr(self.runner, "repos", {})
+        changed = [c for c in new if old.get(c) != new[c]]
+        if not changed:
+            return [StageResult("components", "", Status.NO_REGRESSION,
+                                message="no component changed between last-good and first-bad")]
+
+        base_img = base.meta.get("image") if base is not None else None
+
+        def combo(commits: dict[str, str], label: str, overlay: str | None = None) -> Candidate:
+            if base_img and overlay:  # an overlay of one component's commit on the last-good image
+                return Candidate(CandidateKind.COMMIT, commits[overlay], label, overlay,
+                                 {"commits": commits, "base": base_img, "base_commit": old.get(overlay)})
+            ref = ",".join(f"{k}={v}" for k, v in sorted(commits.items()))
+            return Candidate(CandidateKind.COMMIT, ref, label, "+".join(sorted(commits)), {"commits": commits})
+
+        stages: list[StageResult] = []
+        guilty = changed
+        if len(changed) > 1:
+            att = StageResult("attribution", "+".join(changed), Status.INCONCLUSIVE)
+            self.session_id = self._session_id("attribution", combo(old, "").ref, combo(new, "").ref)
+            self._to_skip_logging = sum(1 for e in self.ledger.events(self.session_id) if e["kind"] == "probe")
+            ends = [] if stage1_done else [(combo(old, "all old"), Verdict.GOOD), (combo(new, "all new"), Verdict.BAD)]
+            mixes = [(combo({**old, x: new[x]}, f"new {x} + old {', '.join(c for c in changed if c != x)}", x),
+                      None) for x in changed]
+            bad_alone: list[str] = []
+            for (cand, expect), x in zip(ends + mixes, [None] * len(ends) + changed):
+                res, origin = self.probe(cand)
+                att.probes.append(res)
+                self._event("probe", {"ref": cand.ref, "label": cand.label, "verdict": res.verdict.value,
+                                      "reason": res.reason, "signature": res.signature, "origin": origin,
+                                      "phase": "attribution", "duration_s": round(res.duration_s, 3)})
+                self.echo(f"attribution {cand.label}: {res.verdict.value}; {res.reason}")
+                if expect is not None and res.verdict is not expect:
+                    att.status = Status.BOUNDARY_FAILED
+                    att.message = f"{cand.label} is {res.verdict.value}, expected {expect.value}"
+                    return [att]
+                if x is not None and res.verdict is Verdict.BAD:
+                    bad_alone.append(x)
+            if len(bad_alone) == 1:
+                att.status = Status.CULPRIT
+                att.message = f"the regression comes with {bad_alone[0]} alone"
+                guilty = bad_alone
+            elif not bad_alone:
+                att.message = "no single component reproduces alone: the regression needs the changes together"
+                return [att]
+            else:
+                att.message = f"each of {', '.join(bad_alone)} is bad alone; bisecting {bad_alone[0]} first"
+                guilty = bad_alone[:1]
+            att.confidence = 1.0 if att.status is Status.CULPRIT else 0.0
+            stages.append(att)
+        g = guilty[0]
+        repo = repos[g]
+        commits = repo.commits(old[g], new[g], first_parent=True)
+        pinned = {k: v for k, v in old.items() if k != g}
+        extra = {"base": base_img, "base_commit": old[g]} if base_img else {}
+        cands = [Candidate(c.kind, c.ref, c.label, g, {**c.meta, "commits": {g: c.ref, **pinned}, **extra})
+                 for c in commits]
+
+        def flags(cul: Candidate, pred: Candidate) -> list[str]:
+            src = self.recipe.bisect.components.get(g)
+            return plausibility_flags(runtime_paths=src.runtime_paths if src else (),
+                                      **repo.plausibility_inputs(cul.ref, pred.ref))
+
+        stages.append(self.search(f"{g} commits", cands, g, flags))
+        return stages
+
+    def image_components(self, lg: Candidate, fb: Candidate, result: RunResult) -> list[StageResult]:
+        """Diff the last-good and first-bad nightlies; bisect the changed components' commits.
+
+        Components without a git source in ``recipe.bisect.components`` or without a commit
+        range in the images are reported in the notes, not bisected.
+        """
+        from ..components import diff_images, image_info
+        from ..sources.git import GitRepo
+
+        a = image_info(str(lg.meta["image"]), self.ledger)
+        b = image_info(str(fb.meta["image"]), self.ledger)
+        for comp in ("vllm", "aiter", "torch"):
+            if (a.get(comp) or {}).get("version"):
+                result.environment[f"{comp} (last good)"] = str(a[comp]["version"])
+            if (b.get(comp) or {}).get("version"):
+                result.environment[f"{comp} (first bad)"] = str(b[comp]["version"])
+        old: dict[str, str] = {}
+        new: dict[str, str] = {}
+        for ch in diff_images(a, b):
+            if not ch.changed:
+                continue
+            if ch.component not in self.recipe.bisect.components or not ch.range:
+                result.notes.append(f"{ch.component} changed ({ch.old} -> {ch.new}) but has no commit stage"
+                                    f"{': ' + ch.note if ch.note else ''}")
+                continue
+            old[ch.component], new[ch.component] = ch.range
+        if not old:
+            return []
+        repos = {c: GitRepo(self.recipe.bisect.components[c].repo, c) for c in old}
+        for c in old:  # resolve refs (tags, short SHAs) to full commits in the clones
+            old[c], new[c] = repos[c].resolve(old[c]), repos[c].resolve(new[c])
+        return self.components(old, new, stage1_done=True, repos=repos, base=lg)
+
+
+
+def parse_pins(text: str) -> dict[str, str]:
+    """``vllm=SHA,aiter=SHA`` -> ``{"vllm": "SHA", "aiter": "SHA"}``; BadInput when malformed."""
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        name, eq, ref = part.partition("=")
+        if not eq or not name.strip() or not ref.strip():
+            raise BadInput(f"expected component=commit[,component=commit], got {text!r}")
+        out[name.strip()] = ref.strip()
+    return out
+
+

@@ -1,0 +1,155 @@
+"""The :class:`Session`: one ``bisectbot run`` and the one writer of its ledger rows.
+
+It holds what every stage shares (recipe, ledger, runner, replay and maintainers'
+verdicts, the probe cache) and is composed of the stages: :class:`Stage1` (the whole
+run), :class:`RoundLoop` (one stage's search in rounds), :class:`ComponentStage` and
+:class:`Triage`. Probes themselves run in :mod:`bisectbot.session.executor`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+from ..ledger import Ledger
+from ..models import Candidate, ProbeResult
+from ..recipe import Recipe, TriageToggle
+from ..run.base import CandidateRunner
+from .components import ComponentStage
+from .executor import Echo, Executor, ProbeJob, build_key, probe_key, run_probe
+from .prefetch import Prefetcher
+from .replay import LogLine
+from .rounds import RoundLoop
+from .stage1 import Stage1
+from .triage import Triage
+
+
+class Session(Stage1, RoundLoop, ComponentStage, Triage):
+    """One ``bisectbot run``. ``echo`` receives progress lines (None: silent).
+
+    ``replay`` forces verdicts per candidate ref (in order) instead of probing.
+    ``human`` are maintainers' verdicts (``/bisectbot good|bad REF``, ``retract`` as skip):
+    they hold for every probe of the candidates they name and are never overridden by a probe.
+    ``base_dir`` resolves relative repository paths of the recipe (its directory).
+    ``executor`` runs each round's probes (default: a :class:`LocalExecutor` with
+    ``recipe.bisect.parallel`` slots).
+    """
+
+    def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *,
+                 echo: Echo | None = None, replay: list[LogLine] | None = None,
+                 base_dir: Path | None = None, prefetch: bool = True, recipe_path: str = "",
+                 human: list[LogLine] | None = None, executor: Executor | None = None):
+        self.recipe = recipe
+        self.recipe_path = recipe_path or f"{recipe.name}.yaml"
+        self.ledger = ledger
+        self.runner = runner
+        self.executor = executor
+        self.echo: Echo = echo or (lambda s: None)
+        self.base_dir = base_dir
+        self.repro_key = recipe.verdict_hash()
+        self.replay: dict[str, list[LogLine]] = {}
+        for ln in replay or []:
+            self.replay.setdefault(ln.ref, []).append(ln)
+        self.replayed = bool(replay)
+        self.human: list[LogLine] = list(human or [])
+        # a runner whose prepare is costly to waste (a release download) can opt out of prefetch
+        self.prefetch_enabled = prefetch and getattr(runner, "supports_prefetch", True)
+        self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
+        self.t0 = time.monotonic()
+        self.session_id = ""
+        self._logged = 0
+        self._to_skip_logging = 0
+
+    # ------------------------------------------------------------------ keys and ids
+    def _build_key(self, c: Candidate) -> str:
+        return build_key(self.runner, c)
+
+    def _session_id(self, stage: str, good: str, bad: str) -> str:
+        human = ",".join(f"{ln.verdict.value}:{ln.ref}" for ln in self.human)
+        blob = (f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
+                + (f"|human={human}" if human else ""))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    # ------------------------------------------------------------------ verdicts known without probing
+    def human_verdict(self, c: Candidate) -> LogLine | None:
+        """The newest maintainer verdict naming ``c`` (see ``human``), or None."""
+        for ln in reversed(self.human):
+            if ln.matches(c):
+                return ln
+        return None
+
+    def lookup(self, c: Candidate, attempt: int = 1,
+               toggle: TriageToggle | None = None) -> tuple[ProbeResult | None, str, str]:
+        """A verdict known without probing: ``(result, origin, cache_key)``; result None when unknown.
+
+        ``origin`` is ``human`` (a maintainer's verdict), ``replay`` (forced by the replay
+        log) or ``cache`` (the ledger).
+        """
+        tname = toggle.name if toggle else ""
+        hv = None if toggle else self.human_verdict(c)
+        if hv is not None:
+            return ProbeResult(c, hv.verdict, reason=hv.note or "maintainer verdict"), "human", ""
+        if not toggle and self.replay.get(c.ref):
+            ln = self.replay[c.ref].pop(0)
+            return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
+        key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
+        cached = self.ledger.get_probe(key)
+        if cached is not None:  # same ref and build: the verdict holds, the label is this stage's
+            cached.candidate = c
+        return cached, "cache", key
+
+    def _needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:
+        if self.replay.get(c.ref) or self.human_verdict(c) is not None:
+            return False
+        key = probe_key(c.ref, self._build_key(c), self.repro_key, "", attempts.get(i, 0) + 1)
+        return self.ledger.get_probe(key) is None
+
+    # ------------------------------------------------------------------ probing
+    def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
+                  prefetcher: Prefetcher | None = None) -> ProbeResult:
+        """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe)."""
+        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher)
+
+    def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
+              prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:
+        """Probe candidate ``c`` (or take it from the replay file or the cache); store fresh results.
+
+        Returns the result and where it came from: ``probe``, ``cache``, ``replay`` or ``human``.
+        """
+        known, origin, key = self.lookup(c, attempt, toggle)
+        if known is not None:
+            return known, origin
+        self.fresh_probes += 1
+        res = self.run_probe(c, key, attempt, toggle, prefetcher)
+        self.ledger.put_probe(res)
+        return res, "probe"
+
+    def probe_batch(self, jobs: list[tuple[Candidate, int]], executor: Executor) -> list[tuple[ProbeResult, str]]:
+        """One round: known verdicts at once, the rest through ``executor``; each fresh result is
+        stored in the ledger (by this thread) as it finishes. Results in the order of ``jobs``."""
+        out: list[tuple[ProbeResult, str] | None] = []
+        todo: list[ProbeJob] = []
+        where: list[int] = []
+        for c, a in jobs:
+            known, origin, key = self.lookup(c, a)
+            if known is not None:
+                out.append((known, origin))
+            else:
+                out.append(None)
+                where.append(len(out) - 1)
+                todo.append(ProbeJob(c, key, a))
+        for n, res in executor.run(todo):
+            self.fresh_probes += 1
+            self.ledger.put_probe(res)
+            out[where[n]] = (res, "probe")
+        assert all(x is not None for x in out)
+        return out  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ events
+    def _event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "probe" and self._to_skip_logging > 0:
+            self._to_skip_logging -= 1
+            return
+        self.ledger.log_event(self.session_id, kind, data)

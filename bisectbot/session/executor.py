@@ -1,0 +1,201 @@
+"""Running probes: one probe anywhere (:func:`run_probe`), and executors that run a round's batch.
+
+A *probe* prepares one candidate with a :class:`bisectbot.run.base.CandidateRunner`
+(worktree, image build, release install), runs the recipe's reproducer on it, judges the
+verdict by the recipe's regress mode and releases the candidate. :func:`run_probe` never
+touches the ledger, so it runs in a thread, another process (``bisectbot round probe``) or
+another machine.
+
+An :class:`Executor` runs a batch of :class:`ProbeJob` and yields each result as it
+finishes; the session (the one ledger writer) stores it. :class:`LocalExecutor` runs them
+in ``slots`` threads of this host (one GPU slot each); with one slot it prefetches the
+candidates that can come next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..bisect import Judgement, is_patch_mode, judge_command, judge_patches, judge_threshold
+from ..errors import BadInput, ServerError
+from ..models import Candidate, ProbeResult, Verdict
+from ..recipe import Recipe, TriageToggle
+from ..run.base import CandidateRunner, Prepared, PrepareFailed
+from .prefetch import Prefetcher
+
+Echo = Callable[[str], None]  # receives progress lines
+
+
+def probe_key(ref: str, build_key: str, reproducer_key: str, toggle: str = "", attempt: int = 1) -> str:
+    """Probe cache key: SHA-256 (hex, 32 chars) of candidate, build key, reproducer key, toggle, attempt."""
+    blob = f"{ref}|{build_key}|{reproducer_key}|{toggle}|#{attempt}"
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def build_key(runner: CandidateRunner, c: Candidate) -> str:
+    """The runner's build key of ``c`` (``""`` when the runner has none): part of the probe key."""
+    fn = getattr(runner, "build_key", None)
+    return fn(c) if callable(fn) else ""
+
+
+def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict[str, str] | None,
+          args: list[str] | None) -> tuple[Judgement, dict[str, Any]]:
+    """Run the reproducer on a prepared candidate and decide the verdict (regress mode).
+
+    Returns the judgement and extra evidence (``threshold``, ``table``, ``returncode``...).
+    Raises BadInput (recipe without a command in command mode), ServerError (not a verdict).
+    """
+    r = recipe
+    if is_patch_mode(r.regress):
+        return judge_patches(r.regress, prepared.patches), {}
+    if r.regress.mode == "command":
+        if not r.reproducer.command:
+            raise BadInput("regress mode 'command' needs reproducer.command (an argv; exit 0 good, "
+                           "1..127 bad, 125 skip)")
+        run_command = runner.run_command
+        argv = list(r.reproducer.command) + list(args or [])
+        try:
+            cr = run_command(prepared, argv, r.reproducer.command_timeout_s, env=env)  # type: ignore[call-arg]
+        except TypeError:  # runners without an env argument
+            cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
+        j = judge_command(cr.returncode, cr.timed_out)
+        extra = {"returncode": cr.returncode, "stderr_tail": cr.stderr_tail[-500:]}
+        if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():
+            j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
+        return j, extra
+    if r.reproducer.kind == "command":
+        from ..reproduce.command import search_threshold_command, substitute
+
+        argv0 = list(r.reproducer.command or [])
+
+        def run_size(size: int):  # -> CommandRun
+            argv = substitute(argv0, size, prepared.source) + list(args or [])
+            try:
+                return runner.run_command(prepared, argv, r.reproducer.command_timeout_s,
+                                          env=env)  # type: ignore[call-arg]
+            except TypeError:  # runners without an env argument
+                return runner.run_command(prepared, argv, r.reproducer.command_timeout_s)
+
+        tr = search_threshold_command(run_size, r.reproducer)
+    else:
+        from ..reproduce.threshold import search_threshold  # the reproducer area (issue 3)
+
+        with runner.server(prepared, env=env, args=args) as srv:
+            tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None,
+                                  timeout_s=r.server.request_timeout_s)
+    j = judge_threshold(r.regress, tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []), tr.error)
+    table = [t.to_dict() if hasattr(t, "to_dict") else t for t in (tr.table or [])]
+    return j, {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,
+               "status": tr.status}
+
+
+def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,
+              toggle: TriageToggle | None = None, prefetcher: Prefetcher | None = None) -> ProbeResult:
+    """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe).
+
+    A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason.
+    ``duration_s`` is wall-clock seconds of the whole probe.
+    """
+    t0 = time.monotonic()
+    prepared = prefetcher.get(c) if prefetcher else runner.prepare(c)
+    res = ProbeResult(c, Verdict.SKIP, cache_key=key)
+    try:
+        if isinstance(prepared, PrepareFailed):
+            res.reason = prepared.reason
+            res.log_paths = list(prepared.log_paths)
+            res.patches = list(prepared.patches)
+        else:
+            res.patches = list(prepared.patches)
+            try:
+                j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
+                                 toggle.args if toggle else None)
+                res.verdict, res.reason = j.verdict, j.reason
+                res.signature = str(j.signature) if j.signature else ""
+                res.threshold = extra.pop("threshold", None)
+                res.table = extra.pop("table", [])
+                res.extra = extra
+            except ServerError as e:
+                res.reason = f"server error, not a verdict: {e}"
+            res.log_paths = list(prepared.log_paths)
+            res.extra["build_key"] = prepared.build_key
+    finally:
+        if isinstance(prepared, Prepared):
+            runner.release(prepared)
+    res.duration_s = time.monotonic() - t0
+    res.extra["attempt"] = attempt
+    if toggle:
+        res.extra["toggle"] = toggle.name
+    return res
+
+
+@dataclass
+class ProbeJob:
+    """One probe to run: the candidate, its probe key (:func:`probe_key`), attempt number, toggle."""
+
+    candidate: Candidate
+    key: str
+    attempt: int = 1
+    toggle: TriageToggle | None = None
+
+
+class Executor(Protocol):
+    """Runs a round's probes somewhere (threads here, processes, other machines)."""
+
+    slots: int  # probes it runs at once
+
+    def run(self, jobs: list[ProbeJob]) -> Iterator[tuple[int, ProbeResult]]:
+        """Run ``jobs``; yield ``(index into jobs, result)`` as each finishes (any order)."""
+        ...
+
+    def prefetch(self, keep: list[Candidate], want: list[Candidate]) -> None:
+        """Hint: ``want`` may be probed next (prepare them); release prepared ones not in ``keep``."""
+        ...
+
+    def close(self) -> None:
+        """Wait for running probes and release what was prepared."""
+        ...
+
+
+class LocalExecutor:
+    """Probes in ``slots`` threads of this host with one runner (one slot: serial, prefetching)."""
+
+    def __init__(self, recipe: Recipe, runner: CandidateRunner, slots: int = 1, prefetch: bool = True):
+        self.recipe = recipe
+        self.runner = runner
+        self.slots = max(1, slots)
+        self.prefetcher = Prefetcher(runner) if prefetch and self.slots == 1 else None
+        self.pool = ThreadPoolExecutor(max_workers=self.slots) if self.slots > 1 else None
+
+    def prefetch(self, keep: list[Candidate], want: list[Candidate]) -> None:
+        if self.prefetcher is not None:
+            self.prefetcher.drop(keep={c.ref for c in keep})
+            self.prefetcher.want(want)
+
+    def run(self, jobs: list[ProbeJob]) -> Iterator[tuple[int, ProbeResult]]:
+        if self.pool is None:
+            for n, j in enumerate(jobs):
+                yield n, run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle,
+                                   self.prefetcher)
+            return
+        futs: dict[Future, int] = {self.pool.submit(run_probe, self.recipe, self.runner, j.candidate, j.key,
+                                                    j.attempt, j.toggle): n for n, j in enumerate(jobs)}
+        pending = set(futs)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in sorted(done, key=lambda f: futs[f]):
+                yield futs[f], f.result()
+
+    @property
+    def has_prefetch(self) -> bool:
+        return self.prefetcher is not None
+
+    def close(self) -> None:
+        if self.prefetcher is not None:
+            self.prefetcher.close()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)

@@ -1,0 +1,80 @@
+"""Session logs and replay files: ``good|bad|skip REF [sig=SIGNATURE]  # comment`` lines.
+
+:func:`format_log` writes a session's events as such a log (``bisectbot bisect log``);
+:func:`parse_replay` reads one back (``--replay``, maintainers' verdicts).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BadInput
+from ..models import Candidate, Verdict
+
+
+@dataclass
+class LogLine:
+    """One verdict line of a session log: ``good|bad|skip REF [sig=SIGNATURE]  # comment``."""
+
+    verdict: Verdict
+    ref: str
+    signature: str = ""
+    note: str = ""  # why this verdict is forced (e.g. "maintainer verdict by alice in #12")
+
+    def matches(self, c: Candidate) -> bool:
+        """True when this line names candidate ``c``: its full ref, a SHA prefix (>= 7 characters)
+        or its label (tag, version) or the label's first word (short SHA)."""
+        r = self.ref
+        if r == c.ref or (len(r) >= 7 and c.ref.startswith(r)):
+            return True
+        return bool(c.label) and (r == c.label or r == c.label.split()[0])
+
+
+def parse_replay(text: str, name: str = "<replay>") -> list[LogLine]:
+    """Parse a ``bisectbot bisect log`` file. BadInput names the line of a malformed entry."""
+    out: list[LogLine] = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        try:
+            parts = shlex.split(raw, comments=True)
+        except ValueError as e:
+            raise BadInput(f"{name}:{no}: cannot parse: {e}") from None
+        if not parts:
+            continue
+        if parts[0] not in ("good", "bad", "skip") or len(parts) < 2:
+            raise BadInput(f"{name}:{no}: expected 'good|bad|skip REF [sig=SIGNATURE]', got {raw.strip()!r}")
+        sig = next((p[4:] for p in parts[2:] if p.startswith("sig=")), "")
+        out.append(LogLine(Verdict(parts[0]), parts[1], sig))
+    return out
+
+
+def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> str:
+    """A session's events as a readable log whose verdict lines ``--replay`` accepts."""
+    lines: list[str] = []
+    if session:
+        lines.append(f"# bisectbot session {session['id']}: recipe {session['recipe']}, "
+                     f"good {session.get('good')}, bad {session.get('bad')}, status {session['status']}")
+    for ev in events:
+        d, kind = ev["data"], ev["kind"]
+        if kind == "start":
+            lines.append(f"# {ev['at']} stage {d.get('stage')}: {d.get('n')} candidates, "
+                         f"{'noisy' if d.get('noisy') else 'exact'} search")
+        elif kind == "resume":
+            lines.append(f"# {ev['at']} resumed ({d.get('cached', 0)} probes already done)")
+        elif kind == "probe":
+            sig = f" sig={shlex.quote(d['signature'])}" if d.get("signature") and d.get("verdict") == "bad" else ""
+            thr = d.get("threshold")
+            thr_s = f" threshold {thr[0]}..{thr[1]}" if thr else ""
+            eff = f" (used as {d['effective']})" if d.get("effective") and d["effective"] != d["verdict"] else ""
+            lines.append(f"{d['verdict']} {d['ref']}{sig}  # [{d.get('phase', '')}] {d.get('label', '')}: "
+                         f"{d.get('reason', '')}{thr_s}{eff} ({d.get('duration_s', 0):.1f}s)")
+        elif kind == "triage":
+            lines.append(f"# triage {d.get('toggle')}: {d.get('verdict')} ({d.get('reason', '')})")
+        elif kind == "result":
+            lines.append(f"# {ev['at']} result of stage {d.get('stage')}: {d.get('status')} "
+                         f"{d.get('culprits', '')} confidence {d.get('confidence', 0):.1%} {d.get('message', '')}")
+        else:
+            lines.append(f"# {ev['at']} {kind}: {json.dumps(d, sort_keys=True)}")
+    return "\n".join(lines) + "\n"

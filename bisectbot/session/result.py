@@ -1,0 +1,179 @@
+"""The run's result: blame decision, patch states on the first bad, report files, ``--dry-run`` plan.
+
+:func:`finish_result` turns the stages of a run into its final :class:`RunResult`
+(status, the may-blame verdict of :func:`bisectbot.bisect.may_blame`, patch states, the
+command that reproduces the result); :func:`write_report` is the one place a result is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from ..bisect import Bisection, is_patch_mode, may_blame
+from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
+from ..recipe import Recipe
+
+
+def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, session_id: str,
+                  all_cached: bool) -> RunResult:
+    """Fill ``result``'s status, session id, patch states, blame note and reproduce command from
+    its final stage (in place; returned). ``all_cached``: every verdict came from the probe cache."""
+    final = result.final
+    assert final is not None
+    result.status = final.status
+    result.session_id = session_id
+    fill_patch_states(result)
+    if (final.status is Status.CULPRIT and final.message == "" and final.first_bad
+            and is_patch_mode(recipe.regress)):
+        # which release, which patch state: the report's headline for patch questions
+        final.message = patch_summary(final, recipe.regress)
+    ok, why = may_blame(final.status, final.confidence, final.flags, recipe.bisect.blame_confidence)
+    result.notes.append(("may blame: " if ok else "will not blame: ") + why)
+    if final.last_good and final.first_bad:
+        result.reproduce = (f"bisectbot run {shlex.quote(recipe_path)} "
+                            f"--good {shlex.quote(final.last_good.ref)} --bad {shlex.quote(final.first_bad.ref)}")
+    if all_cached:
+        result.notes.append("every verdict came from the probe cache")
+    return result
+
+
+def fill_patch_states(result: RunResult) -> None:
+    """Give each ``result.patch_stack`` entry (``{"id"}``) the patch's state on the final stage's
+    first-bad candidate (``state``: e.g. ``applies [variant v1]``, ``detail``), taken from that
+    candidate's probe (``ProbeResult.patches``). Entries stay as they are when no probe has them."""
+    final = result.final
+    if final is None or final.first_bad is None or not result.patch_stack:
+        return
+    recs: dict[str, dict[str, Any]] = {}
+    for p in reversed(final.probes):
+        if p.candidate.ref == final.first_bad.ref and p.patches:
+            recs = {str(x.get("id")): x for x in p.patches}
+            break
+    where = final.first_bad.label or final.first_bad.ref
+    for entry in result.patch_stack:
+        rec = recs.get(str(entry.get("id")))
+        if rec and not entry.get("state"):
+            entry["state"] = str(rec.get("label") or rec.get("state") or "")
+            entry["detail"] = str(rec.get("detail") or f"on first bad {where}")
+
+
+
+
+def exit_code(result: RunResult) -> int:
+    """0 culprit found, 3 anything else (range, inconclusive, boundary failed, no regression)."""
+    from ..errors import EXIT_INCONCLUSIVE, EXIT_OK
+
+    return EXIT_OK if result.status is Status.CULPRIT else EXIT_INCONCLUSIVE
+
+
+def patch_summary(stage: StageResult, regress: Any) -> str:
+    """``first-bad: vllm 0.23.0 (vllm-sparse-mla-workspace already upstream); last-good: vllm 0.22.1``.
+
+    For a patch regress mode: the patch's state on the first-bad candidate comes from its
+    probe (``ProbeResult.patches``).
+    """
+    pid = str(getattr(regress, "arg", "") or str(regress).partition(":")[2].strip())
+    fb, lg = stage.first_bad, stage.last_good
+    state = ""
+    for p in reversed(stage.probes):
+        if fb is not None and p.candidate.ref == fb.ref and p.verdict is Verdict.BAD:
+            st = next((x for x in p.patches if x.get("id") == pid), None)
+            if st:
+                state = f" ({pid} {st.get('label') or st.get('state')})"
+            break
+    out = f"first-bad: {fb.label or fb.ref if fb else '-'}{state}"
+    if lg is not None:
+        out += f"; last-good: {lg.label or lg.ref}"
+    return out
+
+
+def write_report(result: RunResult, out_dir: str | Path, blame_confidence: float = 0.66,
+                 mentions: list[str] | None = None) -> list[Path]:
+    """Write a run's result into ``out_dir``: ``result.json`` (:meth:`RunResult.to_dict`) and,
+    through :func:`bisectbot.report.write_report` (Jinja2 templates), ``report.md``,
+    ``report.json``, the would-be GitHub issue ``issue.md`` and, in GitHub Actions, the job
+    summary. Returns the paths written. Raises ``OSError`` when a file cannot be written.
+
+    The one place where a run's result is written. ``blame_confidence`` (0..1, recipe
+    ``bisect.blame_confidence``): below it the issue names a range, not a culprit.
+    """
+    from ..report import write_report as render_report
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    jp = out / "result.json"
+    jp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    paths = render_report(result, out, nightly_history(result), mentions=mentions or (),
+                          blame_confidence=blame_confidence)
+    return [jp, *paths.all()]
+
+
+def nightly_history(result: RunResult):  # -> bisectbot.report.NightlyResult | None
+    """The nightlies stage 1 probed, oldest first, one probe each (the last): the input of the
+    report's nightly status (first bad / last good nightly, flips) and threshold-over-nightlies
+    chart. None when stage 1 was not over nightlies."""
+    from ..models import CandidateKind
+    from ..report import NightlyResult
+
+    if not result.stages or not result.stages[0].candidates:
+        return None
+    st = result.stages[0]
+    if st.candidates[0].kind is not CandidateKind.NIGHTLY:
+        return None
+    last: dict[str, ProbeResult] = {}
+    for p in st.probes:
+        if p.verdict is not Verdict.SKIP or p.candidate.ref not in last:
+            last[p.candidate.ref] = p
+    probes = [last[c.ref] for c in st.candidates if c.ref in last]
+    below = None
+    if result.regress.startswith("threshold-below"):
+        with contextlib.suppress(ValueError):
+            below = int(result.regress.split(":", 1)[1])
+    return NightlyResult(recipe=result.recipe, probes=probes, kind=result.kind, regress=result.regress,
+                         threshold_below=below)
+
+
+def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
+    """The ``--dry-run`` plan: range size, search mode, the first probes and what comes next."""
+    bs = recipe.bisect
+    b = Bisection(len(candidates), false_positive=bs.flake.false_positive,
+                  false_negative=bs.flake.false_negative, confidence=bs.confidence,
+                  max_probes=bs.max_probes, verify=bs.verify)
+    noisy = not b.exact
+    lines = [f"plan: {len(candidates)} candidates from {candidates[0].label} (good) to {candidates[-1].label} (bad)",
+             f"search: {'noisy (Bayesian, confidence ' + format(bs.confidence, '.0%') + ')' if noisy else 'exact'}"
+             f", ~{b.steps_left()} probes, budget {bs.max_probes}, {k} at a time",
+             f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
+    # the boundary probes, assumed to come out as expected, then the first search probes
+    step = 0
+    while not b.done and step < 3:
+        batch = b.next_probes(k)
+        if not batch:
+            break
+        for i in batch:
+            expect = Verdict.BAD if i == len(candidates) - 1 else Verdict.GOOD if i == 0 else None
+            if expect is None:
+                la = b.lookahead(i)
+                nxt = ", ".join(f"if {v.value}: {candidates[j].label}" for v, j in la.items() if j is not None)
+                lines.append(f"probe {candidates[i].label}   (next {nxt})")
+            else:
+                lines.append(f"probe {candidates[i].label}   (boundary: expect {expect.value})")
+                b.feed(i, expect)
+        if any(i not in (0, len(candidates) - 1) for i in batch):
+            break
+        step += 1
+    return "\n".join(lines)
+
+
+
+
+def new_result(recipe: Recipe) -> RunResult:
+    """An empty (inconclusive) :class:`RunResult` of ``recipe``: its stages are filled by the run."""
+    r = recipe
+    return RunResult(recipe=r.name, kind="fix" if r.regress.is_fix else "regression", status=Status.INCONCLUSIVE,
+                     model=r.model, tp=r.tp, runner=r.runner, regress=str(r.regress),
+                     patch_stack=[{"id": p} for p in r.patches])

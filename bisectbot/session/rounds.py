@@ -1,0 +1,139 @@
+"""The round loop of one stage: plan a batch of probes -> run it through an executor -> feed verdicts back.
+
+Each round asks :meth:`bisectbot.bisect.Bisection.next_probes` for as many probes as the
+executor has slots (``recipe.bisect.parallel``); verdicts known without probing (replay,
+maintainers, the probe cache) are fed at once, the others run through a
+:class:`bisectbot.session.executor.Executor` and are stored in the ledger as each
+finishes, so an interrupted run resumes without repeating a finished probe.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from ..bisect import Bisection
+from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
+from .executor import LocalExecutor
+
+log = logging.getLogger(__name__)
+
+
+def _fmt_thr(thr: tuple[int | None, int | None] | None) -> str:
+    if not thr or thr == (None, None):
+        return ""
+    lo, hi = thr
+    return f", threshold {lo if lo is not None else '-'}..{hi if hi is not None else '-'} tokens"
+
+
+def phase_of(b: Bisection, i: int) -> str:
+    """What probing candidate index ``i`` is for right now: ``boundary``, ``verify`` or ``search``."""
+    return "boundary" if i in b._ends_left else "verify" if i in b._verify_targets else "search"
+
+
+class RoundLoop:
+    """Mixin of :class:`bisectbot.session.Session`: bisect one ordered candidate list in rounds."""
+
+    def search(self, name: str, candidates: list[Candidate], component: str,
+               flags_fn: Callable[[Candidate, Candidate], list[str]] | None = None,
+               check_boundary: bool = True) -> StageResult:
+        """Bisect one ordered candidate list (index 0 good end, last bad end); returns the stage."""
+        r = self.recipe
+        bs = r.bisect
+        noisy = bs.flake.false_positive > 0 or bs.flake.false_negative > 0
+        good, bad = candidates[0], candidates[-1]
+        self.session_id = self._session_id(name, good.ref, bad.ref)
+        cleanup = getattr(self.runner, "cleanup_stale", None)
+        if callable(cleanup):
+            cleanup()  # worktrees a killed run left behind
+        prior = self.ledger.events(self.session_id)
+        done_before = sum(1 for e in prior if e["kind"] == "probe")
+        self._to_skip_logging = done_before
+        self.ledger.save_session(self.session_id, r.name, self.repro_key, good.ref, bad.ref, "running",
+                                 {"stage": name, "component": component, "n": len(candidates),
+                                  "candidates": [c.ref for c in candidates]})
+        if prior:
+            self.ledger.log_event(self.session_id, "resume", {"cached": done_before})
+            self.echo(f"resuming session {self.session_id}: {done_before} probes already done")
+        else:
+            self.ledger.log_event(self.session_id, "start", {
+                "stage": name, "component": component, "n": len(candidates), "good": good.ref, "bad": bad.ref,
+                "noisy": noisy})
+        b = Bisection(len(candidates), false_positive=bs.flake.false_positive,
+                      false_negative=bs.flake.false_negative, confidence=bs.confidence,
+                      max_probes=bs.max_probes, check_boundary=check_boundary, verify=bs.verify)
+        self.echo(f"{name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
+                  f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes")
+        probes: list[ProbeResult] = []
+        attempts: dict[int, int] = {}
+        executor = self.executor or LocalExecutor(r, self.runner, bs.parallel, self.prefetch_enabled)
+        try:
+            while not b.done:
+                batch = b.next_probes(executor.slots)
+                if not batch:
+                    break
+                if getattr(executor, "has_prefetch", False) and len(batch) == 1:
+                    nxt = [j for j in b.lookahead(batch[0]).values() if j is not None and j != batch[0]]
+                    executor.prefetch([candidates[i] for i in batch + nxt],
+                                      [candidates[j] for j in nxt if self._needs_probe(candidates[j], attempts, j)])
+                jobs = []
+                for i in batch:
+                    attempts[i] = attempts.get(i, 0) + 1
+                    jobs.append((i, attempts[i]))
+                results = self.probe_batch([(candidates[i], a) for i, a in jobs], executor)
+                for (i, a), (res, origin) in zip(jobs, results):
+                    phase = phase_of(b, i)
+                    eff = b.feed(i, res.verdict, res.signature or None)
+                    probes.append(res)
+                    note = b.history[-1].note
+                    self._event("probe", {
+                        "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
+                        "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
+                            f"; {note}" if note else ""),
+                        "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
+                        "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
+                    self._progress(b, candidates[i], res, eff, origin)
+        finally:
+            if executor is not self.executor:
+                executor.close()
+        return self._stage_result(name, component, candidates, b, probes, flags_fn)
+
+    def _stage_result(self, name: str, component: str, candidates: list[Candidate], b: Bisection,
+                      probes: list[ProbeResult],
+                      flags_fn: Callable[[Candidate, Candidate], list[str]] | None) -> StageResult:
+        """The finished search as a :class:`StageResult` (flags, ledger result event and session row)."""
+        r = self.recipe
+        good, bad = candidates[0], candidates[-1]
+        sr = b.result()
+        st = StageResult(name=name, component=component, status=sr.status, candidates=list(candidates),
+                         probes=probes, confidence=sr.confidence, message=sr.message)
+        if sr.last_good is not None:
+            st.last_good = candidates[sr.last_good]
+        if sr.first_bad is not None:
+            st.first_bad = candidates[sr.first_bad]
+        st.culprits = [candidates[i] for i in sr.culprits]
+        if st.status is Status.CULPRIT and flags_fn and st.first_bad and st.last_good:
+            try:
+                st.flags = flags_fn(st.first_bad, st.last_good)
+            except Exception as e:  # flags are advisory
+                log.warning("plausibility flags failed: %s", e)
+        self.ledger.log_event(self.session_id, "result", {
+            "stage": name, "status": st.status.value, "culprits": [c.ref for c in st.culprits],
+            "confidence": st.confidence, "message": st.message, "flags": st.flags})
+        self.ledger.save_session(self.session_id, r.name, self.repro_key, good.ref, bad.ref, st.status.value,
+                                 {"stage": name, "component": component, "n": len(candidates),
+                                  "candidates": [c.ref for c in candidates],
+                                  "culprits": [c.ref for c in st.culprits]})
+        return st
+
+    def _progress(self, b: Bisection, c: Candidate, res: ProbeResult, eff: Verdict, origin: str) -> None:
+        v = res.verdict.value if eff is res.verdict else f"{res.verdict.value} -> {eff.value}"
+        src = "" if origin == "probe" else f" [{origin}]"
+        left = b.steps_left()
+        self.echo(f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res.threshold)}; {res.reason} "
+                  f"({res.duration_s:.1f}s, elapsed {time.monotonic() - self.t0:.0f}s){src}"
+                  + ("" if b.done else f"; ~{left} probe{'' if left == 1 else 's'} left"))
+
+
+__all__ = ["RoundLoop", "phase_of"]
