@@ -252,16 +252,24 @@ class Ledger:
     # ------------------------------------------------------------------ probes
     def put_probe(self, result: ProbeResult) -> None:
         """Store a probe result under ``result.cache_key`` (must be set)."""
-        if not result.cache_key:
-            raise ValueError("ProbeResult.cache_key is empty")
-        lo, hi = result.threshold if result.threshold else (None, None)
+        self.put_probes([result])
+
+    def put_probes(self, results: Iterable[ProbeResult]) -> int:
+        """Store many probe results in one transaction (an import, a merged round); returns how many.
+        Raises ValueError, storing none, when one has no ``cache_key``."""
+        rows = []
+        t = now_iso()
+        for result in results:
+            if not result.cache_key:
+                raise ValueError("ProbeResult.cache_key is empty")
+            lo, hi = result.threshold if result.threshold else (None, None)
+            rows.append((result.cache_key, result.candidate.ref, result.verdict.value, lo, hi,
+                         _pack(result.to_dict()), t))
         with self._tx() as db:
-            db.execute(
+            db.executemany(
                 """INSERT OR REPLACE INTO probes(cache_key, candidate, verdict, threshold_lo, threshold_hi,
-                   result, created) VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                (result.cache_key, result.candidate.ref, result.verdict.value, lo, hi,
-                 _pack(result.to_dict()), now_iso()),
-            )
+                   result, created) VALUES (?, ?, ?, ?, ?, ?, ?)""", rows)
+        return len(rows)
 
     def get_probe(self, cache_key: str) -> ProbeResult | None:
         row = self._db.execute("SELECT result FROM probes WHERE cache_key=?", (cache_key,)).fetchone()

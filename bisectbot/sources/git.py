@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import threading
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +43,7 @@ log = logging.getLogger(__name__)
 
 # one record per commit: SHA, parents, committer date (strict ISO 8601), author name, subject
 _LOG_FORMAT = "%H%x00%P%x00%cI%x00%an%x00%s%x1e"
-
-
-def _iso(date: str) -> str:
-    """``%cI`` (``2026-04-12T07:00:00Z`` or ``…+02:00``) in the form ``datetime.isoformat()`` gives."""
-    try:
-        return datetime.fromisoformat(date.replace("Z", "+00:00")).isoformat()
-    except ValueError:
-        return date
+# (``%cI`` is strict ISO 8601 with a numeric offset: what ``datetime.isoformat()`` gives.)
 
 
 _URL_RE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
@@ -158,7 +150,7 @@ class GitRepo:
             plist = parents.split()
             out.append((sha, plist, Candidate(
                 kind=CandidateKind.COMMIT, ref=sha, label=f"{sha[:10]} {subject}".strip(), component=self.component,
-                meta={"parents": len(plist), "date": _iso(date), "repo": str(self.path), "subject": subject,
+                meta={"parents": len(plist), "date": date, "repo": str(self.path), "subject": subject,
                       "author": author},
             )))
         return out
@@ -180,16 +172,23 @@ class GitRepo:
         g, b = self.resolve(good), self.resolve(bad)
         if g == b:
             raise BadInput(f"{self.path}: good and bad are the same commit {g[:12]}")
+        if not first_parent:
+            if not self.repo.is_ancestor(g, b):
+                raise self._not_ancestor(good, bad, g, b)
+            recs = self._log("--reverse", "--topo-order", f"{g}..{b}", "--")
+            return [self.candidate(g), *(c for _, _, c in recs)]
+        # ``b --not g^@``: the first-parent chain of b down to g, g included, in one subprocess
+        recs = self._log("--reverse", "--first-parent", b, "--not", f"{g}^@", "--")
+        if len(recs) >= 2 and recs[0][0] == g and recs[1][1][:1] == [g]:
+            return [c for _, _, c in recs]
         if not self.repo.is_ancestor(g, b):
-            raise BadInput(f"{self.path}: good {good} ({g[:12]}) is not an ancestor of bad {bad} ({b[:12]}); "
-                           "swap them for a fix bisection, or choose an older good commit")
-        order = ["--first-parent"] if first_parent else ["--topo-order"]
-        recs = self._log("--reverse", *order, f"{g}..{b}", "--")
-        if first_parent:
-            if not recs or not recs[0][1] or recs[0][1][0] != g:
-                raise BadInput(f"{self.path}: good {good} ({g[:12]}) is not on the first-parent chain of bad "
-                               f"{bad}; use the merge commit that brought it in, or first_parent: false")
-        return [self.candidate(g), *(c for _, _, c in recs)]
+            raise self._not_ancestor(good, bad, g, b)
+        raise BadInput(f"{self.path}: good {good} ({g[:12]}) is not on the first-parent chain of bad "
+                       f"{bad}; use the merge commit that brought it in, or first_parent: false")
+
+    def _not_ancestor(self, good: str, bad: str, g: str, b: str) -> BadInput:
+        return BadInput(f"{self.path}: good {good} ({g[:12]}) is not an ancestor of bad {bad} ({b[:12]}); "
+                        "swap them for a fix bisection, or choose an older good commit")
 
     @_locked
     def parents(self, ref: str) -> int:

@@ -5,7 +5,8 @@ for the failure cases the real ``docker-registry`` cannot produce without a toke
   gets 401 + ``WWW-Authenticate: Bearer realm=...,service=...,scope=...`` and an OCI error
   body; ``GET /token?service=&scope=`` issues a token (``expires_in`` seconds);
 * ``/v2/<name>/tags/list`` with ``n``/``last``, lexical order, relative ``Link`` header
-  (or none, ``link=False``, like old registries);
+  (or none, ``link=False``, like old registries); ``default_n`` pages a request without ``n``
+  (Docker Hub's registry and GHCR cap a page at 100 and send ``Link``);
 * ``HEAD /v2/<name>/manifests/<tag>``: ``Docker-Content-Digest`` of the index only when the
   ``Accept`` header lists the OCI index / manifest-list types (else the platform manifest);
 * Docker Hub tags API ``/v2/repositories/<ns>/<repo>/tags`` serving the contract's paged
@@ -32,8 +33,9 @@ INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docke
 class FakeRegistry:
     def __init__(self, tags: dict[str, list[str]], digests: dict[str, str] | None = None, link: bool = True,
                  fail_429: int = 0, retry_after: str = "1", fail_500: int = 0, hub_pages: list[dict] | None = None,
-                 expires_in: int = 300, latency_s: float = 0.0):
+                 expires_in: int = 300, latency_s: float = 0.0, default_n: int | None = None):
         self.tags = tags
+        self.default_n = default_n
         self.latency_s = latency_s
         self.inflight = 0
         self.max_inflight = 0
@@ -131,8 +133,8 @@ class FakeRegistry:
                     if "last" in q:
                         tags = [t for t in tags if t > q["last"]]
                     headers = {}
-                    if "n" in q:
-                        n = int(q["n"])
+                    if "n" in q or fake.default_n:
+                        n = int(q.get("n") or fake.default_n)
                         more = len(tags) > n
                         tags = tags[:n]
                         if more and fake.link:

@@ -1,0 +1,374 @@
+"""The cost of a night around the search (issue 15): discovery, listing, ledger, start-up.
+
+It makes its inputs itself, in a temporary directory:
+
+* a ``git fast-import`` history of 10,000 and of 50,000 first-parent commits (a merge of a
+  one-commit topic branch every 10th commit, so ``--first-parent`` matters);
+* a local OCI registry stand-in (``tests/containers/fake_registry.py``: token auth, tags/list
+  paged 100 at a time with ``Link``, a per-request latency, a request log) with 5,000 tags:
+  4,999 ``nightly_main_YYYYMMDD`` and the moving ``nightly``;
+* a ledger of 100,000 probes shaped like real threshold searches (7 sizes, votes, excerpts).
+
+and prints, per row, the bot's figure, the reference's, their ratio and the target, measured
+in one run. The CLI rows run the bot as users do: ``python -m bisectbot`` child processes.
+
+Rows (targets from issue 15):
+
+* registry, ``nightlies record`` on a cold ledger: seconds vs the same requests sent one by one
+  (the reference is requests x latency); target <= 0.25 (HEADs 8 at a time: 0.125 at best);
+* registry, a second ``nightlies record`` and ``run --dry-run`` on a warm ledger: requests vs the
+  tag list alone from a fresh client (the 401, the token, 50 pages); target <= 1.2 (only the moving
+  tag is asked again; a run lists once);
+* git, the listing of N first-parent commits (``GitRepo.commits``) vs one
+  ``git log --first-parent`` subprocess over the same range; target <= 2 at 50,000 (10,000: shown);
+* git, the whole ``bisectbot run --dry-run`` process (start-up included) vs that ``git log``;
+  target <= 5 at 50,000 (at 10,000 start-up dominates: shown);
+* ledger, bytes per probe on disk (after a WAL checkpoint); target < 2,048; the reference is
+  the same probes stored as plain JSON text (the format before issue 15);
+* ledger, peak Python memory while streaming every probe vs holding them all in a list
+  (measured on a tenth and scaled); target <= 0.1;
+* ``bisectbot --version`` seconds (best of 7); target <= 0.2 s; the reference is the bare
+  interpreter start (``python -c pass``).
+
+Run: ``python benchmarks/scale.py [--quick] [--latency-ms 20] [--tags 5000] [--probes 100000]``
+(``--quick``: 10,000 commits, 1,000 tags, 10,000 probes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+REPO = "rocm/vllm-dev"
+
+
+@dataclass
+class Row:
+    name: str
+    bot: float
+    ref: float
+    unit: str
+    target: float | None  # the ratio bot/ref must be <= target (absolute rows: ref is the limit); None: shown only
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.bot / self.ref if self.ref else float("inf")
+
+    @property
+    def ok(self) -> bool:
+        return self.target is None or self.ratio <= self.target
+
+
+def _fmt(x: float, unit: str) -> str:
+    if unit == "s":
+        return f"{x:.3f} s"
+    if unit == "MiB":
+        return f"{x:.1f} MiB"
+    return f"{x:,.0f} {unit}".strip()
+
+
+def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS KiB, stdout) of one child process; exits on a non-zero status."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if p.returncode:
+            raise SystemExit(f"{' '.join(argv[:6])} ... exited {p.returncode}:\n{err.read().decode()[-2000:]}")
+        return wall, usage.ru_maxrss, out.read().decode()
+
+
+def bot(*args: str, state: Path) -> list[str]:
+    return [sys.executable, "-m", "bisectbot", "--state", str(state), *args]
+
+
+def child_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+# --------------------------------------------------------------------------- git
+
+
+def make_history(path: Path, n: int) -> tuple[str, str]:
+    """A repository whose main branch has ``n`` first-parent commits (every 10th merges a topic
+    commit); returns (oldest, newest) SHA of the first-parent chain."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    lines: list[bytes] = []
+    ts = 1_700_000_000
+    mark = 0
+    prev = 0
+    for i in range(n):
+        side = 0
+        if i and i % 10 == 0:
+            mark += 1
+            side = mark
+            msg = f"topic work {i}\n".encode()
+            lines += [b"commit refs/heads/topic", f"mark :{side}".encode(),
+                      f"committer Dev <dev@example.com> {ts + i} +0000".encode(), f"data {len(msg)}".encode() + b"\n"
+                      + msg, f"from :{prev}".encode(), f"M 644 inline topic/{i % 50}.py".encode(),
+                      b"data 9\nx = %5d" % (i % 100000), b""]
+        mark += 1
+        msg = (f"Merge topic {i}\n" if side else f"[Kernel] change {i}: tune the indexer\n").encode()
+        lines += [b"commit refs/heads/main", f"mark :{mark}".encode(),
+                  f"committer Dev <dev@example.com> {ts + i} +0000".encode(), f"data {len(msg)}".encode() + b"\n" + msg]
+        if prev:
+            lines.append(f"from :{prev}".encode())
+        if side:
+            lines.append(f"merge :{side}".encode())
+        lines += [f"M 644 inline src/{i % 200}.py".encode(), b"data 9\ny = %5d" % (i % 100000), b""]
+        prev = mark
+    subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input=b"\n".join(lines) + b"\n", check=True)
+    shas = subprocess.run(["git", "-C", str(path), "rev-list", "--first-parent", "main"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    assert len(shas) == n, (len(shas), n)
+    return shas[-1], shas[0]
+
+
+def git_rows(tmp: Path, sizes: list[int]) -> list[Row]:
+    from bisectbot.sources.git import GitRepo
+
+    rows = []
+    for n in sizes:
+        repo = tmp / f"history-{n}"
+        t0 = time.perf_counter()
+        old, new = make_history(repo, n)
+        made = time.perf_counter() - t0
+        ref = statistics.median(run_child(["git", "-C", str(repo), "log", "--first-parent", f"{old}~0..{new}"])[0]
+                                for _ in range(3))
+        times = []
+        for _ in range(3):
+            g = GitRepo(repo, "vllm")
+            t0 = time.perf_counter()
+            cands = g.commits(old, new)
+            times.append(time.perf_counter() - t0)
+        assert len(cands) == n
+        target = 2.0 if n >= 50_000 else None  # issue 15's targets are for 50,000 commits
+        rows.append(Row(f"git: list {n:,} first-parent commits", statistics.median(times), ref, "s", target,
+                        f"history made by fast-import in {made:.1f} s"))
+        recipe = tmp / f"git-{n}.yaml"
+        recipe.write_text(f"name: scale-{n}\nsource: {{kind: git, repo: {repo}}}\n"
+                          f"bisect: {{good: {old}, bad: {new}}}\n")
+        state = tmp / f"state-git-{n}"
+        walls, rss = [], 0
+        for _ in range(3):
+            w, r, out = run_child(bot("run", str(recipe), "--dry-run", state=state), env=child_env())
+            walls.append(w)
+            rss = max(rss, r)
+        rows.append(Row(f"git: `run --dry-run` over {n:,} commits (process)", statistics.median(walls), ref, "s",
+                        5.0 if target else None,
+                        f"peak RSS {rss / 1024:.0f} MiB"))
+    return rows
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def registry_rows(tmp: Path, n_tags: int, latency_s: float) -> list[Row]:
+    from tests.containers.fake_registry import FakeRegistry
+
+    start = date(2012, 1, 1)
+    dated = [f"nightly_main_{(start + timedelta(days=i)).strftime('%Y%m%d')}" for i in range(n_tags - 1)]
+    tags = dated + ["nightly"]
+    digests = {f"{REPO}:{t}": "sha256:" + hashlib.sha256(t.encode()).hexdigest() for t in tags}
+    state = tmp / "state-registry"
+    rows = []
+    with FakeRegistry({REPO: tags}, digests, latency_s=latency_s, default_n=100) as fake:
+        reg = f"127.0.0.1:{fake.port}"
+        rec = ["--json", "nightlies", "record", "--registry", reg, "--repository", REPO,
+               "--pattern", "nightly_main_*|nightly", "--insecure"]
+
+        def measured(argv: list[str]) -> tuple[float, int, int]:
+            mark = len(fake.log)
+            wall = run_child(argv, env=child_env())[0]
+            log = fake.log[mark:]
+            return wall, len(log), sum(1 for _, p, _ in log if "/manifests/" in p)
+
+        wall, reqs, heads = measured(bot(*rec, state=state))
+        rows.append(Row(f"registry: `nightlies record`, cold ledger, {n_tags:,} tags", wall, reqs * latency_s, "s",
+                        0.25, f"{reqs:,} requests ({heads:,} manifest HEADs, 8 at a time); reference = the same "
+                             f"requests one by one at {latency_s * 1000:.0f} ms"))
+        from bisectbot.sources.registry import RegistryClient
+
+        mark = len(fake.log)  # the reference: the tag list alone, from a fresh client (401 + token + pages)
+        RegistryClient(reg, insecure=True).tags(REPO)
+        listing = len(fake.log) - mark
+        wall, reqs, heads = measured(bot(*rec, state=state))
+        rows.append(Row("registry: second `nightlies record` (warm ledger)", reqs, listing, "req", 1.2,
+                        f"{heads} manifest request(s) (the moving tag), {wall:.2f} s; reference = the tag list alone"))
+        recipe = tmp / "nightly.yaml"
+        recipe.write_text(f"name: scale-nightly\nsource: {{kind: registry, registry: \"{reg}\", repository: {REPO},"
+                          f" tag_pattern: \"nightly_main_*|nightly\", insecure: true}}\n")
+        wall, reqs, heads = measured(bot("run", str(recipe), "--dry-run", state=state))
+        rows.append(Row(f"registry: `run --dry-run` over all {n_tags:,} nightlies (warm)", reqs, listing, "req", 1.2,
+                        f"{heads} manifest request(s), {wall:.2f} s; the issue measured 10,100 requests, 233 s"))
+    return rows
+
+
+# --------------------------------------------------------------------------- ledger
+
+
+def _probe(i: int):  # -> ProbeResult shaped like a real threshold search
+    from bisectbot.models import Candidate, CandidateKind, ProbeResult, Verdict
+
+    sha = hashlib.sha1(str(i).encode()).hexdigest()
+    c = Candidate(CandidateKind.COMMIT, sha, f"{sha[:10]} [Kernel] indexer: reuse the workspace buffer ({i})", "vllm",
+                  {"parents": 1, "date": "2026-04-12T07:00:00+00:00", "repo": "/srv/src/vllm", "author": "A. Dev",
+                   "subject": f"[Kernel] indexer: reuse the workspace buffer ({i})"})
+    bad = i % 2
+    table = [{"requested": s, "prompt_tokens": s + (i % 7), "outcome": "garbage" if bad and s > 16384 else "ok",
+              "reasons": ["repetition", "low-entropy"] if bad and s > 16384 else [], "agreement": 1.0,
+              "votes": {"garbage": 3} if bad and s > 16384 else {"ok": 3}, "requests": 3,
+              "seconds": round(3 + (i % 13) / 7, 3),
+              "excerpt": ("hellohello" * 12 if bad and s > 16384 else "The capital of France is Paris. " * 4)[:120]}
+             for s in (2048, 4096, 8192, 16384, 20480, 24576, 32768)]
+    return ProbeResult(c, Verdict.BAD if bad else Verdict.GOOD, reason="threshold 16384..20480 tokens",
+                       threshold=(16384, 20480) if bad else (32768, None), signature="garbage@16K-20K" if bad else "",
+                       table=table, duration_s=312.5, log_paths=[f"/state/logs/{sha[:12]}/server.log"],
+                       patches=[{"id": "aiter-chunkq-clamp", "state": "applied"}], cache_key=f"key-{i:08d}",
+                       extra={"build_key": sha[:16], "requests": 21, "status": "found"})
+
+
+def _plain_dict(p) -> dict:
+    """``ProbeResult.to_dict()`` without the secret redaction pass (the benchmark's probes hold none)."""
+    return {"candidate": p.candidate.to_dict(), "verdict": p.verdict.value, "reason": p.reason,
+            "threshold": list(p.threshold) if p.threshold is not None else None, "signature": p.signature,
+            "table": p.table, "duration_s": p.duration_s, "log_paths": p.log_paths, "patches": p.patches,
+            "cache_key": p.cache_key, "extra": p.extra}
+
+
+def ledger_rows(tmp: Path, n: int) -> list[Row]:
+    import sqlite3
+
+    from bisectbot.ledger import Ledger, _pack
+
+    with Ledger(tmp / "state-ledger") as led:
+        # the first 1,000 through the public path (``put_probes``: to_dict, redaction, compression) ...
+        t0 = time.perf_counter()
+        first = min(n, 1000)
+        led.put_probes(_probe(i) for i in range(first))
+        per_write = (time.perf_counter() - t0) / first
+        # ... the rest as the same rows (``_pack`` of to_dict) without the per-string redaction pass, which
+        # costs ~13 ms a probe today and would make a 100,000-probe ledger a 20-minute build
+        t0 = time.perf_counter()
+        for lo in range(first, n, 5000):
+            rows = []
+            for i in range(lo, min(n, lo + 5000)):
+                p = _probe(i)
+                rows.append((p.cache_key, p.candidate.ref, p.verdict.value, *(p.threshold or (None, None)),
+                             _pack(_plain_dict(p)), "2026-04-12T07:00:00+00:00"))
+            with led._tx() as db:
+                db.executemany("INSERT OR REPLACE INTO probes(cache_key, candidate, verdict, threshold_lo, "
+                               "threshold_hi, result, created) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        wrote = time.perf_counter() - t0
+        led._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        per = led.path.stat().st_size / n
+        # streaming: peak Python memory over all n probes vs a list of a tenth of them (scaled)
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        count = sum(1 for _ in led.probes())
+        streamed_s = time.perf_counter() - t0
+        stream_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert count == n == len(led.probes())
+        tracemalloc.start()
+        held = []
+        for p in led.probes():
+            held.append(p)
+            if len(held) == n // 10:
+                break
+        list_peak = tracemalloc.get_traced_memory()[1] * 10
+        tracemalloc.stop()
+        del held
+    # the reference: the same probes as plain JSON text rows (the format before issue 15), a tenth of them
+    ref = tmp / "plain.sqlite3"
+    db = sqlite3.connect(ref)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("""CREATE TABLE probes (cache_key TEXT PRIMARY KEY, candidate TEXT NOT NULL, verdict TEXT NOT NULL,
+                  threshold_lo INTEGER, threshold_hi INTEGER, result TEXT NOT NULL, created TEXT NOT NULL)""")
+    m = n // 10
+    with db:
+        db.executemany("INSERT INTO probes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       ((p.cache_key, p.candidate.ref, p.verdict.value, 1, 2, json.dumps(_plain_dict(p), sort_keys=True),
+                         "2026-04-12T07:00:00+00:00") for p in (_probe(i) for i in range(m))))
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    plain = ref.stat().st_size / m
+    return [
+        Row(f"ledger: bytes per probe, {n:,} probes", per, 2048, "B", 1.0,
+            f"plain JSON rows (before): {plain:,.0f} B/probe; put_probes {per_write * 1000:.1f} ms/probe; "
+            f"bulk rows written in {wrote:.1f} s"),
+        Row(f"ledger: peak memory streaming {n:,} probes vs a list", stream_peak / 2**20, list_peak / 2**20, "MiB",
+            0.1, f"streamed in {streamed_s:.1f} s"),
+    ]
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+def version_row(tmp: Path) -> list[Row]:
+    exe = Path(sys.executable).with_name("bisectbot")
+    argv = [str(exe), "--version"] if exe.exists() else [sys.executable, "-m", "bisectbot", "--version"]
+    run_child(argv)  # warm the file cache
+    # best of 7: start-up noise on a shared machine only ever adds
+    t = min(run_child(argv)[0] for _ in range(7))
+    bare = min(run_child([sys.executable, "-c", "pass"])[0] for _ in range(7))
+    return [Row("`bisectbot --version` (best of 7)", t, 0.2, "s", 1.0, f"bare interpreter start {bare:.3f} s")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10,000 commits, 1,000 tags, 10,000 probes")
+    ap.add_argument("--latency-ms", type=float, default=20.0, help="registry stand-in latency per request")
+    ap.add_argument("--tags", type=int, default=5000)
+    ap.add_argument("--probes", type=int, default=100_000)
+    ap.add_argument("--commits", default="10000,50000", help="comma-separated history sizes")
+    a = ap.parse_args()
+    sizes = [10_000] if a.quick else [int(x) for x in a.commits.split(",")]
+    tags, probes = (1000, 10_000) if a.quick else (a.tags, a.probes)
+    t0 = time.monotonic()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bisectbot-scale-") as d:
+        tmp = Path(d)
+        rows += version_row(tmp)
+        rows += registry_rows(tmp, tags, a.latency_ms / 1000)
+        rows += git_rows(tmp, sizes)
+        rows += ledger_rows(tmp, probes)
+    w = max(len(r.name) for r in rows)
+    print(f"{'row':<{w}} | {'bot':>12} | {'reference':>12} | {'ratio':>6} | {'target':>6} | ok")
+    print("-" * (w + 57))
+    for r in rows:
+        print(f"{r.name:<{w}} | {_fmt(r.bot, r.unit):>12} | {_fmt(r.ref, r.unit):>12} | {r.ratio:>6.2f} | "
+              f"{'<= ' + format(r.target, 'g') if r.target else '-':>6} | "
+              f"{('yes' if r.ok else 'NO') if r.target else '-'}")
+        if r.note:
+            print(f"{'':<{w}}   {r.note}")
+    print(f"({len(rows)} rows in {time.monotonic() - t0:.0f} s on {os.cpu_count()} CPUs; python {sys.version.split()[0]})")
+    bad = [r.name for r in rows if not r.ok]
+    if bad:
+        print("TARGETS NOT MET: " + "; ".join(bad))
+        return 1
+    print("targets met: every ratio within its target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
