@@ -63,9 +63,11 @@ def _pypi_source(recipe: Recipe, base_dir: Path | None) -> CandidateSource:
 class RegistryCandidates:
     """Nightly images of the recipe's registry source, oldest first, one candidate per digest.
 
-    Tags are discovered live (and recorded in the ledger); when the registry cannot be
-    reached, the nightlies the ledger has seen are used (``bisectbot nightlies`` records
-    them). ``good``/``bad`` are tags (or digests) of that list.
+    Tags are listed once per run (:class:`bisectbot.sources.registry.NightlyTags`); digests are
+    asked only for the tags between ``good`` and ``bad`` that the ledger does not already hold
+    (immutable tags) and recorded in the ledger. When the registry cannot be reached, the
+    nightlies the ledger has seen are used (``bisectbot nightlies`` records them). ``good``/``bad``
+    are tags (or digests) of that list.
     """
 
     component = "image"
@@ -74,52 +76,74 @@ class RegistryCandidates:
         self.src = recipe.source
         self.ledger = ledger
         self.client = registry_client
+        self._listing: Any = None
 
-    def _tags(self) -> list[tuple[str, str]]:
+    def listing(self) -> Any:  # -> bisectbot.sources.registry.NightlyTags
+        """The run's one tag listing (made on first use)."""
+        if self._listing is None:
+            from ..sources.registry import NightlyTags
+
+            known = self.ledger.nightly_digests(self.src.repository) if self.ledger is not None else None  # type: ignore[union-attr]
+            self._listing = NightlyTags(self.src, registry_client=self.client, known=known)
+        return self._listing
+
+    def _ledger_tags(self, e: Exception) -> list[Any]:
+        from ..sources import registry as reg
+
+        if self.ledger is None:
+            raise e
+        rows = self.ledger.nightlies(self.src.repository)  # type: ignore[union-attr]
+        if not rows:
+            raise BadInput(f"registry unreachable ({e}) and the ledger has no nightlies of "
+                           f"{self.src.repository}") from None  # type: ignore[union-attr]
+        log.warning("registry unreachable (%s): using the %d nightlies in the ledger", e, len(rows))
+        infos = reg.order_tags(reg.TagInfo(r["repository"], r["tag"], r["digest"], r["last_updated"]) for r in rows)
+        keep = set(reg.filter_tags([t.tag for t in infos], self.src.tag_pattern))  # type: ignore[union-attr]
+        return [t for t in infos if t.tag in keep and t.digest]
+
+    def _range(self, good: str, bad: str) -> list[Any]:
+        """Tag infos from ``good`` to ``bad`` inclusive with digests (recorded in the ledger)."""
         from ..errors import RegistryError
         from ..sources import registry as reg
 
+        def where(infos: list[Any], x: str) -> int:
+            for i, t in enumerate(infos):
+                if x in (t.tag, t.digest):
+                    return i
+            raise BadInput(f"nightly {x!r} not found among {len(infos)} tags of "
+                           f"{self.src.repository} matching {self.src.tag_pattern!r}")  # type: ignore[union-attr]
+
         try:
-            infos = reg.discover(self.src, registry_client=self.client)
+            nt = self.listing()
+            gi, bi = nt.index(good), nt.index(bad)
+            if gi is None or bi is None:
+                where([], good if gi is None else bad)
+            if gi >= bi:  # type: ignore[operator]
+                raise BadInput(f"good nightly {good} is not older than bad nightly {bad}")
+            infos = nt.digests(gi, bi)
             if self.ledger is not None:
                 reg.record(self.ledger, infos)
-            return [(t.tag, t.digest) for t in infos if t.digest]
+            return infos
         except RegistryError as e:
-            if self.ledger is None:
-                raise
-            rows = self.ledger.nightlies(self.src.repository)  # type: ignore[union-attr]
-            if not rows:
-                raise BadInput(f"registry unreachable ({e}) and the ledger has no nightlies of "
-                               f"{self.src.repository}") from None  # type: ignore[union-attr]
-            log.warning("registry unreachable (%s): using the %d nightlies in the ledger", e, len(rows))
-            infos = reg.order_tags(reg.TagInfo(r["repository"], r["tag"], r["digest"], r["last_updated"])
-                                   for r in rows)
-            pattern = self.src.tag_pattern  # type: ignore[union-attr]
-            keep = set(reg.filter_tags([t.tag for t in infos], pattern))
-            return [(t.tag, t.digest) for t in infos if t.tag in keep and t.digest]
+            infos = self._ledger_tags(e)
+            gi, bi = where(infos, good), where(infos, bad)
+            if gi >= bi:
+                raise BadInput(f"good nightly {good} is not older than bad nightly {bad}") from None
+            return infos[gi:bi + 1]
 
     def candidates(self, good: str, bad: str) -> list[Candidate]:
         from ..models import CandidateKind
         from ..sources.registry import image_ref
 
         cands: list[Candidate] = []
-        for tag, digest in self._tags():
-            if cands and cands[-1].ref == digest:
+        for t in self._range(good, bad):
+            if cands and cands[-1].ref == t.digest:
                 continue  # the same image under the next tag: one candidate
-            img = image_ref(self.src.registry, self.src.repository, digest)  # type: ignore[union-attr]
-            cands.append(Candidate(CandidateKind.NIGHTLY, digest, tag, "image", {"image": img, "tag": tag}))
-
-        def find(x: str) -> int:
-            for i, c in enumerate(cands):
-                if x in (c.label, c.ref):
-                    return i
-            raise BadInput(f"nightly {x!r} not found among {len(cands)} tags of "
-                           f"{self.src.repository} matching {self.src.tag_pattern!r}")  # type: ignore[union-attr]
-
-        gi, bi = find(good), find(bad)
-        if gi >= bi:
-            raise BadInput(f"good nightly {good} is not older than bad nightly {bad}")
-        return cands[gi:bi + 1]
+            img = image_ref(self.src.registry, self.src.repository, t.digest)  # type: ignore[union-attr]
+            cands.append(Candidate(CandidateKind.NIGHTLY, t.digest, t.tag, "image", {"image": img, "tag": t.tag}))
+        if len(cands) < 2:
+            raise BadInput(f"good nightly {good} and bad nightly {bad} are the same image {cands[0].ref[:19]}")
+        return cands
 
     def flags(self, culprit: Candidate, predecessor: Candidate) -> list[str]:
         return ["no-op-build"] if culprit.ref == predecessor.ref else []
@@ -127,8 +151,13 @@ class RegistryCandidates:
     def default_ends(self) -> tuple[str | None, str | None]:
         """``(oldest tag, newest tag)`` of the matching nightlies (by the date in the tag): a
         nightly recipe names its last-good nightly and bisects up to tonight's. ``(None, None)``
-        when there are none."""
-        tags = [t for t, _ in self._tags()]
+        when there are none. Names only: no manifest request."""
+        from ..errors import RegistryError
+
+        try:
+            tags = [t.tag for t in self.listing().tags()]
+        except RegistryError as e:
+            tags = [t.tag for t in self._ledger_tags(e)]
         return (tags[0], tags[-1]) if tags else (None, None)
 
 

@@ -21,6 +21,7 @@ import requests
 
 from bisectbot.ledger import Ledger
 from bisectbot.recipe import parse_recipe
+from bisectbot.session import RegistryCandidates
 from bisectbot.sources.registry import NightlyTags, RegistryClient, discover, is_moving, record
 from tests.containers.fake_registry import FakeRegistry
 
@@ -85,10 +86,30 @@ def test_second_record_and_warm_dry_run_send_no_manifest_request(tmp_path) -> No
         assert second["list"] == 6 and second["manifests"] == 1
         assert second["all"] <= 1.2 * first["list"] + 2  # + the 401 and the token of a fresh process
 
+        mark = len(fake.log)
+        cli(state, "run", str(recipe_file(tmp_path, port, "nightly_main_*")), "--dry-run")
+        dry = counts(fake, mark)
+        assert dry["listings"] == 1, "a run lists the tags once (it used to discover twice)"
+        assert dry["manifests"] == 0
+
         # --refresh asks for every digest again (a tag re-pushed under the same name)
         mark = len(fake.log)
         cli(state, "nightlies", "record", "--refresh", *rec[3:])
         assert counts(fake, mark)["manifests"] == 281
+
+
+def test_cold_dry_run_heads_only_the_searched_range_eight_at_a_time(tmp_path) -> None:
+    """A cold ledger and a range of 11 nightlies: 11 manifest requests, not 280, in flight 8 at once."""
+    state = tmp_path / "state"
+    with FakeRegistry({REPO: TAGS}, DIG, latency_s=0.05) as fake:
+        f = recipe_file(tmp_path, fake.port, "nightly_main_*", "nightly_main_20260310", "nightly_main_20260320")
+        p = cli(state, "run", str(f), "--dry-run")
+        c = counts(fake)
+        assert c["listings"] == 1 and c["manifests"] == 11, c
+        assert fake.max_inflight == 8  # 11 HEADs with 8 workers: a full batch was in flight at once
+        assert "nightly_main_20260310" in p.stdout
+    with Ledger(state) as led:  # what the run learnt is recorded: the next run asks none of them
+        assert len(led.nightly_digests(REPO)) == 11
 
 
 def test_nightly_tags_lists_once_and_fills_only_the_asked_range() -> None:
@@ -107,6 +128,25 @@ source: {{kind: registry, registry: "127.0.0.1:{fake.port}", repository: {REPO},
         # a digest as an end is found without asking for more digests when the ledger knows it
         assert nt.index(DIG[f"{REPO}:{DATED[5]}"]) == 5 and nt.heads == 9
         assert counts(fake)["list"] == 6
+
+
+def test_dry_run_range_records_and_moving_bad_end_is_asked_again(tmp_path) -> None:
+    """``nightly`` (moving) as the bad end: asked every run even with the ledger warm."""
+    with FakeRegistry({REPO: TAGS}, DIG) as fake, Ledger(tmp_path) as led:
+        r = parse_recipe(f"""
+name: n
+source: {{kind: registry, registry: "127.0.0.1:{fake.port}", repository: {REPO},
+         tag_pattern: "nightly_main_202610*|nightly", insecure: true}}
+""")
+        client = RegistryClient(f"127.0.0.1:{fake.port}", insecure=True)
+        cands = RegistryCandidates(r, led, client).candidates("nightly_main_20261001", "nightly")
+        # nightly points at its own digest here, so it is the 29th candidate
+        assert len(cands) == 29 and cands[-1].label == "nightly"
+        assert counts(fake)["manifests"] == 29
+        mark = len(fake.log)
+        again = RegistryCandidates(r, led, client).candidates("nightly_main_20261001", "nightly")
+        assert [c.ref for c in again] == [c.ref for c in cands]
+        assert counts(fake, mark)["manifests"] == 1
 
 
 # ---------------------------------------------------------------------- the real registry
@@ -158,4 +198,10 @@ source: {{kind: registry, registry: "{registry}", repository: {repo}, tag_patter
         sent.clear()
         infos2 = discover(r.source, client, known=led.nightly_digests(repo))
         assert {i.tag: i.digest for i in infos2} == pushed
+        assert [u.rsplit("/", 1)[-1] for m, u in sent if "/manifests/" in u] == ["nightly"]
+        sent.clear()
+        src = RegistryCandidates(r, led, client)
+        cands = src.candidates(*src.default_ends())
+        assert len(cands) == 25 and cands[-1].label == "nightly"
+        assert sum(1 for m, u in sent if "/tags/list" in u) == 1  # listed once for ends and range
         assert [u.rsplit("/", 1)[-1] for m, u in sent if "/manifests/" in u] == ["nightly"]
