@@ -69,8 +69,6 @@ PACKAGES: dict[str, tuple[str, ...]] = {"vllm": ("vllm",), "aiter": ("amd-aiter"
 
 MARKER = "bisectbot-patch:"  # our diffs add "# bisectbot-patch: <id>" next to the change
 
-_ROOT_DIR = Path(__file__).resolve().parent.parent
-
 
 # =========================================================================== stack model
 
@@ -237,12 +235,13 @@ class Stack(_Model):
 # =========================================================================== loading
 
 
-def default_stack_path() -> Path:
-    """``$BISECTBOT_PATCHES_DIR/stack.yaml`` if set, else ``patches/stack.yaml`` of the repository."""
-    env = os.environ.get(PATCHES_DIR_ENV)
-    if env:
-        return Path(env) / "stack.yaml"
-    return _ROOT_DIR / "patches" / "stack.yaml"
+def default_stack_path(recipe_path: str | Path | None = None) -> Path:
+    """The stack file by the lookup order of :mod:`bisectbot.shipped`: ``$BISECTBOT_PATCHES_DIR/stack.yaml``,
+    ``patches/stack.yaml`` next to ``recipe_path`` (or one level up), ``./patches/stack.yaml``, the shipped
+    default. Raises :class:`bisectbot.errors.BadInput` naming ``--stack`` and the variable when none exists."""
+    from .shipped import find_stack
+
+    return find_stack(None, recipe_path)
 
 
 def load_stack(path: Path | None = None) -> Stack:
@@ -259,7 +258,8 @@ def load_stack(path: Path | None = None) -> Stack:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
-        raise PatchError(f"{p}:1:1: (file): cannot read stack: {e.strerror or e}") from None
+        raise PatchError(f"{p}:1:1: (file): cannot read stack: {e.strerror or e} "
+                         f"(give --stack FILE or set {PATCHES_DIR_ENV}=DIR)") from None
     try:
         data, marks = compose(text, str(p), "stack fields with a 'patches' list")
         stack = validate(Stack, data, marks, str(p))

@@ -104,13 +104,12 @@ def expand(s: str, environ: dict[str, str] | None = None) -> str:
     return out
 
 
-def profile_search_path() -> list[Path]:
-    """Where profiles are looked up: ``$BISECTBOT_RUNNERS`` (``:``-separated), ``./runners``,
-    and the ``runners/`` directory next to the installed package (a source checkout)."""
-    dirs = [Path(p) for p in os.environ.get("BISECTBOT_RUNNERS", "").split(":") if p]
-    dirs.append(Path.cwd() / "runners")
-    dirs.append(Path(__file__).resolve().parents[1] / "runners")
-    return dirs
+def profile_search_path(recipe_path: str | Path | None = None) -> list[Path]:
+    """Where profiles are looked up (:func:`bisectbot.shipped.runner_search_path`): ``$BISECTBOT_RUNNERS``
+    (``:``-separated), ``runners/`` next to the recipe, ``./runners``, the shipped profiles."""
+    from .shipped import runner_search_path
+
+    return runner_search_path(recipe_path)
 
 
 def parse_profile(text: str, filename: str = "<profile>") -> RunnerProfile:
@@ -121,21 +120,27 @@ def parse_profile(text: str, filename: str = "<profile>") -> RunnerProfile:
         raise BadInput(str(e)) from None
 
 
-def load_profile(name_or_path: str | Path) -> RunnerProfile:
-    """Load ``runners/<name>.yaml`` (searched in :func:`profile_search_path`) or a file path.
+def load_profile(name_or_path: str | Path, recipe_path: str | Path | None = None) -> RunnerProfile:
+    """Load a profile file path, or ``<name>.yaml`` searched in :func:`profile_search_path`
+    (``recipe_path``: the recipe whose neighbourhood is searched).
 
-    Raises :class:`BadInput` when not found or invalid.
+    Raises :class:`BadInput` when not found (naming ``--profile`` and ``BISECTBOT_RUNNERS``) or invalid.
     """
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         candidates = [p]
     else:
-        candidates = [d / f"{name_or_path}.yaml" for d in profile_search_path()]
+        candidates = [d / f"{name_or_path}.yaml" for d in profile_search_path(recipe_path)]
     for c in candidates:
         if c.is_file():
             return parse_profile(c.read_text(encoding="utf-8"), str(c))
+    from .shipped import shipped_dir
+
+    shipped = shipped_dir("runners")
+    names = sorted(x.stem for x in shipped.glob("*.yaml")) if shipped else []
     raise BadInput(
-        f"runner profile {name_or_path!r} not found (looked in {', '.join(str(c) for c in candidates)})"
+        f"runner profile {name_or_path!r} not found (looked in {', '.join(str(c) for c in candidates)}); "
+        f"give --profile NAME|FILE or set BISECTBOT_RUNNERS=DIR; shipped profiles: {', '.join(names) or 'none'}"
     )
 
 

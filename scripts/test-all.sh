@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # README command 2: install what the tests need, start the services they use
-# (dockerd, a local registry on 127.0.0.1:5000) and run the whole suite.
-# Fresh Debian/Ubuntu as root (or with sudo). Extra arguments go to pytest.
+# (dockerd, a local registry on 127.0.0.1:5000) and run the whole suite AGAINST THE
+# INSTALLED WHEEL, as a user gets it:
+#   1. build a wheel from a clean copy of the checkout (tracked + new unignored files;
+#      no stale build/ or egg-info can leak into it),
+#   2. install it non-editable with the test extras in a fresh virtualenv (.venv-test),
+#   3. run pytest from the checkout with PYTHONSAFEPATH=1, so neither pytest nor the
+#      `python -m bisectbot` children import the checkout's bisectbot/ (a test asserts
+#      bisectbot.__file__ lies under site-packages), on $BISECTBOT_TEST_WORKERS (default 2)
+#      pytest-xdist workers, one test file per worker at a time (--dist loadfile).
+# Fresh Debian/Ubuntu as root (or with sudo). Extra arguments go to pytest
+# (e.g. `./scripts/test-all.sh tests/patches -x`; `-n 0` runs without xdist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 need=()
@@ -17,13 +27,36 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e '.[test]'
+# 1. the wheel, from a clean copy of the checkout
+work=$(mktemp -d "${TMPDIR:-/tmp}/bisectbot-wheel.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mkdir -p "$work/src"
+  git -C "$ROOT" ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+    [ -e "$f" ] && cp -P --parents -- "$f" "$work/src/"
+  done
+else
+  cp -a "$ROOT" "$work/src"; rm -rf "$work/src/build" "$work/src/.venv" "$work/src/.venv-test"
+fi
+echo "test-all: building the wheel"
+python3 -m venv "$work/build-venv"
+"$work/build-venv/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+"$work/build-venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
+wheel=$(ls "$work"/dist/bisectbot-*.whl)
+
+# 2. a fresh virtualenv with the wheel (non-editable) and the test extras
+VENV=$ROOT/.venv-test
+echo "test-all: installing $(basename "$wheel") into a fresh $VENV"
+python3 -m venv --clear "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+"$VENV/bin/python" -m pip install -q "$wheel[test]"
 
 $SUDO bash scripts/services.sh
 
+# 3. the suite against the install
 export BISECTBOT_REQUIRE_DOCKER=1
-export PATH="$PWD/.venv/bin:$PATH"
+export BISECTBOT_TEST_INSTALLED=1   # tests/test_installed.py: bisectbot must come from site-packages
+export PYTHONSAFEPATH=1             # never put the checkout (cwd) on sys.path
+export PATH="$VENV/bin:$PATH"
 ruff check .
-exec python -m pytest "$@"
+exec python -m pytest -n "${BISECTBOT_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -11,8 +11,23 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import uuid
+from pathlib import Path
 
 import pytest
+
+# The checkout goes on sys.path LAST: `tests.*` helper modules import from it, while `bisectbot`
+# still comes from the installed wheel (scripts/test-all.sh runs with PYTHONSAFEPATH=1, so the
+# checkout is not first on the path; tests/test_installed.py checks).
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+# Under pytest-xdist every worker is its own test session: give each its own run label, so one
+# worker's "no container left behind" check never sees (or removes) another worker's containers.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["BISECTBOT_RUN_ID"] = f"tests-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def docker_available() -> bool:

@@ -10,12 +10,12 @@ from ..errors import BadInput
 from .base import Ctx, cli, pass_ctx
 
 
-def default_stack_dir() -> Path | None:
-    """``./patches`` when it holds a ``stack.yaml``, else the checkout's ``patches/``, else None."""
-    for d in (Path.cwd() / "patches", Path(__file__).resolve().parents[2] / "patches"):
-        if (d / "stack.yaml").is_file():
-            return d
-    return None
+def default_stack_dir(recipe_path: Path | None = None) -> Path:
+    """The stack directory by the lookup order of :mod:`bisectbot.shipped` (``$BISECTBOT_PATCHES_DIR``,
+    next to the recipe, ``./patches``, the shipped stack). Raises BadInput when none exists."""
+    from ..shipped import find_stack
+
+    return find_stack(None, recipe_path).parent
 
 
 BUILD_EPILOG = """\b
@@ -61,9 +61,7 @@ def build(ctx: Ctx, recipe_path: Path, base: str, overlay: str | None, repo_path
             repo = local_repo(src.repo, recipe_path.parent)
         ov = Overlay(comp, repo, commit, base_commit=base_commit)
     ids = [] if no_patches else list(recipe.patches)
-    sdir = stack_dir or default_stack_dir()
-    if ids and sdir is None:
-        raise BadInput("the recipe lists patches but no patch stack was found: give --stack-dir")
+    sdir = (stack_dir or default_stack_dir(recipe_path)) if ids else None
     req = BuildRequest(
         base=_resolve(base, recipe_path), recipe=recipe.name, recipe_hash=recipe.verdict_hash(), overlay=ov,
         patch_ids=ids, stack_hash=stack_hash(sdir, ids), patch_fn=_default_patch_fn(sdir, ids) if ids else None,

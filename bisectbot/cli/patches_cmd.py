@@ -34,13 +34,15 @@ def _versions(values: tuple[str, ...]) -> dict[str, str]:
 
 
 def _stack(path: Path | None) -> Any:
+    """The stack from ``--stack``, else by the lookup order of :mod:`bisectbot.shipped`."""
     from ..patches import load_stack
+    from ..shipped import find_stack
 
-    return load_stack(path)
+    return load_stack(find_stack(path))
 
 
 stack_opt = click.option("--stack", "stack_path", type=click.Path(dir_okay=False, path_type=Path),
-                         help="stack file (default: $BISECTBOT_PATCHES_DIR/stack.yaml or the repo's patches/stack.yaml)")
+                         help="stack file (default: $BISECTBOT_PATCHES_DIR/stack.yaml, ./patches/stack.yaml, the shipped stack)")
 ids_opt = click.option("--ids", "ids", multiple=True, metavar="ID[,ID...]",
                        help="patch ids in order (repeatable or comma-separated); default: the whole stack")
 version_opt = click.option("--version", "versions", multiple=True, metavar="PKG=VERSION",
@@ -60,7 +62,7 @@ def list_cmd(ctx: Ctx, stack_path: Path | None) -> None:
     from ..patches import stack_hash
 
     stack = _stack(stack_path)
-    data = {"stack": str(stack.base_dir / "stack.yaml") if stack_path is None else str(stack_path),
+    data = {"stack": str(stack.base_dir / "stack.yaml"),
             "stack_hash": stack_hash(stack, None), "patches": []}
     lines = []
     for p in stack.patches:

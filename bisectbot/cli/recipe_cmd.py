@@ -20,7 +20,8 @@ def recipe() -> None:
 @recipe.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--stack", "stack_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Patch stack to check patch ids against (default: patches/stack.yaml).")
+              help="Patch stack to check patch ids against (default: $BISECTBOT_PATCHES_DIR, patches/ next "
+                   "to the recipe, ./patches, the shipped stack). Recipes without patches need none.")
 @pass_ctx
 def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     """Validate recipe FILES; every problem as FILE:LINE:COL: field: message (exit 2).
@@ -31,19 +32,34 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     Example:
       bisectbot recipe validate recipes/*.yaml
     """
+    from ..errors import BadInput
     from ..patches import load_stack
     from ..recipe import check_patch_ids, load_recipe
+    from ..shipped import find_recipe, find_stack
 
-    known = load_stack(stack_path).ids
+    stacks: dict[Path, list[str]] = {}
     problems: list[str] = []
     ok: dict[str, str] = {}
-    for f in files:
+    for arg in files:
         try:
+            f = find_recipe(arg)  # a path, or the name of a shipped example
             r = load_recipe(f)
         except RecipeError as e:
             problems.extend(e.problems)
             continue
-        bad_ids = check_patch_ids(r, known, f.read_text(encoding="utf-8"), str(f))
+        except BadInput as e:
+            problems.append(str(e))
+            continue
+        bad_ids: list[str] = []
+        if r.patches:  # a recipe without patches never needs a stack
+            try:
+                sp = find_stack(stack_path, f)
+                if sp not in stacks:
+                    stacks[sp] = load_stack(sp).ids
+            except BadInput as e:
+                problems.append(f"{f}: patches: {e}")
+                continue
+            bad_ids = check_patch_ids(r, stacks[sp], f.read_text(encoding="utf-8"), str(f))
         if bad_ids:
             problems.extend(bad_ids)
         else:

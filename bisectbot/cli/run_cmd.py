@@ -51,6 +51,15 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def _stack_path(recipe, recipe_path: Path) -> Path | None:
+    """The patch stack of a recipe that names patches (lookup order of :mod:`bisectbot.shipped`); None without."""
+    if not recipe.patches:
+        return None
+    from ..shipped import find_stack
+
+    return find_stack(None, recipe_path)
+
+
 def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> CandidateRunner
     """The runner for a recipe: ``local`` (git worktrees), ``container`` (images) or
     ``release`` (patch questions on package releases: pypi source, patch regress mode)."""
@@ -60,9 +69,12 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
         kind = ("local" if recipe.source.kind == "git" else
                 "release" if recipe.source.kind == "pypi" and is_patch_mode(recipe.regress) else "container")
     if kind == "release":
+        from ..patches import load_stack
         from ..run.release import ReleaseRunner
+        from ..shipped import find_stack
 
-        return ReleaseRunner(recipe, log_dir=ctx.ledger().state_dir / "logs" / recipe.name)
+        return ReleaseRunner(recipe, load_stack(find_stack(None, recipe_path)),
+                             log_dir=ctx.ledger().state_dir / "logs" / recipe.name)
     if kind == "local":
         from ..recipe import GitSource
         from ..run.local import LocalRunner, load_profile_env
@@ -79,14 +91,15 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
         state = ctx.ledger().state_dir
         return LocalRunner(recipe, repos, workdir=state / "worktrees" / recipe.name,
                            log_dir=state / "logs" / recipe.name,
-                           profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]))
+                           profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]),
+                           stack_path=_stack_path(recipe, recipe_path))
     from ..patches import default_stack_path
     from ..run.container import ContainerRunner
     from ..runner_profile import load_profile
 
     state = ctx.ledger().state_dir
-    stack_dir = default_stack_path().parent if recipe.patches else None
-    return ContainerRunner(recipe, load_profile(recipe.runner), state / "logs" / recipe.name, stack_dir=stack_dir,
+    stack_dir = default_stack_path(recipe_path).parent if recipe.patches else None
+    return ContainerRunner(recipe, load_profile(recipe.runner, recipe_path), state / "logs" / recipe.name, stack_dir=stack_dir,
                            ledger=_PerThreadLedger(state), lock_dir=state / "locks",
                            base_dir=recipe_path.parent)
 
@@ -95,8 +108,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
          out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False) -> int:
     from ..recipe import load_recipe
     from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
+    from ..shipped import find_recipe
 
-    path = Path(recipe_file)
+    path = find_recipe(recipe_file)
     recipe = load_recipe(path)
     if parallel:
         recipe.bisect.parallel = parallel

@@ -131,8 +131,7 @@ def read_starts(p: Path) -> list[tuple[str, str]]:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    root = Path(__file__).resolve().parents[2]
-    e = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    e = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "bisectbot", *args], capture_output=True, text=True, env=e,
                           timeout=timeout)
 

@@ -80,8 +80,7 @@ def test_kill_9_then_resume_repeats_no_probe(tmp_path, kit, starts_file) -> None
     out = tmp_path / "out"
     recipe = kit.write_recipe(tmp_path / "r.yaml", repo, out, mode="command")
     state = tmp_path / "state"
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root), "RUN_ID": "1", "CHECK_SLEEP": "0.4"}
+    env = {**os.environ, "RUN_ID": "1", "CHECK_SLEEP": "0.4"}
     proc = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(recipe)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
@@ -239,8 +238,7 @@ def test_kill_9_during_a_server_probe_leaves_no_server_after_resume(tmp_path, ki
     repo = kit.make_engine_repo(tmp_path / "repo", n=10, k=6, extra_cfg={"delay_s": 0.2})
     rec = kit.write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out")
     state = tmp_path / "state"
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root), "RUN_ID": "1"}
+    env = {**os.environ, "RUN_ID": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(rec)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids_dir = state / "worktrees" / "engine-demo" / "pids"

@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_demo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m bisectbot demo ARGS`` with this checkout first on the path."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    """``python -m bisectbot demo ARGS`` with the bisectbot this interpreter has installed (the wheel under
+    scripts/test-all.sh)."""
+    env = dict(os.environ)
     env.pop("GITHUB_TOKEN", None)
     env.pop("BISECTBOT_STATE", None)
     return subprocess.run([sys.executable, "-m", "bisectbot", "demo", *args], capture_output=True, text=True,

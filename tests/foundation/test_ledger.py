@@ -37,7 +37,7 @@ WRITER = textwrap.dedent(
 
 
 def _spawn(state: Path, prefix: str, n: int) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ)
     return subprocess.Popen([sys.executable, "-c", WRITER, str(state), prefix, str(n)],
                             stdout=subprocess.PIPE, text=True, env=env)
 

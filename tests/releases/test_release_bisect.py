@@ -34,8 +34,7 @@ def _recipe(tmp: Path, index_url: str, regress: str, **source) -> Path:
 
 
 def _run(tmp: Path, patches_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, BISECTBOT_PATCHES_DIR=str(patches_dir), BISECTBOT_CACHE=str(tmp / "cache"),
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, BISECTBOT_PATCHES_DIR=str(patches_dir), BISECTBOT_CACHE=str(tmp / "cache"))
     return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp / "state"), *args],
                           capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
 

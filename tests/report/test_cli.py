@@ -19,7 +19,6 @@ def _run(args, env_extra=None, tmp_path=None):
 
     env = {k: v for k, v in os.environ.items() if k not in ("BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",
                                                             "GITHUB_STEP_SUMMARY")}
-    env["PYTHONPATH"] = str(ROOT)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "bisectbot", *args], capture_output=True, text=True, env=env,
                           timeout=120)

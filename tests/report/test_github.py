@@ -140,7 +140,7 @@ def test_crash_after_create_then_retry_leaves_one_issue(fake_github, tmp_path, l
     rfile.write_text(json.dumps(result.to_dict()))
     fake_github.search_indexed = set()  # the search index lags: the new issue is not searchable yet
     fake_github.drop_labels_on_create = labels_dropped  # no triage permission: labels silently dropped
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": "bisectbot-app"}
+    env = {**os.environ, "BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": "bisectbot-app"}
     args = [str(rfile), REPO, fake_github.base_url, str(tmp_path / "state"), str(tmp_path / "out")]
     first = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, "crash", *args], env=env, capture_output=True,
                            text=True, timeout=60)
