@@ -97,8 +97,7 @@ def _spec(n: int, vr: git.Repo, vsha: str, ar: git.Repo, asha: str) -> NightlySp
 
 
 def _run(state: Path, recipe: Path, out: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "BISECTBOT_PATCHES_DIR": str(STACK), "GITHUB_TOKEN": TOKEN}
+    env = {**os.environ, "BISECTBOT_PATCHES_DIR": str(STACK), "GITHUB_TOKEN": TOKEN}
     env.pop("BISECTBOT_GITHUB_TOKEN", None)
     env.pop("GH_TOKEN", None)
     return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(recipe),
