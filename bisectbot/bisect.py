@@ -487,7 +487,69 @@ class Bisection:
                     out.append(int(np.flatnonzero(ig >= best - _TIE)[0]))
             else:
                 out += self._quantile_picks(k - len(out), set(out))
+        if self.verify and len(out) < k and out and not self._ends_left:
+            out += self._folded_verification(out, k - len(out))
         return out
+
+    def _outcomes(self, picks: list[int]) -> list[tuple[tuple[bool, ...], float]]:
+        """Verdict combinations of ``picks`` (True = bad) with their predictive probability under
+        the posterior. Exact mode: only the monotone ones (the others have probability 0)."""
+        import itertools
+
+        post = self.posterior
+        h = np.arange(self.n + 1)
+        if self.exact:
+            combos = [tuple(j >= cut for j in range(len(picks))) for cut in range(len(picks) + 1)]
+        else:
+            combos = list(itertools.product((False, True), repeat=len(picks)))
+        out = []
+        for combo in combos:
+            like = np.ones(self.n + 1)
+            for i, bad in zip(picks, combo):
+                pbad = np.where(h <= i, 1 - self.fn, self.fp)
+                like *= pbad if bad else 1 - pbad
+            out.append((combo, float((post * like).sum())))
+        return out
+
+    def _folded_verification(self, picks: list[int], free: int) -> list[int]:
+        """Verification re-probes to run in the same round as the search probes ``picks``.
+
+        The round's outcomes (verdict combinations of ``picks``, weighted by the posterior)
+        are played on copies of the search; when the outcomes that end in verification hold
+        at least ``confidence`` of the probability (every possible outcome in exact mode)
+        and the union of their verification targets (culprit, predecessor) fits in ``free``
+        slots and the probe budget, that union is returned (a candidate picked for search
+        in this round then appears twice: two independent probes). Else ``[]``. Issue 16:
+        "verification probes go into the same round as the last search probes wherever the
+        posterior already allows it".
+        """
+        sorted_picks = sorted(picks)
+        if self.exact:
+            live = int(np.count_nonzero(np.bincount(self._class_ids(), weights=self.posterior) > 0))
+            if live > len(picks) + 1:
+                return []  # some outcome leaves more than one class: not the last search round
+        elif len(picks) > 4:
+            return []
+        need = 1.0 - 1e-9 if self.exact else self.confidence
+        covered = 0.0
+        targets: list[int] = []
+        for combo, prob in self._outcomes(sorted_picks):
+            if prob <= 1e-15:
+                continue
+            c = self.copy()
+            for i, bad in zip(sorted_picks, combo):
+                if c.done:
+                    break
+                c.feed(i, Verdict.BAD if bad else Verdict.GOOD, self.reference if bad else None)
+            if c.done or not c._verify_targets:
+                continue
+            covered += prob
+            targets += [t for t in c._verify_targets if t not in targets]
+        if covered < need or not targets or len(targets) > free:
+            return []
+        if self.max_probes is not None and self.probes + len(picks) + len(targets) > self.max_probes:
+            return []
+        return targets
 
     def lookahead(self, index: int) -> dict[Verdict, int | None]:
         """The probe that would come next after ``index`` turns out good or bad (for prefetch)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..bisect import Bisection
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
@@ -30,6 +31,18 @@ def _fmt_thr(thr: tuple[int | None, int | None] | None) -> str:
 def phase_of(b: Bisection, i: int) -> str:
     """What probing candidate index ``i`` is for right now: ``boundary``, ``verify`` or ``search``."""
     return "boundary" if i in b._ends_left else "verify" if i in b._verify_targets else "search"
+
+
+def feed_order(b: Bisection, done: list[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+    """Yield a round's ``((index, attempt), result)`` pairs in the order to feed them: as
+    planned, except that a probe of a current verification target waits until the other
+    probes are fed (verification re-probes folded into the last search round,
+    :meth:`Bisection.next_probes`, must not end the search before the rest is evidence)."""
+    pending = list(done)
+    while pending:
+        pick = next((x for x in pending if x[0][0] not in b._verify_targets), pending[0])
+        pending.remove(pick)
+        yield pick
 
 
 class RoundLoop:
@@ -82,11 +95,14 @@ class RoundLoop:
                     attempts[i] = attempts.get(i, 0) + 1
                     jobs.append((i, attempts[i]))
                 results = self.probe_batch([(candidates[i], a) for i, a in jobs], executor)
-                for (i, a), (res, origin) in zip(jobs, results):
+                for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
                     phase = phase_of(b, i)
-                    eff = b.feed(i, res.verdict, res.signature or None)
                     probes.append(res)
-                    note = b.history[-1].note
+                    if b.done:  # a folded re-probe the outcome did not need: evidence, not fed
+                        eff, note, phase = res.verdict, "not used: the search had ended", "extra"
+                    else:
+                        eff = b.feed(i, res.verdict, res.signature or None)
+                        note = b.history[-1].note
                     self._event("probe", {
                         "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
                         "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
