@@ -51,6 +51,7 @@ def report() -> None:
     Examples:
       bisectbot report render out/result.json --out out/
       bisectbot report file out/result.json --recipe recipes/glm51.yaml --dry-run
+      bisectbot report reply out/result.json --recipe recipes/glm51.yaml --issue 12 --comment 2345678
       bisectbot report commands --recipe recipes/glm51.yaml
     """
 
@@ -117,6 +118,45 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
         bc = load_recipe(recipe).bisect.blame_confidence
     out = file_or_update(result, target, token_from_env(), ctx.ledger(), dry_run, out_dir or result_file.parent,
                          nightly=nightly, newest=newest, blame_confidence=bc)
+    ctx.emit(out.to_dict(), out.message)
+
+
+@report.command("reply")
+@click.argument("result_file", metavar="RESULT.json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--issue", "issue_number", type=click.IntRange(min=1), required=True,
+              help="Issue the /bisectbot bisect request was made on.")
+@click.option("--comment", "comment_id", type=click.IntRange(min=1), required=True,
+              help="Id of the request's comment (github.event.comment.id).")
+@click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), help="Recipe whose report.github to use.")
+@click.option("--repo", help="OWNER/NAME (overrides the recipe).")
+@click.option("--api-url", help="GitHub API base URL.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the would-be reply goes in a dry run (default: next to RESULT.json).")
+@click.option("--dry-run", is_flag=True, help="Send nothing; write the would-be reply.")
+@pass_ctx
+def reply_cmd(ctx: Ctx, result_file: Path, issue_number: int, comment_id: int, recipe: Path | None,
+              repo: str | None, api_url: str | None, out_dir: Path | None, dry_run: bool) -> None:
+    """Answer a maintainer's /bisectbot bisect comment with RESULT.json (one reply, never twice).
+
+    The comment must be a /bisectbot bisect request by an OWNER, MEMBER or COLLABORATOR.
+    Token: $BISECTBOT_GITHUB_TOKEN, $GITHUB_TOKEN or $GH_TOKEN; without one this is a dry run.
+
+    \b
+    Example:
+      bisectbot report reply out/bisect/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
+        --issue 12 --comment 2345678 --dry-run
+    """
+    from ..report.reply import reply_with_result
+
+    result, nightly = _load(result_file)
+    target = _target(recipe, repo, api_url)
+    bc = 0.66
+    if recipe is not None:
+        from ..recipe import load_recipe
+
+        bc = load_recipe(recipe).bisect.blame_confidence
+    out = reply_with_result(result, target, token_from_env(), issue_number, comment_id, out_dir or result_file.parent,
+                            nightly=nightly, dry_run=dry_run, blame_confidence=bc)
     ctx.emit(out.to_dict(), out.message)
 
 

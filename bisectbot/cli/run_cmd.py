@@ -174,10 +174,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             click.echo(n)
         click.echo(f"report: {paths[1]} ({paths[0].name})")
     if file_issue:
-        if not retracts:  # after a retraction the answer goes to the issue it was asked on
-            outcome = _file_issue(ctx, recipe, result, paths[0].parent)
-            click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
-        for line in _acknowledge(recipe, commands, result):
+        # After a retraction the new answer has its own fingerprint: it is filed (a new issue, or a
+        # comment on the issue of that answer) and the acknowledgement on the old issue links to it.
+        outcome = _file_issue(ctx, recipe, result, paths[0].parent)
+        click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
+        for line in _acknowledge(recipe, commands, result, outcome):
             click.echo(f"github: {line}", err=ctx.json)
     return exit_code(result)
 
@@ -215,8 +216,10 @@ def _retractions(ctx: Ctx, result, commands):  # -> list[LogLine]
             for c in commands if c.kind == "retract" and c.issue == filed["number"] and not c.error][:1]
 
 
-def _acknowledge(recipe, commands, result) -> list[str]:
-    """Reply once to every command not acknowledged yet, saying what this run did with it."""
+def _acknowledge(recipe, commands, result, filed=None) -> list[str]:
+    """Reply once to every command not acknowledged yet, saying what this run did with it
+    (``filed``: the :class:`~bisectbot.report.github.FilingOutcome` of this run's result, linked
+    from the reply to a retraction)."""
     from ..report import acknowledge
     from ..report.github import token_from_env
     from ..report.render import blame_decision, heading
@@ -229,6 +232,8 @@ def _acknowledge(recipe, commands, result) -> list[str]:
             continue
         if c.kind == "retract":
             msg = f"the culprit is excluded and the search was run again. Now: {now}"
+            if filed is not None and filed.url:
+                msg += f" (filed as {filed.url})"
         else:
             msg = f"{c.ref} is taken as {c.kind} on this and later runs. Now: {now}"
         o = acknowledge(c, recipe.report.github, token, msg)

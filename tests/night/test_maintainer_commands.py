@@ -49,12 +49,18 @@ def test_retract_excludes_the_culprit_and_replies_once(tmp_path, fake_github) ->
     final = _final(tmp_path / "o2")
     # the retracted culprit is skip now: only skipped commits separate last-good and first-bad
     assert final["status"] == "range" and repo.shas[4] in [c["ref"] for c in final["culprits"]]
-    assert len(fake_github.issues(GH_REPO)) == 1  # the answer goes to the issue the retraction was asked on
+    # the new answer is a new issue (its own fingerprint); the reply to the retraction links to it
+    issues = fake_github.issues(GH_REPO)
+    assert [i["number"] for i in issues] == [1, 2], p.stdout + p.stderr
+    assert "bisectbot:fingerprint=" in issues[1]["body"] and issues[0]["body"] != issues[1]["body"]
+    assert "github: created: filed #2" in p.stdout
     acks = _acks(fake_github)
-    assert len(acks) == 1 and "excluded" in acks[0] and "stranger" not in acks[0]
+    assert len(acks) == 1 and "excluded" in acks[0] and f"filed as {issues[1]['html_url']}" in acks[0] and "stranger" not in acks[0]
 
+    # the next night: the retraction still holds; the same answer comments on #2, nothing new is filed
     p = run_cli("--state", state, "run", str(rec), "--file-issue", "--out", str(tmp_path / "o3"), env=ENV)
-    assert len(_acks(fake_github)) == 1 and len(fake_github.issues(GH_REPO)) == 1, p.stdout + p.stderr
+    assert len(_acks(fake_github)) == 1 and len(fake_github.issues(GH_REPO)) == 2, p.stdout + p.stderr
+    assert "github: commented: commented on #2" in p.stdout or "github: unchanged" in p.stdout, p.stdout
 
 
 def test_human_good_verdict_moves_the_culprit(tmp_path, fake_github) -> None:

@@ -80,7 +80,8 @@ def test_nightly_shape():
     uses = [s.get("uses", "") for s in job["steps"]]
     assert any(u.startswith("actions/upload-artifact@") for u in uses)
     text = _steps_text(job)
-    assert "bisectbot run" in text and "bisectbot report render" in text and "bisectbot report file" in text
+    # one command bisects, reports and files (it reads /bisectbot commands first): tests/act runs it
+    assert "bisectbot run" in text and "--file-issue" in text
     token_steps = [s for s in job["steps"] if "BISECTBOT_GITHUB_TOKEN" in (s.get("env") or {})]
     assert len(token_steps) == 1 and token_steps[0]["env"]["BISECTBOT_GITHUB_TOKEN"].startswith("${{ secrets.")
     for s in job["steps"]:
@@ -100,7 +101,9 @@ def test_bisect_only_trusted_commenters_and_never_a_pr_head():
     job = wf["jobs"]["bisect"]
     assert job["needs"] == "parse" and job["runs-on"] == ["self-hosted", "linux", "mi355x"]
     checkout = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")][0]
-    assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
+    # issue_comment runs get the default branch's head as GITHUB_SHA: no ref, never a PR head
+    assert set(checkout["with"]) == {"persist-credentials"} and checkout["with"]["persist-credentials"] is False
+    assert "bisectbot report reply" in _steps_text(job) and "--comment" in _steps_text(job)
     raw = (WF / "bisect.yml").read_text()
     assert "pull_request.head" not in raw and "head_ref" not in raw
     # untrusted text reaches scripts only through env, never through ${{ }} inside run:

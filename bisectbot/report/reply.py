@@ -1,0 +1,110 @@
+"""Answer a maintainer's ``/bisectbot bisect good=… bad=…`` comment with the bisection's result.
+
+``bisect.yml`` runs for such a comment (OWNER/MEMBER/COLLABORATOR only); when the bisection is
+done, :func:`reply_with_result` posts the result as one reply on the same issue: the request
+quoted, a link to it, the one-line verdict and the report in a collapsed block. The reply
+carries ``<!-- bisectbot:ack=<comment id> -->``, the marker :func:`~.github.read_commands`
+treats as "acknowledged", so a re-run of the workflow never answers twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import GitHubError
+from ..models import RunResult
+from ..recipe import GitHubTarget
+from .fingerprint import fingerprint
+from .github import TRUSTED_ASSOCIATIONS, FilingOutcome, GitHubClient, parse_command
+from .history import NightlyResult
+from .render import DEFAULT_BLAME_CONFIDENCE, blame_decision, heading, render_markdown
+from .sanitize import GITHUB_BODY_LIMIT, github_length, sanitize
+
+
+def ack_marker(comment_id: int) -> str:
+    """The hidden marker of the bot's answer to comment ``comment_id``."""
+    return f"<!-- bisectbot:ack={int(comment_id)} -->"
+
+
+def _code(text: str) -> str:
+    """``text`` safe inside a Markdown code span: one line, printable, no backtick, bounded."""
+    line = (text.splitlines() or [""])[0]
+    return "".join(ch for ch in line if ch.isprintable() and ch != "`")[:300]
+
+
+def render_reply(result: RunResult, nightly: NightlyResult | None, *, comment_id: int, request: str,
+                 author: str, link: str, blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
+                 limit: int = GITHUB_BODY_LIMIT) -> str:
+    """Body of the answer (at most ``limit`` characters as GitHub counts them): the marker, the
+    request (first line, sanitised) quoted, who asked, the verdict line and the report."""
+    head = (f"{ack_marker(comment_id)}\n> `{_code(request)}`\n\n"
+            f"Answer to [this request]({sanitize(link, 300)}) from {sanitize(author, 60)}: "
+            f"**{heading(result, blame_decision(result, blame_confidence))}**\n")
+    room = limit - github_length(head) - 200
+    if room < 2000:
+        return head
+    report = render_markdown(result, nightly, limit=room, for_github=True)
+    return head + f"\n<details><summary>Report</summary>\n\n{report}\n\n</details>\n"
+
+
+def reply_with_result(
+    result: RunResult,
+    target: GitHubTarget,
+    token: str | None,
+    issue_number: int,
+    comment_id: int,
+    out_dir: Path,
+    *,
+    nightly: NightlyResult | None = None,
+    dry_run: bool = False,
+    blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
+    client: GitHubClient | None = None,
+) -> FilingOutcome:
+    """Post ``result`` on issue ``issue_number`` as the answer to comment ``comment_id``.
+
+    The comment must exist on that issue, be a ``/bisectbot bisect`` command and come from an
+    OWNER, MEMBER or COLLABORATOR (:data:`~.github.TRUSTED_ASSOCIATIONS`), else
+    :class:`GitHubError` is raised and nothing is posted. When an answer (its ack marker) is
+    there already, nothing is posted (action ``unchanged``). Without ``token`` or with
+    ``dry_run`` the would-be reply is written to ``out_dir/reply-<comment id>.md`` (action
+    ``dry-run``). Raises :class:`GitHubError` (token-free message) when GitHub fails.
+    """
+    fp = fingerprint(result)
+    if not token or dry_run:
+        body = render_reply(result, nightly, comment_id=comment_id, request="/bisectbot bisect",
+                            author="(not looked up: dry run)", link=f"#{issue_number}",
+                            blame_confidence=blame_confidence)
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = (out / f"reply-{int(comment_id)}.md").resolve()
+        path.write_text(body, encoding="utf-8")
+        why = "dry run" if dry_run else "no GitHub token"
+        return FilingOutcome("dry-run", fp, issue_number, paths=[path],
+                             message=f"{why}: would-be reply written to {path}")
+    client = client or GitHubClient(target, token)
+    issue = client.get_issue(issue_number)
+    if issue is None:
+        raise GitHubError(f"issue #{issue_number} not found in {target.repo}")
+    comments = client.comments(issue)
+    asked = next((c for c in comments if c.id == comment_id), None)
+    if asked is None:
+        raise GitHubError(f"comment {comment_id} not found on #{issue_number}")
+    parsed = parse_command(asked.body or "")
+    assoc = (asked.author_association or "NONE").upper()
+    login = asked.user.login if asked.user is not None else "?"
+    if parsed is None or parsed[0] != "bisect" or parsed[3]:
+        raise GitHubError(f"comment {comment_id} on #{issue_number} is not a /bisectbot bisect request")
+    if assoc not in TRUSTED_ASSOCIATIONS:
+        raise GitHubError(f"comment {comment_id} on #{issue_number} is by {login} ({assoc}), not a maintainer: "
+                          "not answering")
+    mark = ack_marker(comment_id)
+    if any(mark in (c.body or "") for c in comments):
+        return FilingOutcome("unchanged", fp, issue_number, issue.html_url,
+                             message=f"comment {comment_id} on #{issue_number} is answered already")
+    args = parsed[2]  # refs already matched against the strict ref pattern
+    request = "/bisectbot bisect" + "".join(f" {k}={args[k]}" for k in ("good", "bad") if k in args)
+    body = render_reply(result, nightly, comment_id=comment_id, request=request, author=login,
+                        link=asked.html_url or issue.html_url, blame_confidence=blame_confidence)
+    c = client.comment(issue, body)
+    return FilingOutcome("commented", fp, issue_number, getattr(c, "html_url", issue.html_url),
+                         message=f"answered comment {comment_id} on #{issue_number}")

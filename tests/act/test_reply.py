@@ -1,0 +1,59 @@
+"""``bisectbot report reply``: the answer to a ``/bisectbot bisect`` comment, against the
+contract-validated fake GitHub in a real HTTP server (the act test runs it through bisect.yml;
+these are the refusals and the idempotence, cheaply)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
+from tests.report.report_helpers import make_result
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
+    e.update(env)
+    return subprocess.run([sys.executable, "-m", "bisectbot", "--json", "report", "reply", *args],
+                          capture_output=True, text=True, env=e, timeout=120, cwd=ROOT)
+
+
+def test_reply_once_only_to_a_maintainer_request(fake_github, tmp_path) -> None:  # noqa: F811
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps(make_result().to_dict()))
+    issue = fake_github.add_issue(GH_REPO, "[bisectbot] glm51-prefill: Regression", "body", labels=["bisectbot"])
+    n = issue["number"]
+    asked = fake_github.add_comment(GH_REPO, n, "please\n/bisectbot bisect good=nightly_main_20260401 "
+                                    "bad=nightly_main_20260402 `rm -rf` <b>@here</b>", author="maint",
+                                    association="COLLABORATOR")
+    stranger = fake_github.add_comment(GH_REPO, n, "/bisectbot bisect good=a bad=b", author="x", association="NONE")
+    chat = fake_github.add_comment(GH_REPO, n, "thanks!", author="maint", association="MEMBER")
+    common = ["--repo", GH_REPO, "--api-url", fake_github.base_url, "--issue", str(n)]
+    env = {"BISECTBOT_GITHUB_TOKEN": TOKEN}
+
+    p = _cli(str(result), *common, "--comment", str(asked["id"]), env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["action"] == "commented"
+    replies = [c["body"] for c in fake_github.comments_of(GH_REPO, n) if "bisectbot:ack=" in c["body"]]
+    assert len(replies) == 1
+    body = replies[0]
+    assert f"<!-- bisectbot:ack={asked['id']} -->" in body and asked["html_url"] in body
+    assert "> `/bisectbot bisect good=nightly_main_20260401 bad=nightly_main_20260402`" in body
+    assert "rm -rf" not in body and "@here" not in body and TOKEN not in body
+
+    again = _cli(str(result), *common, "--comment", str(asked["id"]), env=env)  # a re-run of the workflow
+    assert again.returncode == 0 and json.loads(again.stdout)["action"] == "unchanged", again.stderr
+    for cid, why in ((stranger["id"], "not a maintainer"), (chat["id"], "not a /bisectbot bisect request"),
+                     (99999999, "not found")):
+        bad = _cli(str(result), *common, "--comment", str(cid), env=env)
+        assert bad.returncode != 0 and why in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    assert len(fake_github.comments_of(GH_REPO, n)) == 4  # three comments + the one reply
+
+    dry = _cli(str(result), *common, "--comment", str(asked["id"]), "--out", str(tmp_path / "o"), env={})
+    assert dry.returncode == 0 and json.loads(dry.stdout)["action"] == "dry-run", dry.stderr
+    assert (tmp_path / "o" / f"reply-{asked['id']}.md").is_file()
