@@ -146,6 +146,7 @@ def reply_cmd(ctx: Ctx, result_file: Path, issue_number: int, comment_id: int, r
       bisectbot report reply out/bisect/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
         --issue 12 --comment 2345678 --dry-run
     """
+    from ..report.github import token_from_env
     from ..report.reply import reply_with_result
 
     result, nightly = _load(result_file)

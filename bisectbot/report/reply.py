@@ -15,7 +15,7 @@ from ..errors import GitHubError
 from ..models import RunResult
 from ..recipe import GitHubTarget
 from .fingerprint import fingerprint
-from .github import TRUSTED_ASSOCIATIONS, FilingOutcome, GitHubClient, parse_command
+from .github import TRUSTED_ASSOCIATIONS, FilingOutcome, GitHubClient, _already_commented, parse_command
 from .history import NightlyResult
 from .render import DEFAULT_BLAME_CONFIDENCE, blame_decision, heading, render_markdown
 from .sanitize import GITHUB_BODY_LIMIT, github_length, sanitize
@@ -65,7 +65,7 @@ def reply_with_result(
     The comment must exist on that issue, be a ``/bisectbot bisect`` command and come from an
     OWNER, MEMBER or COLLABORATOR (:data:`~.github.TRUSTED_ASSOCIATIONS`), else
     :class:`GitHubError` is raised and nothing is posted. When an answer (its ack marker) is
-    there already, nothing is posted (action ``unchanged``). Without ``token`` or with
+    there already in one of the bot's own comments, nothing is posted (action ``unchanged``). Without ``token`` or with
     ``dry_run`` the would-be reply is written to ``out_dir/reply-<comment id>.md`` (action
     ``dry-run``). Raises :class:`GitHubError` (token-free message) when GitHub fails.
     """
@@ -98,7 +98,7 @@ def reply_with_result(
         raise GitHubError(f"comment {comment_id} on #{issue_number} is by {login} ({assoc}), not a maintainer: "
                           "not answering")
     mark = ack_marker(comment_id)
-    if any(mark in (c.body or "") for c in comments):
+    if _already_commented(client, issue, mark):  # only the bot's own comments count
         return FilingOutcome("unchanged", fp, issue_number, issue.html_url,
                              message=f"comment {comment_id} on #{issue_number} is answered already")
     args = parsed[2]  # refs already matched against the strict ref pattern

@@ -10,7 +10,7 @@
   for ``tests/act/upload-artifact`` (a composite action that copies ``path`` into
   ``$ACT_TEST_ARTIFACTS/<name>``).
 * The GitHub token goes in as the secret ``BISECTBOT_GITHUB_TOKEN`` (value from the
-  environment, never on argv); the ledger directory as ``BISECTBOT_STATE`` in the runner's
+  environment, never on argv), the bot's login as the variable ``BISECTBOT_BOT_LOGIN``; the ledger directory as ``BISECTBOT_STATE`` in the runner's
   environment, as ``runners/install-runner.sh`` writes it into the runner's ``.env``.
 """
 
@@ -92,7 +92,7 @@ class ActRun:
 
 
 def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str, state: Path,
-            artifacts: Path, timeout: float = 900) -> ActRun:
+            artifacts: Path, bot_login: str, timeout: float = 900) -> ActRun:
     """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``."""
     import time
 
@@ -104,7 +104,7 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
     cmd = [act_binary(), event, "-W", f".github/workflows/{workflow}", "-e", str(ev),
            *[x for label in LABELS for x in ("-P", f"{label}=-self-hosted")],
            "--local-repository", f"{UPLOAD_ARTIFACT}={STAND_IN}",
-           "-s", "BISECTBOT_GITHUB_TOKEN", "--action-offline-mode"]
+           "-s", "BISECTBOT_GITHUB_TOKEN", "--var", f"BISECTBOT_BOT_LOGIN={bot_login}", "--action-offline-mode"]
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=deployment, env=env, capture_output=True, text=True, timeout=timeout)
     return ActRun(p.returncode, p.stdout + p.stderr, time.monotonic() - t0)

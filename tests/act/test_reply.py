@@ -34,7 +34,7 @@ def test_reply_once_only_to_a_maintainer_request(fake_github, tmp_path) -> None:
     stranger = fake_github.add_comment(GH_REPO, n, "/bisectbot bisect good=a bad=b", author="x", association="NONE")
     chat = fake_github.add_comment(GH_REPO, n, "thanks!", author="maint", association="MEMBER")
     common = ["--repo", GH_REPO, "--api-url", fake_github.base_url, "--issue", str(n)]
-    env = {"BISECTBOT_GITHUB_TOKEN": TOKEN}
+    env = {"BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": fake_github.bot_login}
 
     p = _cli(str(result), *common, "--comment", str(asked["id"]), env=env)
     assert p.returncode == 0, p.stderr

@@ -64,10 +64,12 @@ def _cleanup(pushed) -> None:
                    capture_output=True)
 
 
-def _act(deploy: Path, workflow: str, event: str, payload: dict, tmp_path: Path, state: Path, name: str):
+def _act(deploy: Path, workflow: str, event: str, payload: dict, tmp_path: Path, state: Path, name: str,
+         bot_login: str = "bisectbot-app"):
     art = tmp_path / "artifacts" / name
     art.mkdir(parents=True)
-    run = run_act(deploy, workflow, event, payload, tmp=tmp_path, token=TOKEN, state=state, artifacts=art)
+    run = run_act(deploy, workflow, event, payload, tmp=tmp_path, token=TOKEN, state=state, artifacts=art,
+                  bot_login=bot_login)
     print(f"act {workflow} {event} ({name}): rc {run.returncode} in {run.seconds:.0f} s; steps {run.step_seconds()}")
     return run, art
 
