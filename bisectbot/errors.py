@@ -7,6 +7,10 @@ Exit codes (documented in the README and ``bisectbot --help``):
 * 2 -- usage or bad input (recipe, patch, arguments)
 * 3 -- inconclusive (bisection could not name a culprit it trusts)
 * 4 -- server error (``probe`` only: the server died or never answered)
+* 5 -- upstream unreachable: a registry, the package index or GitHub could not be reached
+  (name resolution failed, connection refused, retries of transient errors spent); the same
+  code for ``run``, ``bisect plan`` and ``nightlies``. Try again later or check the network.
+* 130 -- interrupted (Ctrl-C / SIGTERM); an interrupted ``run`` resumes from the ledger.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
 EXIT_SERVER_ERROR = 4
+EXIT_UNREACHABLE = 5
+EXIT_INTERRUPTED = 130
 
 
 class BisectbotError(Exception):
@@ -57,6 +63,14 @@ class BuildError(BisectbotError):
 
 class RegistryError(BisectbotError):
     """The image registry or Docker Hub refused or failed a request."""
+
+
+class UpstreamUnreachable(BisectbotError):
+    """A registry, the package index or the GitHub API could not be reached: the name did not
+    resolve, the connection was refused or timed out, or the retries of transient errors were
+    spent. Exit code 5 (:data:`EXIT_UNREACHABLE`) wherever it happens."""
+
+    exit_code = EXIT_UNREACHABLE
 
 
 class GitHubError(BisectbotError):

@@ -9,11 +9,15 @@ Exit codes: 0 done / culprit found, 1 error, 2 usage or bad input, 3 inconclusiv
 
 from __future__ import annotations
 
+import os
+import re
 import sys
+import traceback
+from typing import TextIO
 
 import click
 
-from ..errors import EXIT_BAD_INPUT, BisectbotError
+from ..errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, BisectbotError
 from ..secrets import install_stream_redaction
 from . import (  # noqa: F401  (modules register their commands on import)
     build_cmd,
@@ -26,30 +30,84 @@ from . import (  # noqa: F401  (modules register their commands on import)
     run_cmd,
     runner_cmd,
 )
-from .base import Ctx, cli, pass_ctx
+from .base import Ctx, JsonOut, cli, error_document, json_anywhere, pass_ctx
 
 __all__ = ["Ctx", "cli", "main", "pass_ctx"]
+
+
+def _kind(exc: BaseException) -> str:
+    """``BadInput`` -> ``bad-input``, ``RecipeError`` -> ``recipe``, ``UsageError`` -> ``usage``."""
+    name = re.sub(r"(?<!^)(?=[A-Z])", "-", type(exc).__name__).lower()
+    return name.removesuffix("-error").removesuffix("-exception") or "error"
+
+
+def _swap_stdout() -> TextIO:
+    """Send file descriptor 1 (and ``sys.stdout``, and any child process) to stderr; return a stream on
+    the real stdout for the one ``--json`` document."""
+    sys.stdout.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(real, "w", encoding="utf-8")
+
+
+def _invoke(args: list[str], as_json: bool) -> int:
+    def fail(kind: str, message: str, code: int) -> int:
+        if as_json and not JsonOut.emitted:
+            JsonOut.write(error_document(kind, message, code))
+        return code
+
+    try:
+        rv = cli.main(args=args, prog_name="bisectbot", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return fail("interrupted", "aborted", EXIT_INTERRUPTED)
+    except click.ClickException as e:
+        e.show()
+        code = EXIT_BAD_INPUT if isinstance(e, click.UsageError) else e.exit_code
+        return fail(_kind(e), e.format_message(), code)
+    except BisectbotError as e:
+        click.echo(f"bisectbot: error: {e}", err=True)
+        return fail(_kind(e), str(e), e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return fail("interrupted", "interrupted", EXIT_INTERRUPTED)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_ERROR)
+        if code and not isinstance(e.code, int):
+            click.echo(str(e.code), err=True)
+        rv = code
+    except Exception as e:  # a bug: the traceback goes to stderr, the contract still holds on stdout
+        if not as_json:
+            raise
+        traceback.print_exc()
+        return fail("internal", f"{type(e).__name__}: {e}", EXIT_ERROR)
+    code = rv if isinstance(rv, int) else 0
+    if as_json and not JsonOut.emitted:  # a command without a document of its own (e.g. --help)
+        if code:
+            return fail("failed", f"exited with code {code}", code)
+        JsonOut.write({"exit_code": code})
+    return code
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning :class:`BisectbotError` into one line and its exit code.
 
-    Everything the process prints passes :func:`bisectbot.secrets.redact`."""
+    With ``--json`` (before or after the subcommand) exactly one JSON document goes to stdout, on
+    success and on error (``{"error": {"kind", "message"}, "exit_code"}``); everything else, child
+    processes included, goes to stderr. Everything the process prints passes
+    :func:`bisectbot.secrets.redact`.
+    """
+    from ..secrets import RedactingStream
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    args = json_anywhere(args)
+    as_json = bool(args) and args[0] == "--json"
+    out = RedactingStream(_swap_stdout()) if as_json else None
     install_stream_redaction()
+    JsonOut.reset(out)
     try:
-        rv = cli.main(args=argv, prog_name="bisectbot", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(EXIT_BAD_INPUT if isinstance(e, click.UsageError) else e.exit_code)
-    except BisectbotError as e:
-        click.echo(f"bisectbot: error: {e}", err=True)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(rv if isinstance(rv, int) else 0)
-
-
+        code = _invoke(args, as_json)
+    finally:
+        if out is not None:
+            out.flush()
+    sys.exit(code)

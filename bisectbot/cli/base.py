@@ -39,6 +39,37 @@ Exit codes:
 """
 
 
+class JsonOut:
+    """Where ``--json`` documents go and whether one went: with ``--json`` a command writes exactly
+    one JSON document to stdout (its result, or ``{"error": {"kind", "message"}, "exit_code"}``),
+    everything else goes to stderr. :func:`bisectbot.cli.main` points ``stream`` at the real stdout
+    after sending file descriptor 1 to stderr; ``None`` means ``sys.stdout`` at the time of writing
+    (in-process callers such as click's ``CliRunner``)."""
+
+    stream: Any = None
+    emitted: bool = False
+
+    @classmethod
+    def reset(cls, stream: Any = None) -> None:
+        cls.stream, cls.emitted = stream, False
+
+    @classmethod
+    def write(cls, data: Any) -> bool:
+        """Write ``data`` as the one JSON document; False (nothing written) when one was written already."""
+        if cls.emitted:
+            return False
+        out = cls.stream if cls.stream is not None else sys.stdout
+        out.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        out.flush()
+        cls.emitted = True
+        return True
+
+
+def error_document(kind: str, message: str, exit_code: int) -> dict[str, Any]:
+    """The ``--json`` document of a failed command (one shape for every command)."""
+    return {"error": {"kind": kind, "message": message}, "exit_code": exit_code}
+
+
 @dataclass
 class Ctx:
     """Global options shared by every command."""
@@ -57,9 +88,11 @@ class Ctx:
         return self._ledger
 
     def emit(self, data: Any, text: str | None = None) -> None:
-        """Print ``data`` as JSON with ``--json``, else ``text`` (or a readable dump)."""
+        """Print ``data`` as the one JSON document with ``--json`` (a second call only logs a warning:
+        one document per command), else ``text`` (or a readable dump)."""
         if self.json:
-            click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+            if not JsonOut.write(data):
+                logging.getLogger(__name__).warning("--json: a second document was dropped (one per command)")
         else:
             click.echo(text if text is not None else json.dumps(data, indent=2, default=str))
 
@@ -67,11 +100,29 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+def json_anywhere(args: list[str]) -> list[str]:
+    """Move every ``--json`` before a ``--`` to the front, so the global flag works before or after
+    the subcommand (``bisectbot --json run R`` = ``bisectbot run R --json``)."""
+    end = args.index("--") if "--" in args else len(args)
+    head = [a for a in args[:end] if a != "--json"]
+    if len(head) == end:
+        return list(args)
+    return ["--json", *head, *args[end:]]
+
+
+class Group(click.Group):
+    """The top-level group: ``--json`` is accepted anywhere on the command line."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, json_anywhere(args))
+
+
+@click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bisectbot")
 @click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path), envvar="BISECTBOT_STATE",
               help="Ledger/state directory (default: $XDG_STATE_HOME/bisectbot).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document on stdout (also on errors); progress on stderr. Before or after the command.")
 @click.option("-v", "--verbose", count=True, help="More log output (repeatable).")
 @click.option("-q", "--quiet", count=True, help="Less output.")
 @click.pass_context

@@ -27,7 +27,7 @@ import click
 import yaml
 
 from ..errors import EXIT_ERROR, EXIT_OK, BadInput
-from .base import Ctx, cli, pass_ctx
+from .base import Ctx, cli, error_document, pass_ctx
 
 #: Default output directory (relative to the current directory).
 DEFAULT_OUT = "bisectbot-demo-out"
@@ -114,7 +114,9 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
     state = state_dir or ctx.state_dir or work / "state"
     ctx.state_dir = Path(state)
     ctx._ledger = None
-    say = click.echo
+    def say(line: str = "", err: bool = False) -> None:  # with --json, the one document says it all
+        click.echo(line, err=err or ctx.json)
+
     try:
         hist = make_history(work / "engine-history", commits=commits, seed=seed)
         recipe_path = work / "demo-engine-prefill.yaml"
@@ -127,12 +129,14 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
             f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
         say(f"  running: bisectbot run {recipe_path.name} --runner local --out {out}"
             f"   (progress below; one line per probe)")
-        _run(ctx, str(recipe_path), None, None, False, None, str(out), "local", None, True)
+        _run(ctx, str(recipe_path), None, None, False, None, str(out), "local", None, True, emit=False)
         issue = write_would_be_issue(ctx, recipe_path, out, started)
         found = _result_json(out)
         elapsed = time.monotonic() - t0
         if found is None:
             say(f"demo: FAILED: no run result was written to {out}", err=True)
+            if ctx.json:
+                ctx.emit(error_document("demo", f"no run result was written to {out}", EXIT_ERROR))
             cctx.exit(EXIT_ERROR)
         jpath, res = found
         final = (res.get("stages") or [{}])[-1]
@@ -153,6 +157,14 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
         if keep:
             say(f"kept: history {hist.path}, recipe {recipe_path}, ledger {state}; "
                 f"re-run with: bisectbot --state {state} run {recipe_path}")
+        if ctx.json:
+            ctx.emit({"demo": {"ok": code == EXIT_OK, "expected_culprit": hist.culprit,
+                               "expected_position": hist.first_bad + 1, "commits": commits, "seed": seed,
+                               "elapsed_s": round(elapsed, 1), "report": str(out / "report.md"),
+                               "result_json": str(jpath), "issue": str(issue[0]) if issue else None,
+                               "kept": {"history": str(hist.path), "recipe": str(recipe_path),
+                                        "state": str(state)} if keep else None},
+                      "result": res, "exit_code": code})
         cctx.exit(code)
     finally:
         if ctx._ledger is not None:

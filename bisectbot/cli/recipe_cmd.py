@@ -65,7 +65,7 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
         else:
             ok[str(f)] = r.verdict_hash()
     if ctx.json:
-        click.echo(json.dumps({"ok": ok, "problems": problems}, indent=2))
+        ctx.emit({"ok": ok, "problems": problems})
     else:
         for f, h in ok.items():
             click.echo(f"{f}: ok (verdict hash {h})")
@@ -77,8 +77,15 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
 
 
 @recipe.command()
-def schema() -> None:
-    """Print the recipe JSON Schema (for editors)."""
+@pass_ctx
+def schema(ctx: Ctx) -> None:
+    """Print the recipe JSON Schema (for editors).
+
+    \b
+    Example:
+      bisectbot recipe schema > recipe.schema.json
+    """
     from ..recipe import recipe_schema  # pydantic: imported only where used (--version stays fast)
 
-    click.echo(json.dumps(recipe_schema(), indent=2))
+    data = recipe_schema()
+    ctx.emit(data, json.dumps(data, indent=2))

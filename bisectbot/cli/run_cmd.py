@@ -105,7 +105,8 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
 
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
-         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False) -> int:
+         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False,
+         emit: bool = True) -> int:
     from ..recipe import load_recipe
     from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
     from ..shipped import find_recipe
@@ -125,10 +126,14 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         if not g or not b:
             raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad")
         if "=" in g or "=" in b:
-            click.echo(f"plan: component bisection from {g} to {b}: mixed pairs first when several changed")
+            text = f"plan: component bisection from {g} to {b}: mixed pairs first when several changed"
+            ctx.emit({"recipe": str(path), "good": g, "bad": b, "kind": "component-pairs", "plan": text.splitlines(),
+                      "candidates": []}, text)
             return 0
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
-        click.echo(plan_text(recipe, cands, recipe.bisect.parallel))
+        text = plan_text(recipe, cands, recipe.bisect.parallel)
+        ctx.emit({"recipe": str(path), "good": g, "bad": b, "kind": "range", "plan": text.splitlines(),
+                  "candidates": [c.to_dict() for c in cands]}, text)
         return 0
     lines = None
     if replay:
@@ -158,7 +163,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                          list(gh.mentions) if gh else None)
     final = result.final
     if ctx.json:
-        ctx.emit(result.to_dict())
+        if emit:
+            ctx.emit(result.to_dict())
     else:
         if final is not None:
             if final.first_bad is not None and final.status.value == "culprit":
