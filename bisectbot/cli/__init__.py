@@ -17,7 +17,7 @@ from typing import TextIO
 
 import click
 
-from ..errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, BisectbotError
+from ..errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, BisectbotError, UpstreamUnreachable
 from ..secrets import install_stream_redaction
 from . import (  # noqa: F401  (modules register their commands on import)
     build_cmd,
@@ -37,6 +37,8 @@ __all__ = ["Ctx", "cli", "main", "pass_ctx"]
 
 def _kind(exc: BaseException) -> str:
     """``BadInput`` -> ``bad-input``, ``RecipeError`` -> ``recipe``, ``UsageError`` -> ``usage``."""
+    if isinstance(exc, UpstreamUnreachable):  # one kind for registry, package index and GitHub
+        return "upstream-unreachable"
     name = re.sub(r"(?<!^)(?=[A-Z])", "-", type(exc).__name__).lower()
     return name.removesuffix("-error").removesuffix("-exception") or "error"
 

@@ -53,9 +53,10 @@ from github import Auth, Github, GithubException, GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
 from urllib3.exceptions import MaxRetryError
 
-from ..errors import GitHubError
+from ..errors import GitHubError, UpstreamUnreachable
 from ..ledger import Ledger
 from ..models import ProbeResult, RunResult, Status
+from ..net import is_unreachable, reason
 from ..recipe import GitHubTarget
 from .fingerprint import find_fingerprints, fingerprint
 from .history import NightlyResult, problem_present
@@ -215,8 +216,14 @@ class GitHubClient:
             msg = f"GitHub {what} failed: HTTP {e.status}" + (f": {message}" if message else "")
         except MaxRetryError as e:
             msg = f"GitHub {what}: gave up after retries ({type(e.reason).__name__ if e.reason else 'error'})"
+            if is_unreachable(e):
+                raise UpstreamUnreachable(redact(f"GitHub {what}: {self.target.api_url} unreachable ({reason(e)})")
+                                          ) from None
         except requests.RequestException as e:
             msg = f"GitHub {what}: cannot reach {self.target.api_url} ({type(e).__name__})"
+            if is_unreachable(e):
+                raise UpstreamUnreachable(redact(f"GitHub {what}: {self.target.api_url} unreachable ({reason(e)})")
+                                          ) from None
         raise GitHubError(redact(msg)) from None
 
     @property

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..bisect import plausibility_flags
-from ..errors import BadInput
+from ..errors import BadInput, UpstreamUnreachable
 from ..ledger import Ledger
 from ..models import Candidate
 from ..recipe import GitSource, Recipe
@@ -94,8 +94,9 @@ class RegistryCandidates:
             raise e
         rows = self.ledger.nightlies(self.src.repository)  # type: ignore[union-attr]
         if not rows:
-            raise BadInput(f"registry unreachable ({e}) and the ledger has no nightlies of "
-                           f"{self.src.repository}") from None  # type: ignore[union-attr]
+            kind = UpstreamUnreachable if isinstance(e, UpstreamUnreachable) else BadInput  # exit 5 / 2
+            raise kind(f"registry unreachable ({e}) and the ledger has no nightlies of "
+                       f"{self.src.repository}") from None  # type: ignore[union-attr]
         log.warning("registry unreachable (%s): using the %d nightlies in the ledger", e, len(rows))
         infos = reg.order_tags(reg.TagInfo(r["repository"], r["tag"], r["digest"], r["last_updated"]) for r in rows)
         keep = set(reg.filter_tags([t.tag for t in infos], self.src.tag_pattern))  # type: ignore[union-attr]

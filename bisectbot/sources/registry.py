@@ -39,7 +39,8 @@ from urllib.parse import urljoin
 import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from ..errors import RegistryError
+from .. import net
+from ..errors import RegistryError, UpstreamUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,11 @@ class TagInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class RegistryUnreachable(UpstreamUnreachable, RegistryError):
+    """The registry's name did not resolve or it refused the connection (exit code 5); still a
+    :class:`RegistryError`, so callers that fall back to the ledger do so."""
 
 
 class _Retryable(Exception):
@@ -164,7 +170,9 @@ class _HTTP:
             try:
                 resp = self.session.request(method, url, timeout=self.timeout_s, allow_redirects=True, **kw)
             except requests.RequestException as e:
-                raise _Retryable(f"{what}: {type(e).__name__}: {e}") from None
+                if net.is_unreachable(e):  # DNS failure / refused: no retry (issue 14), exit code 5
+                    raise RegistryUnreachable(str(net.unreachable(what, e))) from None
+                raise _Retryable(f"{what}: {type(e).__name__}: {net.reason(e)}") from None
             if resp.status_code == 429 or resp.status_code >= 500:
                 wait = _parse_retry_after(resp)
                 log.info("%s: HTTP %s, retrying in %s s", what, resp.status_code,
@@ -175,6 +183,7 @@ class _HTTP:
         retrying = Retrying(
             stop=stop_after_attempt(self.max_attempts), wait=self._wait,
             retry=retry_if_exception_type(_Retryable), sleep=self.sleep, reraise=True,
+            before_sleep=net.announce_retry(what, self.max_attempts),
         )
         try:
             return retrying(once)

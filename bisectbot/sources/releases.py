@@ -47,7 +47,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..errors import BadInput, BisectbotError
 
@@ -136,9 +136,23 @@ def configured_index_url() -> str:
     return DEFAULT_INDEX
 
 
+def _transient(exc: BaseException) -> bool:
+    """Worth a retry: timeouts, resets, index errors; never a DNS failure or a refused connection."""
+    from .. import net
+
+    return isinstance(exc, (requests.ConnectionError, requests.Timeout, SourceError)) and not net.is_unreachable(exc)
+
+
+def _announce(state: Any) -> None:
+    from .. import net
+
+    net.announce_retry("package index", 3)(state)
+
+
 _retry = retry(
-    retry=retry_if_exception_type((requests.ConnectionError, requests.Timeout, SourceError)),
+    retry=retry_if_exception(_transient),
     stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5), reraise=True,
+    before_sleep=_announce,
 )
 
 
@@ -195,7 +209,10 @@ def list_releases(package: str, index_url: str | None = None) -> list[Release]:
     try:
         page = _project_page(package, base)
     except (requests.ConnectionError, requests.Timeout) as e:
-        raise SourceError(f"{_redact(base)}: index unreachable: {type(e).__name__}") from None
+        from .. import net
+
+        raise net.unreachable(f"package index {_redact(base)}", e,
+                              "releases already downloaded stay in the cache; try again later") from None
     by_version: dict[str, Release] = {}
     for pkg in page.packages:
         kv = _kind_version(pkg.filename)
@@ -278,6 +295,10 @@ def _fetch_to(rf: ReleaseFile, dest: Path) -> None:
         code = e.response.status_code if e.response is not None else "?"
         raise SourceError(f"{_redact(rf.url)}: download answered HTTP {code}") from None
     except (requests.ConnectionError, requests.Timeout) as e:
+        from .. import net
+
+        if net.is_unreachable(e):
+            raise net.unreachable(f"download {_redact(rf.url)}", e) from None
         raise SourceError(f"{_redact(rf.url)}: download failed: {type(e).__name__}") from None
 
 
