@@ -36,6 +36,12 @@ Exit codes:
   2  usage or bad input (recipe, patch, arguments)
   3  inconclusive
   4  server error (probe)
+  5  upstream unreachable (registry, package index, GitHub)
+  130 interrupted (run resumes from the ledger)
+
+\b
+--json (before or after the command): one JSON document on stdout, also on errors:
+  {"error": {"kind": ..., "message": ...}, "exit_code": N}
 """
 
 

@@ -104,9 +104,14 @@ def test_404_unknown_repository_one_line():
 
 
 def test_connection_refused_is_registry_error():
-    c = RegistryClient("127.0.0.1:9", insecure=True, max_attempts=2, sleep=lambda s: None)
-    with pytest.raises(RegistryError, match="gave up after 2 attempts"):
+    """Refused: upstream unreachable at once (exit 5, issue 14), still a RegistryError; no retries."""
+    from bisectbot.errors import EXIT_UNREACHABLE
+
+    sleeps: list[float] = []
+    c = RegistryClient("127.0.0.1:9", insecure=True, max_attempts=2, sleep=sleeps.append)
+    with pytest.raises(RegistryError, match="upstream unreachable \\(connection refused\\)") as e:
         c.tags("x/y")
+    assert e.value.exit_code == EXIT_UNREACHABLE and sleeps == []
 
 
 def test_hub_pagination_over_contract_sample():

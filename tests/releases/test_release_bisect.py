@@ -130,7 +130,7 @@ def test_explicit_ends_dry_run_and_bad_input(index: Index, patches_dir: Path, tm
     (tmp_path / "d").mkdir()
     dead = _recipe(tmp_path / "d", "http://127.0.0.1:9/simple/", "patch-upstream")
     r = _run(tmp_path, patches_dir, "run", str(dead))
-    assert r.returncode == 1 and "index unreachable" in r.stderr, r.stderr  # an error, never a verdict
+    assert r.returncode == 5 and "upstream unreachable" in r.stderr, r.stderr  # exit 5, never a verdict
 
 
 def test_pypi_source_filters_and_ends(index: Index) -> None:
