@@ -179,8 +179,10 @@ class LocalExecutor:
     def run(self, jobs: list[ProbeJob]) -> Iterator[tuple[int, ProbeResult]]:
         if self.pool is None:
             for n, j in enumerate(jobs):
-                yield n, run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle,
-                                   self.prefetcher)
+                res = run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle, self.prefetcher)
+                if self.prefetcher is not None:
+                    self.prefetcher.observe_probe(res.duration_s)
+                yield n, res
             return
         futs: dict[Future, int] = {self.pool.submit(run_probe, self.recipe, self.runner, j.candidate, j.key,
                                                     j.attempt, j.toggle): n for n, j in enumerate(jobs)}
@@ -193,6 +195,10 @@ class LocalExecutor:
     @property
     def has_prefetch(self) -> bool:
         return self.prefetcher is not None
+
+    def prefetch_stats(self) -> dict[str, float] | None:
+        """What prefetch prepared ahead, used, wasted and cancelled (see :class:`Prefetcher`); None without."""
+        return {**self.prefetcher.stats, **self.prefetcher.timings()} if self.prefetcher is not None else None
 
     def close(self) -> None:
         if self.prefetcher is not None:

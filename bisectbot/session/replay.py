@@ -70,6 +70,9 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
             eff = f" (used as {d['effective']})" if d.get("effective") and d["effective"] != d["verdict"] else ""
             lines.append(f"{d['verdict']} {d['ref']}{sig}  # [{d.get('phase', '')}] {d.get('label', '')}: "
                          f"{d.get('reason', '')}{thr_s}{eff} ({d.get('duration_s', 0):.1f}s)")
+        elif kind == "prefetch":
+            lines.append(f"# prefetch in stage {d.get('stage')}: {d.get('ahead', 0)} prepared ahead, "
+                         f"{d.get('used', 0)} used, {d.get('wasted', 0)} wasted, {d.get('cancelled', 0)} cancelled")
         elif kind == "triage":
             lines.append(f"# triage {d.get('toggle')}: {d.get('verdict')} ({d.get('reason', '')})")
         elif kind == "result":

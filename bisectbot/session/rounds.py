@@ -17,6 +17,7 @@ from typing import Any
 from ..bisect import Bisection
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
 from .executor import LocalExecutor
+from .prefetch import next_candidates
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class RoundLoop:
                 if not batch:
                     break
                 if getattr(executor, "has_prefetch", False) and len(batch) == 1:
-                    nxt = [j for j in b.lookahead(batch[0]).values() if j is not None and j != batch[0]]
+                    nxt = next_candidates(b, batch[0])  # what the next step can need, likely first
                     executor.prefetch([candidates[i] for i in batch + nxt],
                                       [candidates[j] for j in nxt if self._needs_probe(candidates[j], attempts, j)])
                 jobs = []
@@ -113,7 +114,19 @@ class RoundLoop:
         finally:
             if executor is not self.executor:
                 executor.close()
+        self._prefetch_report(name, executor)
         return self._stage_result(name, component, candidates, b, probes, flags_fn)
+
+    def _prefetch_report(self, name: str, executor: Any) -> None:
+        """One line and one ledger event: candidates prepared ahead, used, wasted (issue 15)."""
+        stats_fn = getattr(executor, "prefetch_stats", None)
+        stats = stats_fn() if callable(stats_fn) else None
+        if not stats or not (stats.get("ahead") or stats.get("cancelled")):
+            return
+        self._event("prefetch", {"stage": name, **stats})
+        self.echo(f"{name}: prefetch prepared {stats['ahead']} candidate(s) ahead: {stats['used']} used, "
+                  f"{stats['wasted']} wasted build(s); {stats['cancelled']} cancelled before starting "
+                  f"(mean prepare {stats.get('prepare_s', 0):.1f}s, probe {stats.get('probe_s', 0):.1f}s)")
 
     def _stage_result(self, name: str, component: str, candidates: list[Candidate], b: Bisection,
                       probes: list[ProbeResult],

@@ -202,9 +202,16 @@ def test_prefetch_prepares_next_candidates_and_releases_every_worktree(tmp_path,
     lines: list[str] = []
     with Ledger(tmp_path / "state") as led:
         res = Session(recipe, led, runner, echo=lines.append).run()
+        events = [e for e in led.events(res.session_id) if e["kind"] == "prefetch"]
     assert res.final.first_bad.ref == repo.shas[21]
-    # more preparations than probes: the unused one of each prefetched pair was dropped
-    assert len(runner.prepared) > len(res.final.probes)
+    # every preparation is a probe or a reported wasted build (issue 15); none is left unreleased
+    (ev,) = events
+    stats = ev["data"]
+    assert stats["used"] >= 1 and stats["ahead"] == stats["used"] + stats["wasted"]
+    assert len(runner.prepared) == len(res.final.probes) + stats["wasted"]
+    assert any(f"{stats['wasted']} wasted build(s)" in ln for ln in lines)
+    # only what the next step can need: at most one wasted build per search step
+    assert stats["wasted"] <= len(res.final.probes)
     assert sorted(runner.prepared) == sorted(runner.released)
     assert not list((tmp_path / "wt").glob("cand-*"))
     assert kit.git(repo.path, "worktree", "list").count("\n") == 0
@@ -256,3 +263,22 @@ def test_kill_9_during_a_server_probe_leaves_no_server_after_resume(tmp_path, ki
     with pytest.raises(ProcessLookupError):
         os.kill(server_pid, 0)
     assert not list(pids_dir.glob("*"))
+
+
+def test_next_candidates_are_the_two_branches_likely_first() -> None:
+    """Prefetch wants only what the next step can need: the pick after a good and after a bad
+    verdict, the more probable branch first (issue 15)."""
+    from bisectbot.bisect import Bisection
+    from bisectbot.models import Verdict
+    from bisectbot.session.prefetch import next_candidates
+
+    b = Bisection(33, check_boundary=False, verify=False)
+    (i,) = b.next_probes(1)
+    la = b.lookahead(i)
+    assert sorted(next_candidates(b, i)) == sorted({la[Verdict.GOOD], la[Verdict.BAD]} - {None, i})
+    b.feed(i, Verdict.BAD)
+    b.feed(b.next_probes(1)[0], Verdict.GOOD)
+    (j,) = b.next_probes(1)
+    p_bad = float(b.posterior[: j + 1].sum())
+    first = next_candidates(b, j)[0]
+    assert first == b.lookahead(j)[Verdict.BAD if p_bad >= 0.5 else Verdict.GOOD]
