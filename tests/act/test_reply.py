@@ -8,19 +8,16 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
 from tests.report.report_helpers import make_result
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
     e.update(env)
     return subprocess.run([sys.executable, "-m", "bisectbot", "--json", "report", "reply", *args],
-                          capture_output=True, text=True, env=e, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, env=e, timeout=120)
 
 
 def test_reply_once_only_to_a_maintainer_request(fake_github, tmp_path) -> None:  # noqa: F811

@@ -1,0 +1,76 @@
+"""``nightly.yml``, executed unchanged under ``act`` (host mode; tests/act/actkit.py).
+
+Real act, real dockerd, the registry on 127.0.0.1:5000 holding this test's nightlies of the
+reference engine, the contract-validated fake GitHub in a real HTTP server. What the test
+controls is what a deployment controls: its recipe, the dispatch inputs, the runner's
+environment (``BISECTBOT_STATE``), the ``BISECTBOT_GITHUB_TOKEN`` secret and the
+``BISECTBOT_BOT_LOGIN`` variable. Assertions are on the fake GitHub's recorded state.
+
+Night 1 files one issue; night 2 (one more bad nightly) comments on it; after a maintainer's
+``/bisectbot retract`` night 3 excludes the culprit and files the new answer as a NEW issue,
+linked from the reply to the retraction.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.act.actkit import make_deployment
+from tests.act.actnight import RECIPE, act, cleanup, recipe_text, spec
+from tests.containers.conftest import base_image, no_container_left_behind, registry  # noqa: F401
+from tests.containers.nightly_factory import push_nightlies
+from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base_image, fake_github,  # noqa: F811
+                                                                   tmp_path) -> None:
+    repository = f"bisectbot-test/act-{uuid.uuid4().hex[:8]}"
+    specs = [spec(1, 1_000_000), spec(2, 1_000_000), spec(3, 3000)]
+    pushed = push_nightlies(specs, repository, registry=registry, base=base_image)
+    try:
+        deploy = make_deployment(tmp_path / "deploy", {
+            RECIPE: recipe_text(registry, repository, specs[0].tag, fake_github.base_url)})
+        state = tmp_path / "state"
+        dispatch = {"inputs": {"recipe": RECIPE}}
+
+        # ---- night 1: N3 is the first bad nightly: one issue
+        run, art = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night1")
+        assert run.returncode == 0, run.tail()
+        issues = fake_github.issues(GH_REPO)
+        assert len(issues) == 1, run.tail()
+        first = issues[0]
+        assert first["title"] == f"[bisectbot] {RECIPE}: Regression in image {specs[2].tag}"
+        assert "bisectbot:fingerprint=" in first["body"] and TOKEN not in first["body"]
+        assert [lb["name"] for lb in first["labels"]] == ["bisectbot"]
+        (uploaded,) = list(art.iterdir())  # the stand-in received the report directory
+        res = json.loads((uploaded / "result.json").read_text())
+        assert res["stages"][0]["first_bad"]["label"] == specs[2].tag
+        assert (uploaded / "report.md").is_file() and (uploaded / "issue.md").is_file()
+        assert TOKEN not in run.output
+
+        # ---- night 2: one more bad nightly; the same regression: a comment, no second issue
+        pushed += push_nightlies([spec(4, 3000)], repository, registry=registry, base=base_image)
+        run, _ = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night2")
+        assert run.returncode == 0, run.tail()
+        assert len(fake_github.issues(GH_REPO)) == 1, run.tail()
+        comments = fake_github.comments_of(GH_REPO, 1)
+        assert len(comments) == 1 and "bisectbot:redetected=" in comments[0]["body"], comments
+
+        # ---- a maintainer retracts the culprit; night 3 files the new answer as a new issue
+        fake_github.add_comment(GH_REPO, 1, "/bisectbot retract", author="maint", association="MEMBER")
+        run, _ = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night3")
+        assert run.returncode in (0,), run.tail()  # a range is reported like a culprit (exit 3 passes the step)
+        issues = fake_github.issues(GH_REPO)
+        assert [i["number"] for i in issues] == [1, 2], run.tail()
+        new = issues[1]
+        assert new["title"].startswith(f"[bisectbot] {RECIPE}:") and "bisectbot:fingerprint=" in new["body"]
+        assert new["body"] != first["body"]
+        acks = [c["body"] for c in fake_github.comments_of(GH_REPO, 1) if "bisectbot:ack=" in c["body"]]
+        assert len(acks) == 1 and "excluded" in acks[0] and new["html_url"] in acks[0], acks
+    finally:
+        cleanup(pushed)
