@@ -116,8 +116,11 @@ def test_fetch_tree_sdist_or_wheel(index, tmp_path: Path) -> None:
 
 
 def test_index_unreachable_is_error(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match="unreachable"):
+    from bisectbot.errors import UpstreamUnreachable
+
+    with pytest.raises(UpstreamUnreachable, match="unreachable") as exc:  # exit code 5 (issue 14)
         list_releases("demo", "http://127.0.0.1:9/simple/")
+    assert exc.value.exit_code == 5
 
 
 def test_extract_members_only_and_safe(tmp_path: Path) -> None:
