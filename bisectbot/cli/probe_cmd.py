@@ -55,7 +55,8 @@ def _summary(r: ThresholdResult) -> str:
     lo, hi = r.last_ok, r.first_garbage
     if s == "garbage":
         width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
-        return f"GARBAGE from {hi} prompt tokens: threshold in [{lo}, {hi}]{width}"
+        flaky = f" (flaky at {', '.join(map(str, r.flaky))}: see notes)" if r.flaky else ""
+        return f"GARBAGE from {hi} prompt tokens: threshold in [{lo}, {hi}]{width}{flaky}"
     if s == "non-monotone":
         return f"GARBAGE, non-monotone: first transition in [{lo}, {hi}] but OK above it"
     if s == "all-garbage":
@@ -63,8 +64,9 @@ def _summary(r: ThresholdResult) -> str:
     if s == "ok":
         return f"OK: no garbage up to {lo} prompt tokens"
     if s == "error":
-        return f"ERROR: {r.error}"
-    return "INCONCLUSIVE: no size could be decided"
+        return f"ERROR{' (transient: not a verdict, retry later)' if r.transient else ''}: {r.error}"
+    why = "; ".join(x.reasons[0] for x in r.table if x.reasons)[:200]
+    return f"INCONCLUSIVE: no size could be decided{': ' + why if why else ''}"
 
 
 def _print_table(res: ThresholdResult) -> None:
@@ -107,7 +109,9 @@ def _print_table(res: ThresholdResult) -> None:
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Take the reproducer settings (sizes, question, needles, classifier) from this recipe.")
 @click.option("--min-size", type=click.IntRange(min=1), default=None, help="Smallest prompt (tokens).")
-@click.option("--max-size", type=click.IntRange(min=1), default=None, help="Largest prompt (tokens).")
+@click.option("--max-size", type=click.IntRange(min=1), default=None,
+              help="Largest prompt (tokens; default: min(server max_model_len - max_tokens - 64, 131072), "
+                   "else 32000).")
 @click.option("--sizes", callback=_sizes, default=None, help="Fixed ladder swept first, e.g. 2000,8k,32k (tokens).")
 @click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Relative width of the refined interval (default 0.02).")
@@ -117,6 +121,9 @@ def _print_table(res: ThresholdResult) -> None:
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Identical requests per size (majority).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests sent at once per size.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="max_tokens of each request.")
+@click.option("--accept-reasoning", is_flag=True, default=False,
+              help="Judge an answer found only in reasoning_content as the answer (default: INCONCLUSIVE, "
+                   "'misrouted' -- a reasoning-parser fault, not corruption).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds per chat request (default: the recipe's server.request_timeout_s, else 600).")
 @pass_ctx
@@ -124,7 +131,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
           min_size: int | None,
           max_size: int | None, sizes: list[int] | None, tolerance: float | None, tolerance_tokens: int | None,
           needles: int | None, repeats: int | None, concurrency: int | None, max_tokens: int | None,
-          timeout_s: float | None) -> None:
+          accept_reasoning: bool, timeout_s: float | None) -> None:
     """Find the prompt size (tokens) at which a running server's output turns to garbage.
 
     Sends chat requests with token-sized prompts (filler text, optional needle codes
@@ -146,7 +153,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     base: dict = {}
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)  # RecipeError -> one located line per problem, exit 2
-        base = recipe.reproducer.model_dump()
+        base = recipe.reproducer.model_dump(exclude_unset=True)  # unset max_size: derived from the server
         model = model or recipe.model or None
         if timeout_s is None:
             timeout_s = recipe.server.request_timeout_s
@@ -154,6 +161,8 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
                  "tolerance_tokens": tolerance_tokens, "needles": needles, "repeats": repeats,
                  "concurrency": concurrency, "max_tokens": max_tokens}
     base.update({k: v for k, v in overrides.items() if v is not None})
+    if accept_reasoning:
+        base["classifier"] = {**dict(base.get("classifier") or {}), "accept_reasoning": True}
     if sizes is not None and min_size is None and max_size is None:
         base["min_size"], base["max_size"] = min(sizes), max(sizes)
     try:

@@ -38,6 +38,18 @@ least that long, like a GPU fault), ``garbage_kinds`` (subset of :data:`GARBAGE_
 ``tokenize_endpoint`` (false: no ``/tokenize``, like a server without it),
 ``report_max_model_len`` (false: ``/v1/models`` omits ``max_model_len``), ``error_above``
 (tokens: HTTP 500 for prompts at least that long, like an out-of-memory error).
+
+Odd-but-real servers (issue 11): ``terse`` (probability 0..1 that a coherent reply is
+just the answer -- ``4``, one completion token -- as healthy servers sometimes answer),
+``misroute`` (true: the coherent answer is sent in ``reasoning_content`` with empty
+``content`` and finish ``stop``, a reasoning-parser routing fault), ``tokenize_count``
+(a number: ``/tokenize`` always answers this count -- a lying tokenizer; ``"Infinity"``
+sends the JSON token ``Infinity``), ``tokenize_scale`` (``/tokenize`` counts times this
+factor -- a tokenizer that disagrees with ``usage``), ``transient`` (a list of HTTP statuses answered, one
+per chat request, before serving normally, with ``Retry-After: retry_after_s``), and
+``script`` (true: ``POST /_script`` with ``{"chat": [raw body, ...], "status": 200,
+"tokenize": raw body}`` makes the next chat replies those raw bodies -- any bytes,
+valid JSON or not -- for property tests of odd reply shapes).
 """
 
 from __future__ import annotations
@@ -72,9 +84,19 @@ DEFAULTS: dict[str, Any] = {
     "tokenize_endpoint": True,
     "report_max_model_len": True,
     "error_above": None,
+    "terse": 0.0,
+    "misroute": False,
+    "tokenize_count": None,
+    "tokenize_scale": None,
+    "transient": None,
+    "retry_after_s": None,
+    "script": False,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
-                 "wrong-needle", "reasoning-loop")
+                 "wrong-needle", "reasoning-loop", "template-leak")
+#: Chat-template fragments a mismatched template or tokenizer leaks into replies.
+TEMPLATE_FRAGMENTS = ("<start_of_turn>user", "<end_of_turn>", "[/INST]", "<|im_end|>", "<|im_start|>assistant",
+                      "<|eot_id|>")
 
 _WORDS = ("system kernel tensor cache value block layer token matrix stream vector buffer index "
           "signal module cluster gradient sample weight result batch queue window packet driver").split()
@@ -129,8 +151,27 @@ class Engine:
         self.chat_requests = 0
         self.tokenize_requests = 0
         self.prompt_tokens: list[int] = []
+        self.transient_left = list(settings.get("transient") or [])
+        self.script_chat: list[str] = []
+        self.script_status = 200
+        self.script_tokenize: str | None = None
 
     # ------------------------------------------------------------------ answers
+    def terse_answer(self, messages: list[dict[str, Any]]) -> str:
+        """The shortest correct reply: the arithmetic result alone (``4``), plus the needle codes."""
+        user = message_text(messages[-1].get("content")) if messages else ""
+        every = " ".join(message_text(m.get("content")) for m in messages)
+        needles = list(dict.fromkeys(NEEDLE_RE.findall(every)))
+        m = re.search(r"(\d+)\s*([-+*x×])\s*(\d+)", user)
+        if self.s.get("answer"):
+            head = str(self.s["answer"])
+        elif m:
+            a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+            head = str(a + b if op == "+" else a - b if op == "-" else a * b)
+        else:
+            head = "Yes."
+        return head + (" " + ", ".join(needles) if needles else "")
+
     def coherent(self, messages: list[dict[str, Any]]) -> tuple[str, str]:
         """(reasoning, content) of a correct answer: the arithmetic asked and the needles."""
         user = message_text(messages[-1].get("content")) if messages else ""
@@ -210,6 +251,10 @@ class Engine:
                 last = code[-1]
                 wrong = code[:-1] + str((int(last) + 1) % 10)
                 content = content.replace(code, wrong)
+        elif kind == "template-leak":
+            reasoning, good = self.coherent(messages)
+            a, b = rng.sample(TEMPLATE_FRAGMENTS, 2)
+            content = f"{self.terse_answer(messages)}{a}\n{b}\n{good}"  # the leak early: short max_tokens see it
         else:  # reasoning-loop
             reasoning = " ".join(["the"] * max_tokens)
             content = ""
@@ -227,6 +272,10 @@ class Engine:
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
         except (TypeError, ValueError):
             return 400, _error("max_tokens must be an integer", "BadRequestError", 400)
+        with self.lock:
+            transient = self.transient_left.pop(0) if self.transient_left else None
+        if transient is not None:
+            return int(transient), _error("server busy, retry later", "ServiceUnavailableError", int(transient))
         ptoks = chat_prompt_tokens(messages)
         limit = int(self.s["max_model_len"])
         if ptoks + max_tokens > limit:
@@ -257,8 +306,12 @@ class Engine:
         if bad:
             rng = random.Random(f"{self.s['seed']}:garbage:{ptoks}:{index if self.s.get('flaky') else 0}")
             reasoning, content = self.garbage(messages, rng, max_tokens)
+        elif random.Random(f"{self.s['seed']}:terse:{index}").random() < float(self.s.get("terse") or 0):
+            reasoning, content = "", self.terse_answer(messages)
         else:
             reasoning, content = self.coherent(messages)
+            if self.s.get("misroute"):
+                reasoning, content = (reasoning + " " + content).strip(), ""
         r_text, r_tok, r_cut = _truncate(reasoning, max_tokens)
         finish = "stop"
         if r_cut or (reasoning and r_tok >= max_tokens):
@@ -268,7 +321,7 @@ class Engine:
             if c_cut:
                 finish = "length"
         message: dict[str, Any] = {"role": "assistant", "content": content}
-        if self.s.get("reasoning"):
+        if self.s.get("reasoning") or self.s.get("misroute"):
             message["reasoning_content"] = r_text
         created = int(time.time())
         return 200, {
@@ -294,7 +347,12 @@ class Engine:
             count = len(ids)
         else:
             return 400, _error("expected 'prompt' or 'messages'", "BadRequestError", 400)
-        return 200, {"count": count, "max_model_len": int(self.s["max_model_len"]), "tokens": ids}
+        if self.s.get("tokenize_scale") is not None:
+            count = round(count * float(self.s["tokenize_scale"]))
+        lie = self.s.get("tokenize_count")
+        if lie is not None:
+            count = float(lie) if isinstance(lie, str) else lie  # "Infinity" -> inf -> JSON Infinity
+        return 200, {"count": count, "max_model_len": self.s["max_model_len"], "tokens": ids}
 
 
 def _error(message: str, typ: str, code: int) -> dict[str, Any]:
@@ -309,10 +367,12 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, code: int, data: Any) -> None:
-            blob = json.dumps(data).encode()
+            blob = data if isinstance(data, bytes) else json.dumps(data).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(blob)))
+            if code in (429, 503) and engine.s.get("retry_after_s") is not None:
+                self.send_header("Retry-After", str(engine.s["retry_after_s"]))
             self.end_headers()
             self.wfile.write(blob)
 
@@ -343,10 +403,26 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
             except (ValueError, UnicodeDecodeError) as e:
                 self._send(400, _error(f"invalid JSON body: {e}", "BadRequestError", 400))
                 return
-            if path == "/v1/chat/completions":
-                self._send(*engine.chat(body))
+            if path == "/_script" and engine.s.get("script"):
+                with engine.lock:
+                    engine.script_chat = [str(x) for x in body.get("chat") or []]
+                    engine.script_status = int(body.get("status") or 200)
+                    engine.script_tokenize = body.get("tokenize")
+                self._send(200, {})
+            elif path == "/v1/chat/completions":
+                with engine.lock:
+                    raw = engine.script_chat.pop(0) if engine.script_chat else None
+                    if raw is not None:
+                        engine.chat_requests += 1
+                if raw is not None:
+                    self._send(engine.script_status, raw.encode("utf-8", "surrogatepass"))
+                else:
+                    self._send(*engine.chat(body))
             elif path == "/tokenize" and engine.s.get("tokenize_endpoint", True):
-                self._send(*engine.tokenize_body(body))
+                if engine.script_tokenize is not None:
+                    self._send(200, str(engine.script_tokenize).encode("utf-8", "surrogatepass"))
+                else:
+                    self._send(*engine.tokenize_body(body))
             else:
                 self._send(404, _error(f"no route {path}", "NotFoundError", 404))
 

@@ -30,7 +30,8 @@ the labelled corpus ``tests/data/outputs``; ``benchmarks/classifier.py`` measure
                     (< ``window_unique_ratio_min``): catches a reply that collapses mid-stream
 ``compression``     zlib ratio (raw bytes / compressed bytes) > ``compression_ratio_max``, >= 200 bytes
 ``control-chars``   share of control / private-use / unassigned / U+FFFD characters > ``control_char_share_max``
-``repeat-run``      longest run of one repeated token n-gram (n <= 6) >= ``max_repeat_run``; a
+``repeat-run``      longest run of one repeated token n-gram (n <= 6) >= ``max_repeat_run``, or
+                    >= 15 repeats covering >= 60 % of a short reply (cut by ``max_tokens``); a
                     flood of one non-alphanumeric character (``!!!!!!``, ``,,,,``)
 ``digit-chain``     >= 40 digits in a row, or >= 30 single-digit tokens in a row
 ``stray-script``    isolated one-letter fragments of another script (``the 的 model 는 ...``) or
@@ -342,8 +343,10 @@ def text_signals(text: str, cs: ClassifierSettings) -> list[Signal]:
     else:
         if re.fullmatch(r"([-=*#_~])\1*", gram.replace(" ", "")) and rep <= 120:
             rep = 1  # a separator line (# =====, ------) is layout, not a loop
-        out.append(Signal("repeat-run", float(rep), f"{gram!r} repeated {rep} times in a row (>= {cs.max_repeat_run})",
-                          rep >= cs.max_repeat_run))
+        share = rep * max(1, len(gram.split())) / max(1, len(tokens))
+        mostly = rep >= 15 and share >= 0.6  # a short reply (max_tokens) that is mostly one loop
+        out.append(Signal("repeat-run", float(rep), f"{gram!r} repeated {rep} times in a row (>= {cs.max_repeat_run}"
+                          + (f", {share:.0%} of the reply)" if mostly else ")"), rep >= cs.max_repeat_run or mostly))
     dl, ds = digit_chain(text)
     out.append(Signal("digit-chain", float(max(dl, ds)), f"{dl} digits in a row" if dl >= 40
                       else f"{ds} single digits in a row", dl >= 40 or ds >= 30))

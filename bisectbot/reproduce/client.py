@@ -5,10 +5,18 @@
 size prompts in tokens, ``/v1/chat/completions`` for the probe itself.
 
 Server failures never raise out of :meth:`Client.chat`: they come back as a
-:class:`Reply` with ``error`` set (an ``ERROR`` outcome, never ``GARBAGE``).
-Connection errors (refused, reset) are retried a bounded number of times
-(``retries``, default 2, 0.5 s apart, via tenacity); HTTP errors and timeouts are
-not retried -- a timed-out 100K-token prefill is too expensive to send twice.
+:class:`Reply` with ``error`` set (an ``ERROR`` outcome, never ``GARBAGE``). So does
+a 200 reply of unexpected shape (``message`` not an object, ``content`` a list or a
+number, ``usage`` counts that are not non-negative integers...): ``error_kind``
+``bad-response`` names the field (issue 11, input 4).
+
+Transient failures are retried inside the request, bounded: connection errors
+(refused, reset; ``retries``, default 2, 0.5 s apart, via tenacity) and HTTP 429,
+500, 502, 503, 504 (``transient_retries``, default 2), waiting what ``Retry-After``
+asks (seconds or an HTTP date, capped at ``max_retry_after_s``) or 1 s, 2 s...
+Timeouts are not retried -- a timed-out 100K-token prefill is too expensive to send
+twice. A reply that still failed transiently has :attr:`Reply.transient` set: callers
+must never cache it as a verdict.
 """
 
 from __future__ import annotations
@@ -23,6 +31,53 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 #: ``error_kind`` values of a failed :class:`Reply`.
 ERROR_KINDS = ("connection", "timeout", "http", "over-limit", "bad-response")
+#: HTTP statuses retried as transient (rate limit, server busy or restarting, gateway trouble).
+TRANSIENT_STATUS = (429, 500, 502, 503, 504)
+#: Largest prompt/completion token count accepted from a server (anything above is a bad reply).
+MAX_TOKEN_COUNT = 10**9
+
+
+class BadReply(ValueError):
+    """A server reply of unexpected shape; the message names the field and what came."""
+
+
+def _count(value: Any, field: str, optional: bool = True) -> int | None:
+    """A token count from a reply: a non-negative integer (an integral float is accepted),
+    ``None`` when absent and ``optional``. Raises :class:`BadReply` otherwise (NaN,
+    Infinity, strings, booleans, negative or absurd values)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadReply(f"{field} is {type(value).__name__} {_one_line(repr(value), 40)}, expected an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise BadReply(f"{field} is {value!r}, expected an integer")
+        value = int(value)
+    if not 0 <= value <= MAX_TOKEN_COUNT:
+        raise BadReply(f"{field} is {value}, outside 0..{MAX_TOKEN_COUNT}")
+    return value
+
+
+def retry_after(resp: requests.Response) -> float | None:
+    """Seconds the server asks to wait (``Retry-After``: delta seconds or an HTTP date), or
+    ``None`` when absent or unparsable."""
+    raw = (resp.headers.get("Retry-After") or "").strip()
+    wait: float | None = None
+    if raw:
+        try:
+            wait = float(raw)
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+
+            try:
+                when = parsedate_to_datetime(raw)
+                wait = when.timestamp() - time.time()
+            except (TypeError, ValueError, IndexError, OverflowError):
+                wait = None
+    if wait is None or wait != wait or wait in (float("inf"), float("-inf")):  # absent, unparsable, NaN
+        return None
+    return max(0.0, wait)
+
 
 _OVER_LIMIT = re.compile(r"maximum context length|context length|too long|exceeds? (the )?max", re.I)
 
@@ -47,10 +102,19 @@ class Reply:
     error: str | None = None
     error_kind: str | None = None
     status_code: int | None = None
+    attempts: int = 1
+    retry_after_s: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def transient(self) -> bool:
+        """A failure that may pass on its own (connection, timeout, HTTP 429/5xx): it is an
+        ``ERROR`` verdict for this request but must never be cached as the candidate's verdict."""
+        return self.error is not None and (self.error_kind in ("connection", "timeout")
+                                           or self.status_code in TRANSIENT_STATUS)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +151,7 @@ class Client:
 
     def __init__(self, base_url: str, model: str | None = None, timeout_s: float = 600.0,
                  connect_timeout_s: float = 10.0, retries: int = 2, retry_wait_s: float = 0.5,
-                 api_key: str | None = None):
+                 api_key: str | None = None, transient_retries: int = 2, max_retry_after_s: float = 120.0):
         base = base_url.rstrip("/")
         if base.endswith("/v1"):
             base = base[:-3]
@@ -97,11 +161,17 @@ class Client:
         self.connect_timeout_s = connect_timeout_s
         self.retries = retries
         self.retry_wait_s = retry_wait_s
+        self.transient_retries = transient_retries
+        self.max_retry_after_s = max_retry_after_s
+        self.sleep = time.sleep  # seconds; replaceable to observe the waits
         self.session = requests.Session()
         if api_key:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self._tokenize_missing = False
         self.max_model_len: int | None = None
+        self.tokenize_requests = 0
+        #: Problems with the server's metadata (odd ``max_model_len``, bad ``/tokenize``), one line each.
+        self.problems: list[str] = []
 
     # ------------------------------------------------------------------ plumbing
     def _request(self, method: str, path: str, timeout: float, **kw: Any) -> requests.Response:
@@ -137,12 +207,28 @@ class Client:
         try:
             data = r.json()["data"]
             ids = [m["id"] for m in data]
+            if not all(isinstance(i, str) and i for i in ids):
+                raise TypeError("model id is not a string")
             for m in data:
-                if isinstance(m.get("max_model_len"), int):
-                    self.max_model_len = self.max_model_len or m["max_model_len"]
-        except (ValueError, KeyError, TypeError):
+                self._learn_max_model_len(m.get("max_model_len"), "/v1/models")
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise ServerError(f"{self.base_url}/v1/models: unexpected reply {_one_line(r.text, 120)}") from None
         return ids
+
+    def _learn_max_model_len(self, value: Any, where: str) -> None:
+        """Accept a positive integer ``max_model_len``; note anything else in :attr:`problems`."""
+        if value is None:
+            return
+        try:
+            n = _count(value, f"{where} max_model_len")
+        except BadReply as e:
+            self.problems.append(f"{e}: ignored")
+            return
+        if not n:
+            self.problems.append(f"{where} max_model_len is {n}: ignored")
+            return
+        if self.max_model_len is None or where == "/tokenize":
+            self.max_model_len = n
 
     def model_name(self) -> str:
         """The model to ask for: ``model`` if given, else the first served model."""
@@ -158,12 +244,15 @@ class Client:
     # ------------------------------------------------------------------ tokenize
     def tokenize(self, messages: list[dict[str, Any]]) -> int | None:
         """Prompt tokens of ``messages`` by ``POST /tokenize`` (vLLM's shape), or ``None``
-        when the server has no such endpoint (404/405/501) or it fails. Sets ``max_model_len``."""
+        when the server has no such endpoint (404/405/501) or it fails. Sets ``max_model_len``.
+        A count that is not a non-negative integer (``Infinity``, a string...) turns the
+        endpoint off for this client and is noted in :attr:`problems`."""
         if self._tokenize_missing:
             return None
         body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True}
         if self.model:
             body["model"] = self.model
+        self.tokenize_requests += 1
         try:
             r = self._request("POST", "/tokenize", timeout=120, json=body)
         except requests.RequestException:
@@ -175,12 +264,12 @@ class Client:
             return None
         try:
             data = r.json()
-            count = int(data["count"])
-        except (ValueError, KeyError, TypeError):
+            count = _count(data["count"], "/tokenize count", optional=False)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             self._tokenize_missing = True
+            self.problems.append(f"/tokenize answered {_one_line(str(e) or r.text, 120)}: not used")
             return None
-        if isinstance(data.get("max_model_len"), int):
-            self.max_model_len = data["max_model_len"]
+        self._learn_max_model_len(data.get("max_model_len"), "/tokenize")
         return count
 
     # ------------------------------------------------------------------ chat
@@ -192,6 +281,23 @@ class Client:
         if seed is not None:
             body["seed"] = seed
         t0 = time.monotonic()
+        attempt = 0
+        while True:
+            reply = self._chat_once(body, t0)
+            # connection errors were already retried by _request; here: HTTP 429/5xx
+            if reply.status_code not in TRANSIENT_STATUS or attempt >= self.transient_retries:
+                reply.attempts = attempt + 1
+                return reply
+            wait = self._wait_for(reply, attempt)
+            attempt += 1
+            self.sleep(wait)
+
+    def _wait_for(self, reply: Reply, attempt: int) -> float:
+        """Seconds before retry ``attempt + 1``: the server's Retry-After, else 1, 2, 4... (capped)."""
+        wait = reply.retry_after_s if reply.retry_after_s is not None else float(2 ** attempt)
+        return min(max(0.0, wait), self.max_retry_after_s)
+
+    def _chat_once(self, body: dict[str, Any], t0: float) -> Reply:
         try:
             r = self._request("POST", "/v1/chat/completions", timeout=self.timeout_s, json=body)
         except requests.exceptions.Timeout as e:
@@ -205,16 +311,55 @@ class Client:
             msg = _error_message(r)
             kind = "over-limit" if r.status_code in (400, 413, 422) and _OVER_LIMIT.search(msg) else "http"
             return Reply(seconds=dt, status_code=r.status_code, error_kind=kind,
-                         error=f"HTTP {r.status_code}: {msg}")
+                         error=f"HTTP {r.status_code}: {msg}", retry_after_s=retry_after(r))
         try:
-            data = r.json()
-            choice = data["choices"][0]
-            msg = choice.get("message") or {}
-            usage = data.get("usage") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            return parse_chat(r.json(), dt)
+        except BadReply as e:
             return Reply(seconds=dt, status_code=r.status_code, error_kind="bad-response",
-                         error=f"unexpected reply: {_one_line(r.text, 160)}")
-        reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
-        return Reply(content=msg.get("content") or "", reasoning=reasoning if isinstance(reasoning, str) else "",
-                     finish_reason=choice.get("finish_reason"), prompt_tokens=usage.get("prompt_tokens"),
-                     completion_tokens=usage.get("completion_tokens"), seconds=dt, status_code=r.status_code)
+                         error=f"unexpected reply: {e}")
+        except ValueError:
+            return Reply(seconds=dt, status_code=r.status_code, error_kind="bad-response",
+                         error=f"unexpected reply (not JSON): {_one_line(r.text, 160)}")
+
+
+def _text_field(msg: dict[str, Any], key: str) -> str:
+    v = msg.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise BadReply(f"message.{key} is {type(v).__name__} {_one_line(repr(v), 60)}, expected a string")
+    return v
+
+
+def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
+    """The :class:`Reply` of a decoded 200 chat-completion body. Raises :class:`BadReply`
+    naming the field for any unexpected shape (no choices, ``message`` not an object,
+    ``content``/``reasoning_content`` not a string or null, odd ``finish_reason`` or
+    ``usage``)."""
+    if not isinstance(data, dict):
+        raise BadReply(f"body is {type(data).__name__}, expected an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise BadReply(f"choices is {_one_line(repr(choices), 60)}, expected a non-empty list")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise BadReply(f"choices[0] is {type(choice).__name__}, expected an object")
+    msg = choice.get("message")
+    if msg is None:
+        msg = {}
+    if not isinstance(msg, dict):
+        raise BadReply(f"message is {type(msg).__name__} {_one_line(repr(msg), 60)}, expected an object")
+    content = _text_field(msg, "content")
+    reasoning = _text_field(msg, "reasoning_content") or _text_field(msg, "reasoning")
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise BadReply(f"finish_reason is {type(finish).__name__} {_one_line(repr(finish), 40)}")
+    usage = data.get("usage")
+    if usage is None:
+        usage = {}
+    if not isinstance(usage, dict):
+        raise BadReply(f"usage is {type(usage).__name__} {_one_line(repr(usage), 60)}, expected an object")
+    return Reply(content=content, reasoning=reasoning, finish_reason=finish,
+                 prompt_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
+                 completion_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
+                 seconds=seconds, status_code=200)

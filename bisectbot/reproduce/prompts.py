@@ -7,12 +7,15 @@ them -- with ``needles`` (codes like ``KESTREL-4417``) placed at evenly spaced d
 and a short **user** message: the recipe's question, plus a request to list the
 needles when there are any.
 
-Sizes are prompt **tokens**. :class:`PromptBuilder` measures with the server's
-``/tokenize`` when it exists (vLLM has it) and corrects the filler length until the
-count is within :data:`SIZE_SLACK` of the target; without it, it uses a
-characters-per-token ratio, calibrated from ``usage.prompt_tokens`` of a real request
-(:meth:`PromptBuilder.calibrate`). Either way the threshold search records the real
-``prompt_tokens`` the server reports.
+Sizes are prompt **tokens**. :class:`PromptBuilder` learns tokens per filler word
+from the server's ``/tokenize`` when it exists (vLLM has it; 2 calls) and corrects the
+filler length of the first prompts until the count is within :data:`SIZE_SLACK` of the
+target (at most :data:`MAX_TOKENIZE_STEPS` calls each). Once a real request's
+``usage.prompt_tokens`` is known (:meth:`PromptBuilder.calibrate`) prompts are sized by
+interpolating the server's own counts and ``/tokenize`` is no longer called (issue 15:
+at most one ``/tokenize`` call per chat request). Without ``/tokenize`` a
+characters-per-token guess sizes the first prompt. Either way the threshold search
+records the real ``prompt_tokens`` the server reports.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from typing import Any
 SIZE_SLACK = 0.0005
 #: Initial characters per token before calibration (typical of BPE on English/code).
 DEFAULT_CHARS_PER_TOKEN = 4.0
+#: ``/tokenize`` calls per prompt while sizing before calibration (first estimate + corrections).
+MAX_TOKENIZE_STEPS = 3
+#: Plausible characters per token of the filler; a ``/tokenize`` outside is not used.
+PLAUSIBLE_CHARS_PER_TOKEN = (0.5, 16.0)
 
 _NEEDLE_WORDS = ("KESTREL OSPREY MERLIN HERON PLOVER SISKIN WREN LINNET AVOCET DUNLIN GANNET PETREL "
                  "CURLEW BITTERN FULMAR SHRIKE").split()
@@ -151,6 +158,8 @@ class PromptBuilder:
         self._calibrated = False
         self._observed: dict[int, int] = {}  # filler words -> prompt tokens reported by the server
         self.tokenize_calls = 0
+        self.problems: list[str] = []
+        self._anchors: dict[int, int] = {}  # filler words -> /tokenize counts learnt (used below the observations)
 
     def _count(self, messages: list[dict[str, Any]]) -> int | None:
         if self._tokenize is None:
@@ -160,6 +169,39 @@ class PromptBuilder:
         if n is None:
             self._tokenize = None
         return n
+
+    def drop_tokenizer(self) -> None:
+        """Stop using ``/tokenize`` (found wrong); sizes come from ``usage.prompt_tokens``."""
+        self._tokenize = None
+        self.tokens_per_word = None
+        self.base_tokens = None
+        self._anchors = {}
+
+    @property
+    def _tokenizer_agreed(self) -> bool:
+        return bool(self._anchors) and self._tokenize is not None
+
+    def learn(self) -> None:
+        """Learn tokens per filler word from ``/tokenize`` (2 calls) when there is one. A count
+        that is not plausible for the characters sent (``PLAUSIBLE_CHARS_PER_TOKEN``) -- a
+        ``/tokenize`` that lies -- turns it off and is noted in :attr:`problems`."""
+        if not self.has_tokenizer or self.tokens_per_word is not None:
+            return
+        m0, m1 = self.messages(0), self.messages(400)
+        n0 = self._count(m0)
+        n1 = self._count(m1) if n0 is not None else None
+        if n0 is None or n1 is None:
+            return
+        c0, c1 = self._chars(m0), self._chars(m1)
+        lo, hi = PLAUSIBLE_CHARS_PER_TOKEN
+        if n0 < 1 or n1 <= n0 or not (lo <= c0 / n0 <= hi and lo <= (c1 - c0) / (n1 - n0) <= hi):
+            self.problems.append(f"/tokenize counted {n0} and {n1} tokens for {c0} and {c1} characters "
+                                 "(implausible): not used, sizes from usage.prompt_tokens")
+            self.drop_tokenizer()
+            return
+        self.base_tokens = float(n0)
+        self.tokens_per_word = (n1 - n0) / 400
+        self._anchors = {0: n0, 400: n1}
 
     def messages(self, words: int) -> list[dict[str, Any]]:
         return build_messages(self.seed, words, self.question, self.needles)
@@ -177,6 +219,43 @@ class PromptBuilder:
             self._observed[prompt.words] = prompt_tokens
 
     @property
+    def observations(self) -> dict[int, int]:
+        """Filler words -> prompt tokens the server reported (a copy)."""
+        return dict(self._observed)
+
+    def observe(self, words: int, tokens: int) -> None:
+        """Record that a prompt with ``words`` filler words measured ``tokens`` on the server."""
+        if tokens > 0:
+            self._observed[words] = tokens
+            self._calibrated = True
+
+    def _interpolate(self, target_tokens: int) -> tuple[int, float, bool]:
+        """(filler words, tokens per word, bracketed) for ``target_tokens`` from the server's own
+        counts: the line through the two observations that bracket it (``bracketed``), else
+        through the two nearest, or through one observation and the prompt without filler."""
+        obs = sorted(self._observed.items(), key=lambda wt: wt[1])
+        if target_tokens < obs[0][1] and self._tokenizer_agreed:
+            # below every observation: the /tokenize anchors (0 and 400 filler words) bracket better
+            obs = sorted({**self._anchors, **self._observed}.items(), key=lambda wt: wt[1])
+        below = [o for o in obs if o[1] <= target_tokens]
+        above = [o for o in obs if o[1] > target_tokens]
+        bracketed = bool(below and above) and below[-1][0] in self._observed and above[0][0] in self._observed
+        if below and above:
+            pair = [below[-1], above[0]]
+        else:
+            pair = sorted(obs, key=lambda wt: abs(wt[1] - target_tokens))[:2]
+        if len(pair) == 2 and pair[0][0] != pair[1][0] and pair[0][1] != pair[1][1]:
+            (w1, t1), (w2, t2) = pair
+            rate = (t2 - t1) / (w2 - w1)
+        else:
+            w1, t1 = pair[0]
+            base = self.base_tokens if self.base_tokens is not None else \
+                self._chars(self.messages(0)) / self.chars_per_token  # prompt without filler
+            rate = (t1 - base) / max(1, w1)
+        rate = max(0.1, rate)
+        return max(0, round(w1 + (target_tokens - t1) / rate)), rate, bracketed
+
+    @property
     def calibrated(self) -> bool:
         """True once a server-reported prompt size was learnt (:meth:`calibrate`)."""
         return self._calibrated
@@ -188,25 +267,21 @@ class PromptBuilder:
     def build(self, target_tokens: int) -> Prompt:
         """A prompt of about ``target_tokens`` prompt tokens (see :data:`SIZE_SLACK`).
 
-        With ``/tokenize``: start from a per-word estimate, then correct by the
-        measured error (secant steps, at most 8 tokenize calls). Without: size by
-        ``chars_per_token``. Raises :class:`ValueError` for ``target_tokens < 1``.
+        Once calibrated by ``usage.prompt_tokens``: interpolate the server's counts (no
+        ``/tokenize`` call). Else with ``/tokenize``: start from a per-word estimate, then
+        correct by the measured error (at most :data:`MAX_TOKENIZE_STEPS` calls). Else:
+        size by ``chars_per_token``. Raises :class:`ValueError` for ``target_tokens < 1``.
         """
         if target_tokens < 1:
             raise ValueError(f"target size must be >= 1 token, got {target_tokens}")
         slack = max(3, int(SIZE_SLACK * target_tokens))
-        if self.has_tokenizer and self.tokens_per_word is None:
-            n0 = self._count(self.messages(0))
-            n1 = self._count(self.messages(400)) if n0 is not None else None
-            if n0 is not None and n1 is not None:
-                self.base_tokens = float(n0)
-                self.tokens_per_word = max(0.5, (n1 - n0) / 400)
-        if self.has_tokenizer and self.tokens_per_word is not None:
+        self.learn()
+        if self.has_tokenizer and self.tokens_per_word is not None and not self._observed:
             assert self.base_tokens is not None
             s = max(0, round((target_tokens - self.base_tokens) / self.tokens_per_word))
             best: tuple[int, int] | None = None
             tried: dict[int, int] = {}
-            for _ in range(8):
+            for _ in range(MAX_TOKENIZE_STEPS):
                 msgs = self.messages(s)
                 n = self._count(msgs)
                 if n is None:
@@ -225,20 +300,16 @@ class PromptBuilder:
                 msgs = self.messages(best[0])
                 return Prompt(msgs, target_tokens, best[1], best[0], list(self.needles), self._chars(msgs))
         if self._observed:
-            base_tokens = self._chars(self.messages(0)) / self.chars_per_token  # prompt without filler
-            obs = sorted(self._observed.items(), key=lambda wt: wt[1])
-            below = [o for o in obs if o[1] <= target_tokens]
-            above = [o for o in obs if o[1] > target_tokens]
-            if below and above and above[0][1] != below[-1][1]:
-                (w1, t1), (w2, t2) = below[-1], above[0]  # bracketing: interpolate
-                s = round(w1 + (target_tokens - t1) * (w2 - w1) / (t2 - t1))
-            else:  # outside the observations: tokens per filler word from the nearest one
-                w1, t1 = min(obs, key=lambda wt: abs(wt[1] - target_tokens))
-                rate = max(0.1, (t1 - base_tokens) / max(1, w1))
-                s = round((target_tokens - base_tokens) / rate)
-            s = max(0, s)
+            # calibrated: the server's usage counts; /tokenize only to check an extrapolation (<= 1 call)
+            s, rate, bracketed = self._interpolate(target_tokens)
             msgs = self.messages(s)
-            return Prompt(msgs, target_tokens, None, s, list(self.needles), self._chars(msgs))
+            measured = None
+            if not bracketed and self.has_tokenizer:
+                measured = self._count(msgs)
+                if measured is not None and abs(measured - target_tokens) > slack:
+                    s = max(0, s + round((target_tokens - measured) / rate))
+                    msgs, measured = self.messages(s), None
+            return Prompt(msgs, target_tokens, measured, s, list(self.needles), self._chars(msgs))
         # characters-per-token sizing
         base = self._chars(self.messages(0))
         per = self._chars(self.messages(400)) - base

@@ -52,6 +52,14 @@ from .prompts import Prompt, PromptBuilder
 STATUSES = ("ok", "garbage", "all-garbage", "non-monotone", "error", "inconclusive")
 #: Tokens kept free below ``max_model_len`` besides ``max_tokens`` (template, rounding).
 CONTEXT_MARGIN = 64
+#: Largest default ``max_size`` (tokens) when the recipe sets none: min(max_model_len - max_tokens
+#: - CONTEXT_MARGIN, this) (issue 15; the longest prompts in public reports are ~137K).
+DEFAULT_MAX_SIZE_CAP = 128 * 1024
+#: ``usage.prompt_tokens`` and ``/tokenize`` may differ by this share (and 16 tokens) before
+#: the probe calls it a disagreement (a chat template counted differently, BOS...).
+USAGE_AGREEMENT = 0.03
+#: Plausible characters per token of the filler prompts (real BPE tokenizers: ~1.5-6).
+CHARS_PER_TOKEN_RANGE = (0.5, 16.0)
 _SERVER_TROUBLE = ("connection", "timeout", "http", "bad-response")
 
 
@@ -130,6 +138,10 @@ class ThresholdResult:
     ``last_ok``/``first_garbage`` are measured prompt tokens of requested sizes.
     ``table`` is in probe order; ``requests`` counts chat requests (or command runs);
     ``wall_s`` seconds; ``reasons`` the classifier reasons at ``first_garbage``.
+    ``transient`` (status ``error`` only): the error may pass on its own (connection,
+    timeout, HTTP 429/5xx after the bounded retries) -- never cache it as a verdict.
+    ``flaky``: sizes (tokens) whose boundary confirmation disagreed (evidence of a flaky
+    corruption for the search; the status stays what the majority said).
     """
 
     status: str
@@ -145,6 +157,8 @@ class ThresholdResult:
     endpoint: str | None = None
     min_size: int | None = None
     max_size: int | None = None
+    transient: bool = False
+    flaky: list[int] = field(default_factory=list)
 
     @property
     def interval(self) -> tuple[int | None, int | None]:
@@ -160,7 +174,8 @@ class ThresholdResult:
                 "threshold": [self.last_ok, self.first_garbage], "table": [r.to_dict() for r in self.table],
                 "requests": self.requests, "wall_s": round(self.wall_s, 3), "reasons": self.reasons,
                 "error": self.error, "notes": self.notes, "model": self.model, "endpoint": self.endpoint,
-                "min_size": self.min_size, "max_size": self.max_size}
+                "min_size": self.min_size, "max_size": self.max_size, "transient": self.transient,
+                "flaky": self.flaky}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ThresholdResult:
@@ -169,7 +184,8 @@ class ThresholdResult:
                    table=[SizeResult.from_dict(r) for r in d.get("table") or []], requests=int(d.get("requests", 0)),
                    wall_s=float(d.get("wall_s", 0.0)), reasons=list(d.get("reasons") or []), error=d.get("error"),
                    notes=list(d.get("notes") or []), model=d.get("model"), endpoint=d.get("endpoint"),
-                   min_size=d.get("min_size"), max_size=d.get("max_size"))
+                   min_size=d.get("min_size"), max_size=d.get("max_size"),
+                   transient=bool(d.get("transient", False)), flaky=list(d.get("flaky") or []))
 
 
 # --------------------------------------------------------------------------- pure search
@@ -230,6 +246,7 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         return res
 
     def fail(r: SizeResult) -> ThresholdResult:
+        res.transient = bool(r.evidence.get("transient"))
         return finish("error", f"at {r.requested} tokens: {'; '.join(r.reasons) or 'server error'}")
 
     non_monotone = False
@@ -316,7 +333,52 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         else:
             hi = r.size
     res.last_ok, res.first_garbage = lo, hi
+    if not non_monotone:
+        err = _confirm(probe, do, res, lo, hi, hi_size, spec, say)
+        if err is not None:
+            return fail(err)
     return finish("non-monotone" if non_monotone else "garbage")
+
+
+def _confirm(probe: Callable[[int], SizeResult], do: Callable[[int], SizeResult], res: ThresholdResult,
+             lo: int, hi: int, hi_size: int, spec: ReproducerSpec, say: Callable[[str], None]) -> SizeResult | None:
+    """Boundary confirmation (issue 11): ask ``first_garbage`` again with a second prompt
+    (``probe.confirm(size)``, another filler seed, when the probe has one) and one larger
+    size (skipped when a GARBAGE size within the next step above is already known). A
+    confirmation that comes back OK marks the size flaky (``res.flaky`` + a note): evidence
+    for the search, not a verdict -- the status stays ``garbage``. A confirmation that
+    lands inside the interval narrows it. Returns the ERROR size when one failed."""
+    step = max(hi - lo, math.ceil(spec.tolerance * hi), 1)
+    disagree: list[str] = []
+    confirm = getattr(probe, "confirm", None)
+    if callable(confirm):
+        r = confirm(hi)
+        res.table.append(r)
+        res.requests += r.requests
+        say(f"confirm {hi} tokens with another prompt -> {r.size} measured: {r.outcome.value}")
+        if r.outcome == Outcome.ERROR:
+            return r
+        if r.outcome == Outcome.GARBAGE and lo < r.size < hi:
+            res.first_garbage = hi = r.size
+        elif r.outcome == Outcome.OK and lo < r.size < hi:
+            res.last_ok = lo = r.size
+        elif r.outcome == Outcome.OK and r.size >= hi:
+            disagree.append(f"OK at {r.size} tokens with another prompt")
+        elif r.outcome == Outcome.GARBAGE and r.size <= lo:
+            disagree.append(f"GARBAGE at {r.size} tokens with another prompt, below last OK {lo}")
+    known_above = [x for x in res.table if x.outcome == Outcome.GARBAGE and hi < x.size <= hi + 2 * step]
+    larger = min(hi_size, hi + step)
+    if not known_above and larger > hi:
+        r = do(larger)
+        if r.outcome == Outcome.ERROR:
+            return None if r.error_kind == "over-limit" else r
+        if r.outcome == Outcome.OK and r.size > hi:
+            disagree.append(f"OK at the larger size {r.size}")
+    if disagree:
+        res.flaky.append(hi)
+        res.notes.append(f"boundary at {hi} tokens is flaky: {'; '.join(disagree)} (GARBAGE at {hi}); "
+                         "treat as a flaky observation, not a clean threshold")
+    return None
 
 
 # --------------------------------------------------------------------------- votes
@@ -352,8 +414,11 @@ def vote(classes: list[Classification], replies: list[Reply], requested: int, pr
     trouble = [(c, r) for c, r in errors if r.error_kind in _SERVER_TROUBLE]
     if trouble or (errors and len(errors) == len(classes)):
         c, r = (trouble or errors)[0]
+        ev: dict[str, Any] = {"attempts": sum(x.attempts for x in replies)}
+        if r.transient:
+            ev["transient"] = True
         return SizeResult(requested, prompt_tokens, Outcome.ERROR, c.reasons, 1.0, votes, len(replies), seconds,
-                          "", error_kind=r.error_kind)
+                          "", error_kind=r.error_kind, evidence=ev)
     outcome, agreement = majority([c.outcome for c in classes])
     pick = next((i for i, c in enumerate(classes) if c.outcome == outcome), 0)
     reasons = classes[pick].reasons if outcome != Outcome.OK else []
@@ -379,6 +444,8 @@ class HttpProbe:
                  inconclusive_retry_factor: int = 4):
         self.notes: list[str] = []
         self._limit_learnt = False
+        self._tokenize_dropped_now = False
+        self._alt: PromptBuilder | None = None
         self.client = client
         self.spec = spec
         self.builder = builder
@@ -407,31 +474,95 @@ class HttpProbe:
                 outs = [c.outcome for c in classes]
                 if max(outs.count(Outcome.OK), outs.count(Outcome.GARBAGE)) >= need:
                     break  # the majority is certain; skip the rest
-        first = replies[0]
-        if not self.builder.has_tokenizer and first.prompt_tokens:
-            self.builder.calibrate(prompt, first.prompt_tokens)
-        measured = next((r.prompt_tokens for r in replies if r.prompt_tokens), None) or prompt.measured_tokens
-        return vote(classes, replies, size, measured, time.monotonic() - t0)
+        usage = next((r.prompt_tokens for r in replies if r.prompt_tokens), None)
+        measured = usage or prompt.measured_tokens
+        res = vote(classes, replies, size, measured, time.monotonic() - t0)
+        if usage:
+            res.evidence["usage_prompt_tokens"] = usage
+        return res
 
     def __call__(self, size: int) -> SizeResult:
-        first = not self.builder.has_tokenizer and not self.builder.calibrated
+        """``SizeResult`` at ``size`` tokens; never raises (an unexpected failure is an ``ERROR``)."""
+        try:
+            return self._probe(size)
+        except Exception as e:  # noqa: BLE001 - an odd reply must end as a verdict, never a traceback
+            return SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
+                              error_kind="bad-response")
+
+    def _probe(self, size: int) -> SizeResult:
+        first = not self.builder.calibrated
+        guessed = first and not self.builder.has_tokenizer
         prompt = self.builder.build(size)
         res = self._ask(size, prompt, self.spec.max_tokens)
         limit = _context_limit(res)
         if limit and res.error_kind == "over-limit" and not self._limit_learnt:
             self._limit_learnt = True
             # the server told its context length: retry once at the largest size it accepts
-            usable = limit - self.spec.max_tokens - CONTEXT_MARGIN
+            # 1 % below: a prompt sized by interpolating usage counts may be off by a few tenths of a percent
+            usable = int((limit - self.spec.max_tokens - CONTEXT_MARGIN) * 0.99)
             if 0 < usable < size:
                 self.notes.append(f"server context is {limit} tokens: {size} tokens probed as {usable}")
                 return self._redo(size, usable, res)
-        if first and res.prompt_tokens and res.outcome != Outcome.ERROR \
-                and abs(res.prompt_tokens - size) > self.spec.tolerance * size:
-            # sized by a guessed characters-per-token ratio; now calibrated, ask at the real size
-            self.notes.append(f"first prompt measured {res.prompt_tokens} tokens for {size} asked: "
-                              "re-sent after calibration")
+        usage = res.evidence.get("usage_prompt_tokens")
+        if usage:
+            bad = self._cross_check(prompt, usage)
+            if bad:
+                res = SizeResult(size, usage, Outcome.ERROR, [bad], 1.0, res.votes, res.requests, res.seconds,
+                                 error_kind="bad-response", evidence=res.evidence)
+                return res
+            self.builder.calibrate(prompt, usage)
+        if (guessed or self._tokenize_dropped_now) and usage and res.outcome != Outcome.ERROR \
+                and abs(usage - size) > self.spec.tolerance * size:
+            self._tokenize_dropped_now = False
+            # sized by a guess (or by a /tokenize found wrong); now calibrated: ask at the real size
+            self.notes.append(f"prompt measured {usage} tokens for {size} asked: re-sent after calibration")
             return self._redo(size, size, res)
         return self._finish(size, prompt, res)
+
+    def _cross_check(self, prompt: Prompt, usage: int) -> str | None:
+        """Compare the server's ``usage.prompt_tokens`` with ``/tokenize`` and with the prompt's
+        characters (issue 11, input 5). ``None`` when they agree; drops a ``/tokenize`` whose
+        count is implausible while usage is plausible (sizes then come from usage); else the
+        reason of an ``ERROR`` that names both figures."""
+        chars = max(1, prompt.chars)
+
+        def plausible(n: int) -> bool:
+            return CHARS_PER_TOKEN_RANGE[0] <= chars / max(1, n) <= CHARS_PER_TOKEN_RANGE[1]
+
+        tok = prompt.measured_tokens
+        if tok is not None and abs(tok - usage) > max(USAGE_AGREEMENT * usage, 16):
+            if plausible(usage) and not plausible(tok):
+                self.notes.append(f"/tokenize counted {tok} tokens, usage.prompt_tokens {usage}, for a prompt of "
+                                  f"{chars} characters: /tokenize not trusted, sizes from usage.prompt_tokens")
+                self.builder.drop_tokenizer()
+                self._tokenize_dropped_now = True
+                return None
+            return (f"prompt size disagreement: /tokenize counts {tok} tokens, usage.prompt_tokens {usage} "
+                    f"({chars} characters)")
+        if not plausible(usage):
+            return (f"usage.prompt_tokens {usage} is implausible for a prompt of {chars} characters "
+                    f"(expected {chars // CHARS_PER_TOKEN_RANGE[1]}..{chars // CHARS_PER_TOKEN_RANGE[0]})")
+        return None
+
+    def confirm(self, size: int) -> SizeResult:
+        """``SizeResult`` of a second prompt at about ``size`` tokens: another filler seed and
+        other needle codes, sized from this probe's calibration (no ``/tokenize`` call); the
+        prompt aims a hair above ``size`` so its measured size is not below it."""
+        try:
+            if self._alt is None:
+                alt = PromptBuilder(self.spec.question, needles=self.spec.needles, seed=self.spec.seed + 1)
+                alt.chars_per_token = self.builder.chars_per_token
+                alt.base_tokens, alt.tokens_per_word = self.builder.base_tokens, self.builder.tokens_per_word
+                for words, tokens in self.builder.observations.items():
+                    alt.observe(words, tokens)
+                self._alt = alt
+            prompt = self._alt.build(size + max(2, size // 400))
+            res = self._ask(size, prompt, self.spec.max_tokens)
+            res.evidence["confirmation"] = f"seed {self.spec.seed + 1}"
+            return self._finish(size, prompt, res)
+        except Exception as e:  # noqa: BLE001 - never a traceback
+            return SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
+                              error_kind="bad-response")
 
     def _redo(self, size: int, target: int, before: SizeResult) -> SizeResult:
         prompt = self.builder.build(target)
@@ -485,22 +616,41 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
         return ThresholdResult(status="error", error=f"server not ready: {e}", endpoint=client.base_url,
                                wall_s=time.monotonic() - t0, min_size=spec.min_size, max_size=spec.max_size)
     builder = PromptBuilder(spec.question, needles=spec.needles, seed=spec.seed, tokenize=client.tokenize)
-    builder.build(min(spec.min_size, 256))  # learns tokens per word and max_model_len (tokenize only)
+    notes: list[str] = []
+
+    def error(msg: str) -> ThresholdResult:
+        return ThresholdResult(status="error", error=msg, notes=notes + client.problems + builder.problems, model=name,
+                               endpoint=client.base_url, wall_s=time.monotonic() - t0, min_size=spec.min_size,
+                               max_size=spec.max_size)
+
+    try:
+        builder.learn()  # tokens per filler word and max_model_len (2 /tokenize calls)
+    except Exception as e:  # noqa: BLE001 - a server reply must never end the run with a traceback
+        return error(f"sizing prompts failed: {type(e).__name__}: {e}")
     hi = spec.max_size
-    notes = []
     if client.max_model_len:
         usable = client.max_model_len - spec.max_tokens - CONTEXT_MARGIN
-        if usable < hi:
+        if usable < 1:
+            return error(f"server max_model_len {client.max_model_len} leaves no room for a prompt "
+                         f"(max_tokens {spec.max_tokens} + {CONTEXT_MARGIN})")
+        if "max_size" not in spec.model_fields_set:
+            hi = min(usable, DEFAULT_MAX_SIZE_CAP)
+            notes.append(f"max_size {hi} = min(max_model_len {client.max_model_len} - max_tokens "
+                         f"{spec.max_tokens} - {CONTEXT_MARGIN}, {DEFAULT_MAX_SIZE_CAP})")
+            say(notes[-1])
+        elif usable < hi:
             notes.append(f"max_size {hi} clamped to {usable} (max_model_len {client.max_model_len} "
                          f"- max_tokens {spec.max_tokens} - {CONTEXT_MARGIN})")
             say(notes[-1])
             hi = usable
+    elif "max_size" not in spec.model_fields_set:
+        notes.append(f"server reports no max_model_len: max_size {hi} (the default; set reproducer.max_size)")
     lo = min(spec.min_size, hi)
     if not builder.has_tokenizer:
-        notes.append("server has no /tokenize: sizes calibrated from usage.prompt_tokens")
+        notes.append("server has no usable /tokenize: sizes calibrated from usage.prompt_tokens")
     probe = HttpProbe(client, spec, builder)
     res = search(probe, spec, lo, hi, log=say)
-    res.notes = notes + probe.notes + res.notes
+    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes
     res.model = name
     res.endpoint = client.base_url
     res.wall_s = time.monotonic() - t0

@@ -326,6 +326,9 @@ case("k54-status-lines", "ok", "log-lines",
      "All 4 replicas are up.\n" + "".join(f"replica {i}: status ready, restarts 0\n" for i in range(60)))
 case("k55-chinese-numeral", "ok", "non-english", "四", question="2加2等于几？", completion_tokens=1)
 
+case("g50-short-digit-loop", "garbage", "digit-collapse", "2 + 2 equals 4, so the answer " + "777 " * 22,
+     finish="length", max_tokens=30, completion_tokens=30,
+     note="a reply cut by a small max_tokens that is mostly one loop (fewer repeats than max_repeat_run)")
 
 def main() -> None:
     for old in HERE.glob("*.json"):
