@@ -9,6 +9,9 @@
 * ``actions/upload-artifact`` needs GitHub's artifact service: ``--local-repository`` swaps it
   for ``tests/act/upload-artifact`` (a composite action that copies ``path`` into
   ``$ACT_TEST_ARTIFACTS/<name>``).
+* act's workspaces and its runner tool cache live in ``tmp/act-cache``: the runs of one test share
+  the virtualenv ``.github/actions/install-bisectbot`` keeps there (one per source tree), as the
+  jobs on one self-hosted runner do; nothing outlives the test's temporary directory.
 * The GitHub token goes in as the secret ``BISECTBOT_GITHUB_TOKEN`` (value from the
   environment, never on argv), the bot's login as the variable ``BISECTBOT_BOT_LOGIN``; the ledger directory as ``BISECTBOT_STATE`` in the runner's
   environment, as ``runners/install-runner.sh`` writes it into the runner's ``.env``.
@@ -99,12 +102,12 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
     ev = tmp / f"event-{event}-{time.monotonic_ns()}.json"
     ev.write_text(json.dumps(payload))
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
-    env.update({"BISECTBOT_GITHUB_TOKEN": token, "BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts),
-                "XDG_CACHE_HOME": env.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))})
+    env.update({"BISECTBOT_GITHUB_TOKEN": token, "BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts)})
     cmd = [act_binary(), event, "-W", f".github/workflows/{workflow}", "-e", str(ev),
            *[x for label in LABELS for x in ("-P", f"{label}=-self-hosted")],
            "--local-repository", f"{UPLOAD_ARTIFACT}={STAND_IN}",
-           "-s", "BISECTBOT_GITHUB_TOKEN", "--var", f"BISECTBOT_BOT_LOGIN={bot_login}", "--action-offline-mode"]
+           "-s", "BISECTBOT_GITHUB_TOKEN", "--var", f"BISECTBOT_BOT_LOGIN={bot_login}", "--action-offline-mode",
+           "--action-cache-path", str(tmp / "act-cache"), "--no-cache-server"]
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=deployment, env=env, capture_output=True, text=True, timeout=timeout)
     return ActRun(p.returncode, p.stdout + p.stderr, time.monotonic() - t0)

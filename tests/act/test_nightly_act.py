@@ -57,6 +57,7 @@ def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base
         pushed += push_nightlies([spec(4, 3000)], repository, registry=registry, base=base_image)
         run, _ = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night2")
         assert run.returncode == 0, run.tail()
+        assert "bisectbot: reusing" in run.output  # the runner's virtualenv of this source tree, built on night 1
         assert len(fake_github.issues(GH_REPO)) == 1, run.tail()
         comments = fake_github.comments_of(GH_REPO, 1)
         assert len(comments) == 1 and "bisectbot:redetected=" in comments[0]["body"], comments
