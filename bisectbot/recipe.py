@@ -296,6 +296,14 @@ class Recipe(_Model):
         description="host environment variables passed to candidates (builds, servers, command "
         "reproducers) on purpose; everything else but a few build basics is withheld (issue 13)")
 
+    @model_validator(mode="after")
+    def _command_regress(self) -> Recipe:
+        """``reproducer.kind: command`` implies ``regress: command`` unless ``regress`` is set (issue 14):
+        the command's exit code is the verdict, not a garbage classification."""
+        if self.reproducer.kind == "command" and "regress" not in self.model_fields_set:
+            self.regress = Regress(mode="command")
+        return self
+
     @field_validator("patches")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:

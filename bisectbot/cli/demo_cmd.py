@@ -129,7 +129,9 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
             f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
         say(f"  running: bisectbot run {recipe_path.name} --runner local --out {out}"
             f"   (progress below; one line per probe)")
-        _run(ctx, str(recipe_path), None, None, False, None, str(out), "local", None, True, emit=False)
+        _run(ctx, str(recipe_path), None, None, False, None, str(out), "local", None, True, emit=False,
+             reproducible="" if keep else "no Reproduce command: the demo removed its engine history and ledger "
+                                          "(--no-keep); bisectbot demo --keep keeps them for one")
         issue = write_would_be_issue(ctx, recipe_path, out, started)
         found = _result_json(out)
         elapsed = time.monotonic() - t0

@@ -106,7 +106,12 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
          out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False,
-         emit: bool = True) -> int:
+         emit: bool = True, reproducible: str | None = "") -> int:
+    """Run (or plan) a bisection of ``recipe_file``; returns the exit code.
+
+    ``emit``: write the ``--json`` document (False when the caller writes its own, e.g. ``demo``).
+    ``reproducible``: ``""`` gives the report a Reproduce command; any other text replaces it with
+    that note (e.g. the demo's history is removed after ``--no-keep``)."""
     from ..recipe import load_recipe
     from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
     from ..shipped import find_recipe
@@ -159,8 +164,14 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         echo(f"retracted by a maintainer: {', '.join(r.ref[:12] for r in retracts)}; searching again without it")
         result = bisect(human)
     gh = recipe.report.github
-    paths = write_report(result, out or recipe.report.dir, recipe.bisect.blame_confidence,
-                         list(gh.mentions) if gh else None)
+    out_dir = Path(out or recipe.report.dir).resolve()
+    if reproducible:
+        result.reproduce = ""
+        result.notes.append(reproducible)
+    elif result.reproduce and result.final is not None and result.final.last_good and result.final.first_bad:
+        result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, result.final.last_good.ref,
+                                             result.final.first_bad.ref)
+    paths = write_report(result, out_dir, recipe.bisect.blame_confidence, list(gh.mentions) if gh else None)
     final = result.final
     if ctx.json:
         if emit:
@@ -175,7 +186,10 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             else:
                 click.echo(f"{final.status.value}: {final.message}")
                 if final.culprits:
-                    click.echo("first bad is one of: " + " ".join(c.ref for c in final.culprits))
+                    from ..report.render import ends_words
+
+                    click.echo(f"{ends_words(result.kind)['first']} is one of: "
+                               + " ".join(c.ref for c in final.culprits))
         for n in result.notes:
             click.echo(n)
         click.echo(f"report: {paths[1]} ({paths[0].name})")
@@ -187,6 +201,17 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         for line in _acknowledge(recipe, commands, result, outcome):
             click.echo(f"github: {line}", err=ctx.json)
     return exit_code(result)
+
+
+def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: str, bad: str) -> str:
+    """The report's Reproduce command: the recipe by absolute path, the same ``--state`` (ledger), the
+    two ends, and a NEW output directory (``<out>/reproduce``), so running it never overwrites the
+    report it came from (issue 14)."""
+    import shlex
+
+    argv = ["bisectbot", "--state", str(Path(state_dir).resolve()), "run", str(Path(recipe_path).resolve()),
+            "--good", good, "--bad", bad, "--out", str(Path(out_dir).resolve() / "reproduce")]
+    return shlex.join(argv)
 
 
 def _maintainer_verdicts(recipe):  # -> (list[Command], list[LogLine])

@@ -256,6 +256,14 @@ def _mentions(mentions: Iterable[str]) -> str:
     return " ".join("@" + m for m in ok)
 
 
+def ends_words(kind: str) -> dict[str, str]:
+    """What the two ends of a search are called: ``last good`` / ``first bad`` for a regression,
+    ``last broken`` / ``first fixed`` for a fix bisection (issue 14: never "first good" beside
+    "first bad"). Keys ``last``, ``first``, ``Last``, ``First``."""
+    last, first = ("last broken", "first fixed") if kind == "fix" else ("last good", "first bad")
+    return {"last": last, "first": first, "Last": last.capitalize(), "First": first.capitalize()}
+
+
 def heading(result: RunResult, blame: Blame) -> str:
     """One-line title (plain text, control characters escaped, at most 200 characters)."""
     kind = "Fix" if result.kind == "fix" else "Regression"
@@ -281,7 +289,7 @@ def _summary(result: RunResult, blame: Blame) -> str:
         return ""
     if blame.ok:
         c = final.culprits[0]
-        return (f"First {'good' if result.kind == 'fix' else 'bad'}: {candidate_link(c)} by {_author(c)}, "
+        return (f"{ends_words(result.kind)['First']}: {candidate_link(c)} by {_author(c)}, "
                 f"confidence {final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} probes.")
     if len(final.culprits) == 1 and final.status is Status.CULPRIT:
         # a Culprit table follows: say what it is, and why nobody is blamed (issue 12)
@@ -392,6 +400,7 @@ def render_markdown(
         "fingerprint": fp,
         "heading": sanitize(heading(result, blame), 250),
         "kind_word": "Fix bisection" if result.kind == "fix" else "Regression",
+        "words": ends_words(result.kind),
         "recipe": result.recipe, "model": result.model, "tp": result.tp, "runner": result.runner,
         "regress": result.regress, "status": result.status.value,
         "summary": _summary(result, blame),
@@ -486,6 +495,7 @@ def render_comment(
     ctx = {
         "seen_marker": seen_marker(what, key), "what": what,
         "kind_word": "Fix" if result is not None and result.kind == "fix" else "Regression",
+        "words": ends_words(result.kind if result is not None else "regression"),
         "when": sanitize(when, 60) if when else "tonight",
         "newest": _probe_view(newest) if newest is not None else None,
         "streak": nightly.streak() if nightly is not None and nightly.probes else None,
@@ -525,7 +535,7 @@ def render_summary(result: RunResult, nightly: NightlyResult | None, files: Sequ
     return _template("summary.md.j2").render(
         recipe=result.recipe, status=result.status.value, summary=sanitize(heading(result, blame), 250) + ". "
         + _summary(result, blame), streak=nightly.streak() if nightly and nightly.probes else None,
-        files=[str(p) for p in files],
+        files=[str(p) for p in files], words=ends_words(result.kind),
     )
 
 

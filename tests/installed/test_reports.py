@@ -1,0 +1,109 @@
+"""Reports you can act on (issue 14): a Reproduce command that runs as printed and never overwrites
+the report it came from, no Reproduce line pointing at deleted files, fix bisections worded as
+last broken / first fixed, ``reproducer.kind: command`` implying ``regress: command``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.report.report_helpers import make_result, nightly
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bb(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN",
+                                                            "BISECTBOT_STATE")}
+    return subprocess.run([sys.executable, "-m", "bisectbot", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _reproduce_line(report: Path) -> str | None:
+    m = re.search(r"### Reproduce\n\n```sh\n(.*?)\n```", report.read_text(), re.S)
+    return m.group(1) if m else None
+
+
+@pytest.mark.slow
+def test_reproduce_command_runs_as_printed_and_keeps_the_report(tmp_path):
+    cwd = tmp_path / "here"
+    cwd.mkdir()
+    r = bb("demo", "--out", "out", cwd=cwd)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = cwd / "out" / "report.md"
+    line = _reproduce_line(report)
+    assert line, report.read_text()
+    argv = shlex.split(line)
+    assert argv[0] == "bisectbot" and "--state" in argv and "--out" in argv
+    recipe = Path(argv[argv.index("run") + 1])
+    assert recipe.is_absolute() and recipe.is_file()
+    state = Path(argv[argv.index("--state") + 1])
+    assert state.is_absolute() and state.is_dir()
+    new_out = Path(argv[argv.index("--out") + 1])
+    assert new_out.is_absolute() and new_out != report.parent and not new_out.exists()
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in report.parent.glob("*.*")}
+    # run it as printed, from another directory
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r2 = bb(*argv[1:], cwd=elsewhere)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert (new_out / "report.md").is_file()
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in report.parent.glob("*.*")}
+    assert after == before  # the report it came from is untouched
+
+
+@pytest.mark.slow
+def test_no_keep_leaves_no_dangling_reproduce(tmp_path):
+    r = bb("demo", "--no-keep", "--out", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / "out"
+    assert not (out / "work").exists()
+    for name in ("report.md", "issue.md"):
+        text = (out / name).read_text()
+        assert "### Reproduce" not in text, name
+        assert "bisectbot demo --keep" in text  # says how to get one
+        # no path in the report points at a file that is gone
+        for p in re.findall(r"(/[\w./-]+\.(?:yaml|sqlite3))", text):
+            assert Path(p).exists(), (name, p)
+
+
+def test_fix_bisection_speaks_of_last_broken_and_first_fixed():
+    from bisectbot.models import Status, Verdict
+    from bisectbot.report.history import NightlyResult
+    from bisectbot.report.render import render_comment, render_markdown, render_summary
+
+    res = make_result(status=Status.CULPRIT)
+    res.kind, res.regress = "fix", "success"
+    hist = NightlyResult("glm51-prefill", [nightly(1, Verdict.GOOD, None), nightly(2, Verdict.BAD, None)], kind="fix")
+    texts = [render_markdown(res, hist), render_markdown(res, hist, for_issue=True), render_summary(res, hist, []),
+             render_comment("redetected", res, None, hist, key="k")]
+    for t in texts:
+        low = t.lower()
+        assert "first good" not in low and "last good" not in low and "first bad" not in low, t
+    assert "last broken" in texts[0] and "first fixed" in texts[0]
+    assert "First fixed:" in texts[0]
+    regression = render_markdown(make_result(), hist)
+    assert "last good" in regression and "first bad" in regression
+
+
+def test_command_reproducer_implies_command_regress(tmp_path):
+    import yaml
+
+    from bisectbot.recipe import load_recipe
+
+    base = {"name": "k", "source": {"kind": "git", "repo": "."},
+            "reproducer": {"kind": "command", "command": ["true"]}}
+    p = tmp_path / "a.yaml"
+    p.write_text(yaml.safe_dump(base))
+    assert load_recipe(p).regress.mode == "command"
+    p.write_text(yaml.safe_dump({**base, "regress": "garbage"}))
+    assert load_recipe(p).regress.mode == "garbage"  # set explicitly: kept
+    p.write_text(yaml.safe_dump({k: v for k, v in base.items() if k != "reproducer"}))
+    assert load_recipe(p).regress.mode == "garbage"  # the prefill default
