@@ -8,8 +8,9 @@ ends at a *culprit* (first-bad) next to the *last-good* candidate.
 
 from __future__ import annotations
 
+import copy
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .secrets import redact_data
@@ -55,9 +56,12 @@ class Candidate:
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["kind"] = self.kind.value
-        return d
+        """JSON-ready dict (``kind`` as its value; ``meta`` copied). Hand-written rather than
+        ``dataclasses.asdict``, which deep-copies field by field: 50,000 candidates of a
+        ``run --dry-run --json`` took 7 s that way (issue 15)."""
+        return {"kind": self.kind.value, "ref": self.ref, "label": self.label, "component": self.component,
+                "meta": {k: (copy.deepcopy(v) if isinstance(v, (dict, list, tuple, set)) else v)
+                         for k, v in self.meta.items()}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Candidate:

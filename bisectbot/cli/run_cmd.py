@@ -138,7 +138,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
         text = plan_text(recipe, cands, recipe.bisect.parallel)
         ctx.emit({"recipe": str(path), "good": g, "bad": b, "kind": "range", "plan": text.splitlines(),
-                  "candidates": [c.to_dict() for c in cands]}, text)
+                  # built only for --json: 50,000 candidates are a cost a text plan need not pay (issue 15)
+                  "candidates": [c.to_dict() for c in cands] if ctx.json else []}, text)
         return 0
     lines = None
     if replay:

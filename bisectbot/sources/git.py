@@ -21,6 +21,7 @@ import logging
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ def _locked(fn):  # GitPython's persistent cat-file processes are not thread-saf
 log = logging.getLogger(__name__)
 
 # one record per commit: SHA, parents, committer date (strict ISO 8601), author name, subject
-_LOG_FORMAT = "%H%x00%P%x00%cI%x00%an%x00%s%x1e"
+_LOG_FORMAT = "%H%x00%P%x00%cI%x00%an%x00%s"  # with -z: one flat NUL-separated stream, 5 fields a commit
 # (``%cI`` is strict ISO 8601 with a numeric offset: what ``datetime.isoformat()`` gives.)
 
 
@@ -136,22 +137,25 @@ class GitRepo:
 
     def _log(self, *args: str) -> list[tuple[str, list[str], Candidate]]:
         """``git log`` records as ``(sha, parent SHAs, candidate)``, in git's order. One subprocess."""
-        p = subprocess.run(["git", "-C", str(self.path), "log", "--no-color", f"--format={_LOG_FORMAT}", *args],
-                           capture_output=True)
-        if p.returncode != 0:
-            msg = p.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise BadInput(f"{self.path}: git log {' '.join(args)} failed: {msg[-1] if msg else p.returncode}")
+        # stdout is the only pipe, so it is read in one go (no poll loop over 8 MB of output)
+        with tempfile.TemporaryFile() as err:
+            p = subprocess.run(["git", "-C", str(self.path), "log", "-z", "--no-color", f"--format={_LOG_FORMAT}", *args],
+                               stdout=subprocess.PIPE, stderr=err)
+            if p.returncode != 0:
+                err.seek(0)
+                msg = err.read().decode("utf-8", "replace").strip().splitlines()
+                raise BadInput(f"{self.path}: git log {' '.join(args)} failed: {msg[-1] if msg else p.returncode}")
+        fields = p.stdout.decode("utf-8", "replace").split("\x00")
+        if len(fields) % 5 == 1 and not fields[-1]:
+            fields.pop()  # -z ends the last commit with a NUL
+        repo, comp, kind = str(self.path), self.component, CandidateKind.COMMIT
         out = []
-        for rec in p.stdout.decode("utf-8", "replace").split("\x1e"):
-            rec = rec.lstrip("\n")
-            if not rec:
-                continue
-            sha, parents, date, author, subject = rec.split("\x00", 4)
+        it = iter(fields)
+        for sha, parents, date, author, subject in zip(it, it, it, it, it):
             plist = parents.split()
             out.append((sha, plist, Candidate(
-                kind=CandidateKind.COMMIT, ref=sha, label=f"{sha[:10]} {subject}".strip(), component=self.component,
-                meta={"parents": len(plist), "date": date, "repo": str(self.path), "subject": subject,
-                      "author": author},
+                kind=kind, ref=sha, label=f"{sha[:10]} {subject}".strip(), component=comp,
+                meta={"parents": len(plist), "date": date, "repo": repo, "subject": subject, "author": author},
             )))
         return out
 

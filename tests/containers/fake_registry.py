@@ -66,6 +66,8 @@ class FakeRegistry:
         fake = self
 
         class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real registries do (every answer has Content-Length)
+
             def log_message(self, *a: object) -> None:
                 pass
 
@@ -155,6 +157,8 @@ class FakeRegistry:
                     self.send_header("Content-Length", "529")
                     self.send_header("Docker-Content-Digest", dig)
                     self.end_headers()
+                    if body:  # a GET gets the 529 bytes the header announced (stand-in content)
+                        self.wfile.write(b" " * 529)
                     return None
                 return self._json(404, {"errors": [{"code": "NAME_UNKNOWN", "message": "unknown"}]}, body=body)
 
