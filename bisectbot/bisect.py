@@ -73,6 +73,8 @@ __all__ = [
     "channel_bound",
     "channel_capacity",
     "default_budget",
+    "search_settings",
+    "budget_text",
     "combine_repeats",
     "per_probe_rates",
     "estimate_hit_rate",
@@ -191,6 +193,31 @@ def default_budget(n: int, fp: float, fn: float, confidence: float) -> int | Non
         return None
     b = channel_bound(max(2, n - 1), fp, fn, 1 - confidence)
     return math.ceil(2 * b) + 4
+
+
+def search_settings(spec: Any, n: int) -> dict[str, Any]:
+    """Keyword arguments of :class:`Bisection` for ``n`` candidates from a recipe's
+    :class:`bisectbot.recipe.BisectSpec`: flake rates (0 when unset), confidence, verify,
+    and the budget: ``max_probes`` when the recipe sets it, else :func:`default_budget`."""
+    flake = getattr(spec, "flake", None)
+    fp = float(getattr(flake, "false_positive", 0.0) or 0.0)
+    fn = float(getattr(flake, "false_negative", 0.0) or 0.0)
+    out: dict[str, Any] = {"false_positive": fp, "false_negative": fn, "confidence": spec.confidence,
+                           "verify": spec.verify, "max_probes": spec.max_probes, "budget": None}
+    if spec.max_probes is None:
+        out["budget"] = default_budget(n, fp, fn, spec.confidence)
+    return out
+
+
+def budget_text(b: Bisection) -> str:
+    """How the search is capped, for plans and progress lines."""
+    if b.max_probes is not None:
+        return f"budget {b.max_probes} probes (max_probes)"
+    if b.budget is not None:
+        bound = channel_bound(max(2, b.n - 1), b.fp, b.fn, 1 - b.confidence)
+        return (f"budget {b.budget} good/bad verdicts (2 x information bound {bound:.1f} + 4, "
+                f"flake fp {b.fp:.3g} fn {b.fn:.3g})")
+    return "no budget needed (exact search)"
 
 
 # --------------------------------------------------------------------------- repeats (one-sided)
@@ -624,11 +651,14 @@ class Bisection:
 
     def set_rates(self, false_positive: float, false_negative: float) -> None:
         """Change the per-probe flake rates (e.g. once the bad end's repeats gave the hit rate,
-        :func:`per_probe_rates`) and recompute the posterior from every verdict so far.
+        :func:`per_probe_rates`) and recompute the posterior from every verdict so far; without
+        ``max_probes`` the budget becomes :func:`default_budget` at the new rates.
         Raises ``ValueError`` on impossible rates (see the class doc)."""
         _check_rates(false_positive, false_negative)
         self.fp, self.fn = float(false_positive), float(false_negative)
         self.exact = self.fp == 0.0 and self.fn == 0.0
+        if self.max_probes is None:  # a derived budget follows the rates
+            self.budget = default_budget(self.n, self.fp, self.fn, self.confidence)
         self._logp = np.zeros(self.n + 1)
         if not self.check_boundary:
             self._logp[0] = self._logp[self.n] = -np.inf

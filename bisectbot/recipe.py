@@ -57,7 +57,12 @@ class PyPISource(_Model):
 
 
 class GitSource(_Model):
-    """Commits of a git repository (first-parent between good and bad)."""
+    """Commits of a git repository (first-parent between good and bad).
+
+    ``first_parent: false`` descends into merges: the first-parent chain is bisected, and
+    when the culprit is a merge, its second parent's chain from the merge base to the
+    branch tip is bisected next; the report names the merge and the branch commit.
+    """
 
     kind: Literal["git"] = "git"
     repo: str = Field(..., description="path or URL of the repository")
@@ -223,8 +228,19 @@ class Regress(_Model):
 
 
 class FlakeRates(_Model):
-    false_positive: float = Field(0.0, ge=0, lt=0.5, description="P(bad verdict | candidate good)")
-    false_negative: float = Field(0.0, ge=0, lt=0.5, description="P(good verdict | candidate bad)")
+    """Flake rates **per probe**, after the repeats of a probe are combined one-sidedly (the
+    probe is bad if any run is bad; :func:`bisectbot.bisect.combine_repeats`). A verdict
+    carries information only while ``false_positive + false_negative < 1``."""
+
+    false_positive: float = Field(0.0, ge=0, lt=1, description="P(bad verdict | candidate good), per probe")
+    false_negative: float = Field(0.0, ge=0, lt=1, description="P(good verdict | candidate bad), per probe")
+
+    @model_validator(mode="after")
+    def _informative(self) -> FlakeRates:
+        if self.false_positive + self.false_negative >= 1:
+            raise ValueError(f"false_positive + false_negative = {self.false_positive + self.false_negative:g} "
+                             ">= 1: such a verdict carries no information; raise reproducer.repeats")
+        return self
 
 
 class BisectSpec(_Model):
@@ -232,12 +248,17 @@ class BisectSpec(_Model):
 
     good: str | None = Field(None, description="known-good candidate (tag, version, commit)")
     bad: str | None = Field(None, description="known-bad candidate")
-    flake: FlakeRates = Field(default_factory=FlakeRates)
+    flake: FlakeRates | None = Field(
+        None, description="per-probe flake rates; unset: exact, or with reproducer.repeats > 1 derived "
+                          "from the bad end's hit rate")
     confidence: float = Field(0.99, gt=0.5, lt=1)
     blame_confidence: float = Field(
         0.66, ge=0, le=1, description="below this the GitHub step refuses to blame (issue 6)"
     )
-    max_probes: int = Field(64, ge=1)
+    max_probes: int | None = Field(
+        None, ge=1, description="probe budget; unset: 2x the information bound at the flake rates + 4")
+    drift: bool = Field(False, description="when the threshold moves inside the bad range, a second search "
+                                           "finds the candidate where it moved")
     parallel: int = Field(1, ge=1, description="candidates probed at once (free runner slots)")
     verify: bool = True
     second_stage: bool = True

@@ -352,14 +352,18 @@ class LocalRunner:
 
     def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
                     env: dict[str, str] | None = None) -> CommandRun:
-        """Run ``argv`` in the worktree in its own process group; kill the group on timeout."""
+        """Run ``argv`` in the worktree in its own process group; kill the group on timeout.
+
+        A command that cannot be started comes back as exit 126 (found but not executable) or
+        127 (not found), as from a shell, with the reason in ``stderr_tail``."""
         argv = self.substitute(list(argv), prepared, port=0)
         t0 = time.monotonic()
         try:
             proc = subprocess.Popen(argv, cwd=prepared.source, env=self.env(prepared, env), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
-        except OSError as e:
-            return CommandRun(returncode=127, duration_s=0.0, stderr_tail=f"cannot run {argv[0]!r}: {e}")
+        except OSError as e:  # as a shell reports it: 126 found but not executable, 127 not found
+            rc = 126 if isinstance(e, PermissionError) else 127
+            return CommandRun(returncode=rc, duration_s=0.0, stderr_tail=f"cannot run {argv[0]!r}: {e}")
         pidfile = self._track(proc)
         try:
             out, err = proc.communicate(timeout=timeout_s)
