@@ -1140,10 +1140,12 @@ def attribute_components(changed: Sequence[str], alone: dict[str, Verdict],
 
     * exactly one ``x`` bad alone -> bisect ``x``, others pinned **old**;
     * several bad alone -> the first of them, pinned old (``exact`` False: each reproduces);
-    * none bad alone, but some ``x`` whose removal is good (``without[x]`` good) -> ``x`` is
-      needed: bisect ``x`` with the others pinned **new** (its ends are then good and bad);
-    * else no decision: the regression needs the changes together and no bisectable pair
-      exists (e.g. every mixed pair is untestable).
+    * none bad alone, but some ``x`` whose removal is good (``without[x]`` good) and whose
+      change alone could not be tested (``alone[x]`` skip: e.g. new vLLM needs an aiter API
+      that old aiter lacks) -> bisect ``x`` with the others pinned **new** (its ends are then
+      good and bad);
+    * else no decision: the regression needs the changes together (each alone is good) or
+      no bisectable pair exists; said plainly, no component is blamed.
     """
     bad_alone = [x for x in changed if alone.get(x) is Verdict.BAD]
     if len(bad_alone) == 1:
@@ -1156,7 +1158,7 @@ def attribute_components(changed: Sequence[str], alone: dict[str, Verdict],
         if len(changed) == 2:
             a, b = changed
             without = {a: alone.get(b, Verdict.SKIP), b: alone.get(a, Verdict.SKIP)}
-    needed = [x for x in changed if without.get(x) is Verdict.GOOD]
+    needed = [x for x in changed if without.get(x) is Verdict.GOOD and alone.get(x) is not Verdict.GOOD]
     if needed:
         x = needed[0]
         others = ", ".join(c for c in changed if c != x)

@@ -181,6 +181,8 @@ class RunResult:
     ``kind`` is ``regression`` or ``fix``. ``environment`` maps names (image, digest,
     vllm, aiter, torch, rocm, gpu_arch ...) to strings. ``triage`` maps a toggle name to
     the verdict with it applied. ``reproduce`` is the exact command to reproduce.
+    ``findings`` are searches beside the culprit's (e.g. where the threshold drifted inside
+    the bad range, issue 12); they never change ``final``.
     """
 
     recipe: str
@@ -197,6 +199,7 @@ class RunResult:
     reproduce: str = ""
     notes: list[str] = field(default_factory=list)
     session_id: str = ""
+    findings: list[StageResult] = field(default_factory=list)
 
     @property
     def final(self) -> StageResult | None:
@@ -220,4 +223,5 @@ class RunResult:
             "reproduce": self.reproduce,
             "notes": self.notes,
             "session_id": self.session_id,
+            "findings": [s.to_dict() for s in self.findings],
         })

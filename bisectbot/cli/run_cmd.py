@@ -201,7 +201,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
         for line in _acknowledge(recipe, commands, result, outcome):
             click.echo(f"github: {line}", err=ctx.json)
-    return exit_code(result)
+    return exit_code(result, recipe.bisect.blame_confidence)
 
 
 def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: str, bad: str) -> str:

@@ -621,8 +621,8 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
     def cand(x: Any) -> Candidate | None:
         return Candidate.from_dict(x) if x else None
 
-    stages = [
-        StageResult(
+    def stage(s: dict[str, Any]) -> StageResult:
+        return StageResult(
             name=s["name"], component=s.get("component", ""), status=Status(s["status"]),
             candidates=[Candidate.from_dict(c) for c in s.get("candidates") or []],
             probes=[ProbeResult.from_dict(p) for p in s.get("probes") or []],
@@ -631,14 +631,15 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
             confidence=float(s.get("confidence") or 0.0), flags=list(s.get("flags") or []),
             message=s.get("message", ""),
         )
-        for s in d.get("stages") or []
-    ]
+
+    stages = [stage(s) for s in d.get("stages") or []]
     return RunResult(
         recipe=d["recipe"], kind=d.get("kind", "regression"), status=Status(d["status"]), stages=stages,
         model=d.get("model", ""), tp=int(d.get("tp") or 1), runner=d.get("runner", ""),
         regress=d.get("regress", ""), environment={k: str(v) for k, v in (d.get("environment") or {}).items()},
         patch_stack=list(d.get("patch_stack") or []), triage=dict(d.get("triage") or {}),
         reproduce=d.get("reproduce", ""), notes=list(d.get("notes") or []), session_id=d.get("session_id", ""),
+        findings=[stage(s) for s in d.get("findings") or []],
     )
 
 

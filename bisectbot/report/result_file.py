@@ -75,6 +75,7 @@ class _Result(_Shape):
     reproduce: str = ""
     notes: list[str] = Field(default_factory=list)
     session_id: str = ""
+    findings: list[_Stage] = Field(default_factory=list)
 
 
 def check_result_shape(data: Any, filename: str) -> None:

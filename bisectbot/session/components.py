@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..bisect import plausibility_flags
+from ..bisect import attribute_components, plausibility_flags
 from ..errors import BadInput
 from ..models import Candidate, RunResult, StageResult, Status, Verdict
 
@@ -26,8 +26,11 @@ class ComponentStage:
 
         ``old``/``new`` map component -> commit (last-good and first-bad). When several
         components changed, the mixed pairs (one component new, the others old) are probed
-        first: the component whose change alone is bad is bisected over its first-parent
-        commits with the others pinned at ``old``. ``repos`` maps components to
+        first (:func:`bisectbot.bisect.attribute_components`): the component whose change
+        alone is bad is bisected over its first-parent commits with the others pinned at
+        ``old``; when none is bad alone but one is *needed* (the others new without it are
+        good, e.g. new vLLM needs new aiter's API), it is bisected with the others pinned at
+        ``new``. ``repos`` maps components to
         :class:`bisectbot.sources.git.GitRepo` (default: the runner's ``repos``). ``base`` is
         the last-good nightly when the components live in images: candidates then carry
         ``meta["base"]`` (that image) for overlay builds, and ``ref`` is the overlaid commit.
@@ -58,7 +61,7 @@ class ComponentStage:
             ends = [] if stage1_done else [(combo(old, "all old"), Verdict.GOOD), (combo(new, "all new"), Verdict.BAD)]
             mixes = [(combo({**old, x: new[x]}, f"new {x} + old {', '.join(c for c in changed if c != x)}", x),
                       None) for x in changed]
-            bad_alone: list[str] = []
+            alone: dict[str, Verdict] = {}
             for (cand, expect), x in zip(ends + mixes, [None] * len(ends) + changed):
                 res, origin = self.probe(cand)
                 att.probes.append(res)
@@ -70,24 +73,31 @@ class ComponentStage:
                     att.status = Status.BOUNDARY_FAILED
                     att.message = f"{cand.label} is {res.verdict.value}, expected {expect.value}"
                     return [att]
-                if x is not None and res.verdict is Verdict.BAD:
-                    bad_alone.append(x)
-            if len(bad_alone) == 1:
-                att.status = Status.CULPRIT
-                att.message = f"the regression comes with {bad_alone[0]} alone"
-                guilty = bad_alone
-            elif not bad_alone:
-                att.message = "no single component reproduces alone: the regression needs the changes together"
+                if x is not None:
+                    alone[x] = res.verdict
+            # the rule (issue 12): bad alone -> others pinned old; needed (removing it is good)
+            # -> others pinned at the bad end; else no decision
+            decision = attribute_components(changed, alone)
+            att.message = decision.reason
+            if decision.component is None:
                 return [att]
-            else:
-                att.message = f"each of {', '.join(bad_alone)} is bad alone; bisecting {bad_alone[0]} first"
-                guilty = bad_alone[:1]
+            if decision.exact:
+                att.status = Status.CULPRIT
+            guilty = [decision.component]
+            pin_new = decision.pin == "new"
+            if pin_new and base_img:  # overlays go onto the last-good image: the others stay old there
+                att.status = Status.INCONCLUSIVE
+                att.message += ("; overlay builds on the last-good image cannot pin the others at the bad end: "
+                                "bisect with --good/--bad component pins instead")
+                return [att]
             att.confidence = 1.0 if att.status is Status.CULPRIT else 0.0
             stages.append(att)
+        else:
+            pin_new = False
         g = guilty[0]
         repo = repos[g]
         commits = repo.commits(old[g], new[g], first_parent=True)
-        pinned = {k: v for k, v in old.items() if k != g}
+        pinned = {k: v for k, v in (new if pin_new else old).items() if k != g}
         extra = {"base": base_img, "base_commit": old[g]} if base_img else {}
         cands = [Candidate(c.kind, c.ref, c.label, g, {**c.meta, "commits": {g: c.ref, **pinned}, **extra})
                  for c in commits]

@@ -18,7 +18,9 @@ from ..models import Candidate, ProbeResult
 from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner
 from .components import ComponentStage
+from .drift import DriftStage
 from .executor import Echo, Executor, ProbeJob, build_key, probe_key, run_probe
+from .merges import MergeStage
 from .prefetch import Prefetcher
 from .replay import LogLine
 from .rounds import RoundLoop
@@ -26,7 +28,7 @@ from .stage1 import Stage1
 from .triage import Triage
 
 
-class Session(Stage1, RoundLoop, ComponentStage, Triage):
+class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage):
     """One ``bisectbot run``. ``echo`` receives progress lines (None: silent).
 
     ``replay`` forces verdicts per candidate ref (in order) instead of probing.

@@ -57,17 +57,26 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
         if not r.reproducer.command:
             raise BadInput("regress mode 'command' needs reproducer.command (an argv; exit 0 good, "
                            "1..127 bad, 125 skip)")
+        from .honesty import run_repeats
+
         run_command = runner.run_command
         argv = list(r.reproducer.command) + list(args or [])
-        try:
-            cr = run_command(prepared, argv, r.reproducer.command_timeout_s, env=env)  # type: ignore[call-arg]
-        except TypeError:  # runners without an env argument
-            cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
-        j = judge_command(cr.returncode, cr.timed_out)
-        extra = {"returncode": cr.returncode, "stderr_tail": cr.stderr_tail[-500:]}
-        if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():
-            j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
-        return j, extra
+
+        def once() -> tuple[Judgement, dict[str, Any]]:
+            try:
+                cr = run_command(prepared, argv, r.reproducer.command_timeout_s, env=env)  # type: ignore[call-arg]
+            except TypeError:  # runners without an env argument
+                cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
+            j = judge_command(cr.returncode, cr.timed_out)
+            extra = {"returncode": cr.returncode, "stderr_tail": cr.stderr_tail[-500:]}
+            if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():
+                j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
+            return j, extra
+
+        # repeats combine one-sidedly (issue 12); without recipe rates every run is made so
+        # that the bad end's hit rate can be estimated
+        reps = r.reproducer.repeats
+        return run_repeats(once, reps, all_runs=reps > 1 and r.bisect.flake is None)
     if r.reproducer.kind == "command":
         from ..reproduce.command import search_threshold_command, substitute
 

@@ -64,7 +64,7 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
         elif kind == "resume":
             lines.append(f"# {ev['at']} resumed ({d.get('cached', 0)} probes already done)")
         elif kind == "probe":
-            sig = f" sig={shlex.quote(d['signature'])}" if d.get("signature") and d.get("verdict") == "bad" else ""
+            sig = f" sig={shlex.quote(d['signature'])}" if d.get("signature") and d.get("verdict") != "skip" else ""
             thr = d.get("threshold")
             thr_s = f" threshold {thr[0]}..{thr[1]}" if thr else ""
             eff = f" (used as {d['effective']})" if d.get("effective") and d["effective"] != d["verdict"] else ""

@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..bisect import Bisection, is_patch_mode, may_blame
+from ..bisect import Bisection, budget_text, is_patch_mode, may_blame, search_settings
 from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
 from ..recipe import Recipe
 
@@ -63,11 +63,17 @@ def fill_patch_states(result: RunResult) -> None:
 
 
 
-def exit_code(result: RunResult) -> int:
-    """0 culprit found, 3 anything else (range, inconclusive, boundary failed, no regression)."""
+def exit_code(result: RunResult, blame_confidence: float = 0.66) -> int:
+    """0 when the run names a culprit it may blame (:func:`bisectbot.bisect.may_blame`), 3 for
+    anything else: range, inconclusive, boundary failed, no regression, and a culprit that it
+    will not blame (flagged, or below ``blame_confidence``; issue 12)."""
     from ..errors import EXIT_INCONCLUSIVE, EXIT_OK
 
-    return EXIT_OK if result.status is Status.CULPRIT else EXIT_INCONCLUSIVE
+    final = result.final
+    if result.status is not Status.CULPRIT or final is None:
+        return EXIT_INCONCLUSIVE
+    ok, _ = may_blame(final.status, final.confidence, final.flags, blame_confidence)
+    return EXIT_OK if ok else EXIT_INCONCLUSIVE
 
 
 def patch_summary(stage: StageResult, regress: Any) -> str:
@@ -140,13 +146,11 @@ def nightly_history(result: RunResult):  # -> bisectbot.report.NightlyResult | N
 def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
     """The ``--dry-run`` plan: range size, search mode, the first probes and what comes next."""
     bs = recipe.bisect
-    b = Bisection(len(candidates), false_positive=bs.flake.false_positive,
-                  false_negative=bs.flake.false_negative, confidence=bs.confidence,
-                  max_probes=bs.max_probes, verify=bs.verify)
+    b = Bisection(len(candidates), **search_settings(bs, len(candidates)))
     noisy = not b.exact
     lines = [f"plan: {len(candidates)} candidates from {candidates[0].label} (good) to {candidates[-1].label} (bad)",
              f"search: {'noisy (Bayesian, confidence ' + format(bs.confidence, '.0%') + ')' if noisy else 'exact'}"
-             f", ~{b.steps_left()} probes, budget {bs.max_probes}, {k} at a time",
+             f", ~{b.steps_left()} probes, {budget_text(b)}, {k} at a time",
              f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
     # the boundary probes, assumed to come out as expected, then the first search probes
     step = 0

@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..bisect import Bisection
+from ..bisect import Bisection, budget_text, search_settings
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
 from .executor import LocalExecutor
+from .honesty import adapt_rates, check_runnable
 from .prefetch import next_candidates
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,16 @@ class RoundLoop:
 
     def search(self, name: str, candidates: list[Candidate], component: str,
                flags_fn: Callable[[Candidate, Candidate], list[str]] | None = None,
-               check_boundary: bool = True) -> StageResult:
-        """Bisect one ordered candidate list (index 0 good end, last bad end); returns the stage."""
+               check_boundary: bool = True,
+               verdict_fn: Callable[[ProbeResult], ProbeResult] | None = None) -> StageResult:
+        """Bisect one ordered candidate list (index 0 good end, last bad end); returns the stage.
+
+        ``verdict_fn`` re-judges each probe result (cached or fresh) for a second question
+        over the same measurements (the drift search); the ledger keeps the original."""
         r = self.recipe
         bs = r.bisect
-        noisy = bs.flake.false_positive > 0 or bs.flake.false_negative > 0
+        settings = search_settings(bs, len(candidates))
+        noisy = settings["false_positive"] > 0 or settings["false_negative"] > 0
         good, bad = candidates[0], candidates[-1]
         self.session_id = self._session_id(name, good.ref, bad.ref)
         cleanup = getattr(self.runner, "cleanup_stale", None)
@@ -74,11 +80,10 @@ class RoundLoop:
             self.ledger.log_event(self.session_id, "start", {
                 "stage": name, "component": component, "n": len(candidates), "good": good.ref, "bad": bad.ref,
                 "noisy": noisy})
-        b = Bisection(len(candidates), false_positive=bs.flake.false_positive,
-                      false_negative=bs.flake.false_negative, confidence=bs.confidence,
-                      max_probes=bs.max_probes, check_boundary=check_boundary, verify=bs.verify)
+        b = Bisection(len(candidates), check_boundary=check_boundary, **settings)
+        self.last_bisection = b  # for the stages that follow (drift search)
         self.echo(f"{name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
-                  f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes")
+                  f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes, {budget_text(b)}")
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
         executor = self.executor or LocalExecutor(r, self.runner, bs.parallel, self.prefetch_enabled)
@@ -96,7 +101,12 @@ class RoundLoop:
                     attempts[i] = attempts.get(i, 0) + 1
                     jobs.append((i, attempts[i]))
                 results = self.probe_batch([(candidates[i], a) for i, a in jobs], executor)
+                if verdict_fn is not None:
+                    results = [(verdict_fn(res), origin) for res, origin in results]
                 for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
+                    if i == len(candidates) - 1 and phase_of(b, i) == "boundary":
+                        # a command that cannot run is checked on the good end (git bisect run, 2.36)
+                        check_runnable(r, res, good, lambda c: self.probe(c, 1)[0])
                     phase = phase_of(b, i)
                     probes.append(res)
                     if b.done:  # a folded re-probe the outcome did not need: evidence, not fed
@@ -104,6 +114,7 @@ class RoundLoop:
                     else:
                         eff = b.feed(i, res.verdict, res.signature or None)
                         note = b.history[-1].note
+                        adapt_rates(r, b, i, res, self.echo)
                     self._event("probe", {
                         "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
                         "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (

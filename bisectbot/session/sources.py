@@ -47,7 +47,15 @@ class GitCandidates:
         self.component = self.repo.component
 
     def candidates(self, good: str, bad: str) -> list[Candidate]:
-        return self.repo.commits(good, bad, first_parent=self.src.first_parent)
+        """The first-parent chain from good to bad. With ``first_parent: false`` a merge
+        culprit is descended into afterwards (:mod:`bisectbot.session.merges`); only a good
+        end off the first-parent chain falls back to git's topological order."""
+        try:
+            return self.repo.commits(good, bad, first_parent=True)
+        except BadInput:
+            if self.src.first_parent:
+                raise
+            return self.repo.commits(good, bad, first_parent=False)
 
     def flags(self, culprit: Candidate, predecessor: Candidate) -> list[str]:
         inputs = self.repo.plausibility_inputs(culprit.ref, predecessor.ref)

@@ -38,6 +38,11 @@ class Stage1:
             cands = source.candidates(good, bad)
             st = self.search("stage 1", cands, source.component, source.flags)
             result.stages.append(st)
+            self.drift_finding(st, getattr(self, "last_bisection", None), result)
+            branch = self.descend_merge(st, source)
+            if branch is not None:  # the culprit merge's branch commit (issue 12)
+                result.stages.append(branch)
+                st = branch
             lg, fb = st.last_good, st.first_bad
             if r.triage and fb is not None and st.status in (Status.CULPRIT, Status.RANGE):
                 # before any commit bisection (issue 6): which toggles make the problem disappear

@@ -199,6 +199,17 @@ class GitRepo:
         return len(self.repo.commit(self.resolve(ref)).parents)
 
     @_locked
+    def parent_shas(self, ref: str) -> list[str]:
+        """Full SHAs of the commit's parents, first parent first."""
+        return [p.hexsha for p in self.repo.commit(self.resolve(ref)).parents]
+
+    @_locked
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits (None when they share none)."""
+        bases = self.repo.merge_base(self.resolve(a), self.resolve(b))
+        return bases[0].hexsha if bases else None
+
+    @_locked
     def changed_paths(self, old: str, new: str) -> list[str]:
         """Paths changed between two commits (renames give both names), sorted."""
         out = self.repo.git.diff("--name-only", "--no-renames", self.resolve(old), self.resolve(new))

@@ -253,7 +253,9 @@ def test_coupled_components_bisect_with_the_other_pinned_at_the_bad_end() -> Non
     assert a.component == "vllm" and not a.exact
     a = attribute_components(["vllm", "aiter"], {"vllm": S, "aiter": S})
     assert a.component is None and "together" in a.reason
-    a = attribute_components(["a", "b", "c"], {"a": G, "b": G, "c": G}, {"a": B, "b": G, "c": B})
+    a = attribute_components(["vllm", "aiter"], {"vllm": G, "aiter": G})  # each alone good: together
+    assert a.component is None and "together" in a.reason
+    a = attribute_components(["a", "b", "c"], {"a": G, "b": S, "c": G}, {"a": B, "b": G, "c": B})
     assert a.component == "b" and a.pin == "new"
 
 

@@ -1,0 +1,95 @@
+"""Running concerns of an honest search (issue 12), beside the round loop rather than in it.
+
+* :func:`check_runnable`: a reproducer command that cannot run (exit 126/127) on the bad
+  end is re-checked on the good end, as ``git bisect run`` does since git 2.36; when it
+  cannot run there either the run stops with :class:`bisectbot.errors.BadInput` (exit 2,
+  no issue) naming the command. A candidate that merely lacks the script stays a skip.
+* :func:`adapt_rates`: with ``reproducer.repeats > 1`` and no ``bisect.flake`` rates, the
+  per-run hit rate is estimated from the bad end's repeats
+  (:func:`bisectbot.bisect.estimate_hit_rate`) and the per-probe rates derived from it
+  (:func:`bisectbot.bisect.per_probe_rates`).
+* :func:`run_repeats`: the repeats of one command probe, combined one-sidedly
+  (:func:`bisectbot.bisect.combine_repeats`: bad if any run is bad).
+
+The search rules themselves live in :mod:`bisectbot.bisect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..bisect import UNRUNNABLE, Bisection, Judgement, Signature, estimate_hit_rate, per_probe_rates
+from ..errors import BadInput
+from ..models import Candidate, ProbeResult, Verdict
+from ..recipe import Recipe
+
+
+def is_unrunnable(res: ProbeResult) -> bool:
+    """True when the probe's command could not be started (signature ``unrunnable``)."""
+    sig = Signature.parse(res.signature) if res.signature else None
+    return res.verdict is Verdict.SKIP and sig is not None and sig.kind == UNRUNNABLE
+
+
+def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
+                   probe_good: Callable[[Candidate], ProbeResult]) -> None:
+    """After the bad end's probe ``res`` could not run its command: probe the good end
+    (``probe_good``, cached like any probe); when the command cannot run there either,
+    raise :class:`BadInput` naming the command and both exit codes. Returns when it runs
+    on the good end (the bad end is then an untestable end: the search says so)."""
+    if not is_unrunnable(res):
+        return
+    other = probe_good(good)
+    if not is_unrunnable(other):
+        return
+    argv = " ".join(recipe.reproducer.command or [])
+    raise BadInput(
+        f"the reproducer command cannot run: {argv!r} gave {res.reason} on the bad end and {other.reason} "
+        f"on the good end {good.label or good.ref} (checked there as git bisect run does); make it executable "
+        "(chmod +x), fix its path, or run it through an interpreter, e.g. ['sh', './repro.sh']")
+
+
+def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
+                echo: Callable[[str], None]) -> None:
+    """With repeats and no recipe flake rates: once the bad end (``index == b.n - 1``) was
+    probed, set the search's per-probe rates from its hit rate; a line says what was derived."""
+    reps = recipe.reproducer.repeats
+    if recipe.bisect.flake is not None or reps <= 1 or index != b.n - 1 or b.done:
+        return
+    runs, hits = int(res.extra.get("runs") or 0), int(res.extra.get("hits") or 0)
+    if runs <= 1 or hits <= 0:
+        return
+    h = estimate_hit_rate(hits, runs)
+    fp, fn = per_probe_rates(h, reps)
+    b.set_rates(fp, fn)
+    echo(f"hit rate at the bad end: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
+         f"({reps} runs, bad if any) false_positive {fp:.3f}, false_negative {fn:.3f}")
+
+
+def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeats: int,
+                all_runs: bool) -> tuple[Judgement, dict[str, Any]]:
+    """Run one probe's command ``repeats`` times and combine one-sidedly: the first bad run
+    decides (unless ``all_runs``: every run is made, to count hits); a skip ends the probe
+    (untestable); all good -> good. ``extra`` gets ``runs`` and ``hits``."""
+    runs = hits = 0
+    first_bad: tuple[Judgement, dict[str, Any]] | None = None
+    last: tuple[Judgement, dict[str, Any]] | None = None
+    for _ in range(max(1, repeats)):
+        j, extra = run_once()
+        runs += 1
+        last = (j, extra)
+        if j.verdict is Verdict.SKIP:
+            break
+        if j.verdict is Verdict.BAD:
+            hits += 1
+            first_bad = first_bad or (j, extra)
+            if not all_runs:
+                break
+    assert last is not None
+    j, extra = first_bad or last
+    if repeats > 1 and j.verdict is not Verdict.SKIP:
+        j = Judgement(j.verdict, f"{j.reason} ({hits} of {runs} runs bad)", j.signature)
+    return j, {**extra, "runs": runs, "hits": hits}
+
+
+__all__ = ["adapt_rates", "check_runnable", "is_unrunnable", "run_repeats"]
