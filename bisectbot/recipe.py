@@ -126,6 +126,60 @@ class ClassifierSettings(_Model):
     )
 
 
+class ReferenceSpec(_Model):
+    """``reproducer.reference``: a known-good engine the candidate is compared with (issue 18).
+
+    Exactly one of ``candidate`` (``last-good``: the bisection's good end, started beside
+    the candidate on another slot and up for the whole search) or ``endpoint`` (a running
+    OpenAI-compatible server: another backend, a CUDA deployment). Comparisons (see
+    :mod:`bisectbot.reproduce.reference`): greedy continuation of ``continuation_tokens``
+    tokens (temperature 0, the reproducer's seed) -- first diverging token and normalised
+    edit distance -- and, when ``prompt_logprobs`` is on, vLLM's ``prompt_logprobs`` up to
+    ``prompt_logprobs_max_size`` prompt tokens (vLLM materialises logits for every prompt
+    position: a memory risk at long prompts). A candidate diverges only beyond
+    ``margin`` times the noise measured between two different good builds, and never
+    below the floors ``edit_distance_floor`` / ``logprob_floor`` (mean absolute
+    difference, nats).
+    """
+
+    candidate: Literal["last-good"] | None = None
+    endpoint: str | None = Field(None, pattern=r"^https?://")
+    model: str | None = Field(None, description="model id on the reference endpoint; default its first model")
+    continuation_tokens: int = Field(32, ge=4, le=512, description="greedy tokens compared")
+    prompt_logprobs: bool = Field(False, description="also compare vLLM prompt_logprobs (opt-in)")
+    prompt_logprobs_max_size: int = Field(8192, ge=1, description="largest prompt (tokens) sent with prompt_logprobs")
+    margin: float = Field(4.0, ge=1, description="divergence = beyond margin x measured noise")
+    edit_distance_floor: float = Field(0.2, gt=0, le=1)
+    logprob_floor: float = Field(0.05, gt=0, description="nats, mean absolute difference")
+    calibration_sizes: list[int] = Field(
+        default_factory=list, description="prompt sizes (tokens) of the noise calibration; default 4 log-spaced "
+        "sizes from min_size to max_size")
+    calibrate_with: str | None = Field(
+        None, description="candidate ref of the second good build for the noise calibration with "
+        "candidate: last-good (default: the commit before the good end for git sources)")
+
+    @model_validator(mode="after")
+    def _one(self) -> ReferenceSpec:
+        if (self.candidate is None) == (self.endpoint is None):
+            raise ValueError("reference needs exactly one of 'candidate: last-good' or 'endpoint: URL'")
+        return self
+
+
+class ControlSpec(_Model):
+    """``reproducer.control``: the decode control (issue 18; see :mod:`bisectbot.reproduce.control`).
+
+    A short prompt (``prompt_tokens``, ~1K) asks for a long enumerated list (``items``
+    numbered lines) that is checked exactly; it separates a broken decode path from a
+    broken prefill. Calibrated on the good end: when the good end is not "fine" the
+    control is reported "unusable", never "broken".
+    """
+
+    enabled: bool = True
+    prompt_tokens: int = Field(1000, ge=50)
+    items: int = Field(500, ge=10, le=5000, description="numbered lines asked for")
+    max_tokens: int | None = Field(None, description="default 4 x items + 64")
+
+
 class ReproducerSpec(_Model):
     """Prefill-threshold reproducer settings. All sizes are prompt **tokens**."""
 
@@ -151,6 +205,8 @@ class ReproducerSpec(_Model):
     command_crash: Literal["bad", "skip"] = Field(
         "bad", description="verdict of a command run killed by a signal or timed out"
     )
+    reference: ReferenceSpec | None = Field(None, description="compare with a known-good engine (issue 18)")
+    control: ControlSpec | None = Field(None, description="decode control on the ends of the bisection (issue 18)")
 
     @model_validator(mode="after")
     def _check(self) -> ReproducerSpec:
@@ -165,6 +221,7 @@ class ReproducerSpec(_Model):
 
 REGRESS_MODES = (
     "garbage",
+    "diverges",
     "threshold-below",
     "error",
     "success",
@@ -178,19 +235,29 @@ _NEEDS_ARG = {"threshold-below", "patch-upstream", "patch-conflict"}
 class Regress(_Model):
     """What counts as *bad*.
 
-    Written in YAML as a word (``garbage``, ``error``, ``success``, ``command``) or a
-    one-key mapping (``threshold-below: 20000`` tokens, ``patch-upstream: <patch id>``,
+    Written in YAML as a word (``garbage``, ``diverges``, ``error``, ``success``, ``command``),
+    ``[garbage, diverges]`` / ``"garbage, diverges"`` (either makes a candidate bad; stored as
+    mode ``diverges`` with arg ``garbage``) or a one-key mapping (``threshold-below: 20000`` tokens, ``patch-upstream: <patch id>``,
     ``patch-conflict: <patch id>``). ``success`` is a fix bisection (predicate inverted).
     """
 
     mode: Literal[
-        "garbage", "threshold-below", "error", "success", "command", "patch-upstream", "patch-conflict"
+        "garbage", "diverges", "threshold-below", "error", "success", "command", "patch-upstream", "patch-conflict"
     ] = "garbage"
     arg: str | int | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _parse(cls, v: Any) -> Any:
+        if isinstance(v, str) and "," in v:
+            v = [x.strip() for x in v.split(",")]
+        if isinstance(v, list):
+            modes = sorted(str(x).strip() for x in v)
+            if modes == ["diverges", "garbage"]:
+                return {"mode": "diverges", "arg": "garbage"}
+            if modes in (["diverges"], ["garbage"]):
+                return {"mode": modes[0]}
+            raise ValueError("a list of regress modes may only combine 'garbage' and 'diverges'")
         if isinstance(v, str):
             if ":" in v:
                 mode, _, arg = v.partition(":")
@@ -206,6 +273,10 @@ class Regress(_Model):
 
     @model_validator(mode="after")
     def _arg(self) -> Regress:
+        if self.mode == "diverges" and self.arg not in (None, "", "garbage"):
+            raise ValueError(f"'diverges' combines only with 'garbage', got {self.arg!r}")
+        if self.mode == "diverges" and self.arg == "":
+            self.arg = None
         if self.mode in _NEEDS_ARG and self.arg in (None, ""):
             raise ValueError(f"regress mode '{self.mode}' needs a value, e.g. '{self.mode}: ...'")
         if self.mode == "threshold-below":
@@ -220,7 +291,14 @@ class Regress(_Model):
         """True for a fix bisection (looking for the first *good* candidate)."""
         return self.mode == "success"
 
+    @property
+    def uses_reference(self) -> bool:
+        """True when divergence from ``reproducer.reference`` makes a candidate bad."""
+        return self.mode == "diverges"
+
     def __str__(self) -> str:
+        if self.mode == "diverges":
+            return "garbage, diverges" if self.arg == "garbage" else "diverges"
         return self.mode if self.arg is None else f"{self.mode}: {self.arg}"
 
 
@@ -343,6 +421,9 @@ class Recipe(_Model):
         cached probes; editing the question, sizes or server command does not.
         """
         data = self.model_dump(mode="json", include=set(self._VERDICT_FIELDS))
+        for key in ("reference", "control"):  # absent oracles keep the hashes of older recipes
+            if data["reproducer"].get(key) is None:
+                data["reproducer"].pop(key, None)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

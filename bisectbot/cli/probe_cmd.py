@@ -12,6 +12,9 @@ from ..errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_SERVER_ERROR
 from .base import Ctx, cli, pass_ctx
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..recipe import ReproducerSpec
     from ..reproduce.threshold import ThresholdResult
 
 PROBE_EPILOG = """\b
@@ -21,6 +24,8 @@ Example:
   bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
       --model bisectbot/demo-engine
   bisectbot probe --recipe kernel-check.yaml --source ~/src/aiter   # reproducer kind: command
+  bisectbot probe --endpoint http://127.0.0.1:8000 --reference-endpoint http://127.0.0.1:8001 \
+      --noise-endpoint http://127.0.0.1:8002 --prompt-logprobs --control   # fluent-but-wrong output
 
 \b
 Exit codes:
@@ -126,12 +131,33 @@ def _print_table(res: ThresholdResult) -> None:
                    "'misrouted' -- a reasoning-parser fault, not corruption).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds per chat request (default: the recipe's server.request_timeout_s, else 600).")
+@click.option("--question", default=None, help="The question asked after the document (default: the recipe's).")
+@click.option("--no-expected-answer", is_flag=True, default=False,
+              help="The question has no checkable answer (e.g. 'Summarize the document in two sentences.').")
+@click.option("--reference-endpoint", default=None, metavar="URL",
+              help="A known-good server answering the same model: every size is also compared with it (greedy "
+                   "continuation; --prompt-logprobs) and divergence beyond the measured noise is bad (issue 18).")
+@click.option("--reference-model", default=None, help="Model id on the reference (default: its first model).")
+@click.option("--noise-endpoint", default=None, metavar="URL",
+              help="A second, different good build: the noise between it and the reference is measured at several "
+                   "sizes first and sets the tolerance (default: the recipe's floors, reported as uncalibrated).")
+@click.option("--regress", "regress_mode", type=click.Choice(["garbage", "diverges", "garbage,diverges"]),
+              default=None, help="What counts as bad with a reference (default: garbage,diverges).")
+@click.option("--prompt-logprobs/--no-prompt-logprobs", default=None,
+              help="Also compare vLLM prompt_logprobs up to the reference's prompt_logprobs_max_size (default 8192 "
+                   "tokens: vLLM materialises prompt logits, a memory risk at long prompts).")
+@click.option("--control/--no-control", "control", default=None,
+              help="Run the decode control (short prompt, long exact enumerated list) on the server, calibrated on "
+                   "the reference when there is one; prints 'decode path: fine / broken / unusable'.")
 @pass_ctx
 def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | None, recipe_path: Path | None,
           min_size: int | None,
           max_size: int | None, sizes: list[int] | None, tolerance: float | None, tolerance_tokens: int | None,
           needles: int | None, repeats: int | None, concurrency: int | None, max_tokens: int | None,
-          accept_reasoning: bool, timeout_s: float | None) -> None:
+          accept_reasoning: bool, timeout_s: float | None, question: str | None = None,
+          no_expected_answer: bool = False, reference_endpoint: str | None = None,
+          reference_model: str | None = None, noise_endpoint: str | None = None, regress_mode: str | None = None,
+          prompt_logprobs: bool | None = None, control: bool | None = None) -> None:
     """Find the prompt size (tokens) at which a running server's output turns to garbage.
 
     Sends chat requests with token-sized prompts (filler text, optional needle codes
@@ -161,6 +187,29 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
                  "tolerance_tokens": tolerance_tokens, "needles": needles, "repeats": repeats,
                  "concurrency": concurrency, "max_tokens": max_tokens}
     base.update({k: v for k, v in overrides.items() if v is not None})
+    if question is not None:
+        base["question"] = question
+    if no_expected_answer:
+        base["expected_answer"] = None
+    for url, hint in ((reference_endpoint, "--reference-endpoint"), (noise_endpoint, "--noise-endpoint")):
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise click.BadParameter(f"expected http://HOST:PORT, got {url!r}", param_hint=hint)
+    if noise_endpoint and not reference_endpoint:
+        raise click.UsageError("--noise-endpoint needs --reference-endpoint (the noise is measured against it)")
+    if reference_endpoint:
+        ref = {k: v for k, v in dict(base.get("reference") or {}).items() if k not in ("candidate", "endpoint")}
+        ref["endpoint"] = reference_endpoint
+        if reference_model:
+            ref["model"] = reference_model
+        if prompt_logprobs is not None:
+            ref["prompt_logprobs"] = prompt_logprobs
+        base["reference"] = ref
+    else:
+        base.pop("reference", None)
+    if control:
+        base["control"] = dict(base.get("control") or {})
+    elif control is False:
+        base.pop("control", None)
     if accept_reasoning:
         base["classifier"] = {**dict(base.get("classifier") or {}), "accept_reasoning": True}
     if sizes is not None and min_size is None and max_size is None:
@@ -191,13 +240,37 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     if not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter(f"expected http://HOST:PORT, got {endpoint!r}", param_hint="--endpoint")
     api_key = os.environ.get("BISECTBOT_API_KEY") or None  # sent as a bearer token, never printed
-    res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s or 600.0, api_key=api_key)
-    _output(ctx, res)
+    if spec.reference is None:
+        if regress_mode not in (None, "garbage"):
+            raise click.UsageError(f"--regress {regress_mode} needs --reference-endpoint")
+        res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s or 600.0, api_key=api_key)
+        extra = {}
+        if spec.control is not None and spec.control.enabled:
+            extra = _control(endpoint, None, spec, model, api_key, timeout_s or 600.0, log)
+        _output(ctx, res, extra)
+        return
+    from ..reproduce.reference import probe_with_reference
+
+    mode = regress_mode or "garbage,diverges"
+    res, extra = probe_with_reference(endpoint, spec, noise_url=noise_endpoint, model=model, api_key=api_key,
+                                      timeout_s=timeout_s or 600.0, diverges_bad="diverges" in mode,
+                                      garbage_bad="garbage" in mode, log=log)
+    _output(ctx, res, extra)
 
 
-def _output(ctx: Ctx, res: ThresholdResult) -> None:
+def _control(endpoint: str, good_url: str | None, spec: ReproducerSpec, model: str | None, api_key: str | None,
+             timeout_s: float, log: Callable[[str], None]) -> dict:
+    from ..reproduce.control import control_pair
+
+    return control_pair(endpoint, good_url, spec, model=model, api_key=api_key, timeout_s=timeout_s, log=log)
+
+
+def _output(ctx: Ctx, res: ThresholdResult, extra: dict | None = None) -> None:
+    extra = extra or {}
     if ctx.json:
-        ctx.emit(res.to_dict())
+        ctx.emit({**res.to_dict(), **extra})
     else:
         _print_table(res)
+        if extra.get("decode_path"):
+            click.echo(extra["decode_path"]["line"])
     click.get_current_context().exit(exit_code(res.status))

@@ -50,6 +50,13 @@ per chat request, before serving normally, with ``Retry-After: retry_after_s``),
 ``script`` (true: ``POST /_script`` with ``{"chat": [raw body, ...], "status": 200,
 "tokenize": raw body}`` makes the next chat replies those raw bodies -- any bytes,
 valid JSON or not -- for property tests of odd reply shapes).
+
+Oracles beyond the classifier (issue 18, :mod:`bisectbot.demo.oracles`): ``grounded``
+(summaries quote the document), ``subtle`` (above ``threshold`` fluent replies built
+from the wrong part of the prompt, and shifted ``prompt_logprobs``), ``numerics`` (a
+build's numeric identity: small prompt-logprob noise between builds),
+``decode_broken_after`` (numbers generated after that many tokens are off by one), and
+the ``prompt_logprobs`` request field.
 """
 
 from __future__ import annotations
@@ -65,6 +72,8 @@ import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from . import oracles
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 MESSAGE_OVERHEAD = 3
@@ -91,6 +100,11 @@ DEFAULTS: dict[str, Any] = {
     "transient": None,
     "retry_after_s": None,
     "script": False,
+    # issue 18 (bisectbot.demo.oracles): reference comparison and decode control
+    "grounded": False,
+    "subtle": False,
+    "numerics": None,
+    "decode_broken_after": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
@@ -303,7 +317,10 @@ class Engine:
         flip_rng = random.Random(f"{self.s['seed']}:flaky:{index}")
         if flip_rng.random() < float(self.s.get("flaky") or 0):
             bad = not bad
-        if bad:
+        special = oracles.reply(self.s, messages, bad, message_text)
+        if special is not None:
+            reasoning, content = special
+        elif bad:
             rng = random.Random(f"{self.s['seed']}:garbage:{ptoks}:{index if self.s.get('flaky') else 0}")
             reasoning, content = self.garbage(messages, rng, max_tokens)
         elif random.Random(f"{self.s['seed']}:terse:{index}").random() < float(self.s.get("terse") or 0):
@@ -312,6 +329,7 @@ class Engine:
             reasoning, content = self.coherent(messages)
             if self.s.get("misroute"):
                 reasoning, content = (reasoning + " " + content).strip(), ""
+        content = oracles.finish(self.s, content)
         r_text, r_tok, r_cut = _truncate(reasoning, max_tokens)
         finish = "stop"
         if r_cut or (reasoning and r_tok >= max_tokens):
@@ -324,7 +342,8 @@ class Engine:
         if self.s.get("reasoning") or self.s.get("misroute"):
             message["reasoning_content"] = r_text
         created = int(time.time())
-        return 200, {
+        extra = oracles.extra_fields(self.s, body, messages, ptoks, bad, message_text)
+        return 200, {**extra,
             "id": f"chatcmpl-{index}",
             "object": "chat.completion",
             "created": created,

@@ -599,12 +599,14 @@ def _context_limit(res: SizeResult) -> int | None:
 
 def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = None,
                      log: Callable[[str], None] | None = None, timeout_s: float = 600.0,
-                     api_key: str | None = None) -> ThresholdResult:
+                     api_key: str | None = None,
+                     wrap_probe: Callable[[HttpProbe], Callable[[int], SizeResult]] | None = None) -> ThresholdResult:
     """Find the prefill threshold of the OpenAI-compatible server at ``endpoint``.
 
     ``endpoint`` is ``http://host:port`` (a trailing ``/v1`` is accepted); ``model``
     ``None`` = the first model of ``/v1/models``. ``timeout_s`` bounds each chat request
-    (seconds). ``log`` receives one line per probe. Returns a :class:`ThresholdResult`;
+    (seconds). ``log`` receives one line per probe. ``wrap_probe`` may wrap the HTTP probe
+    (issue 18: :class:`bisectbot.reproduce.reference.ReferenceProbe`). Returns a :class:`ThresholdResult`;
     never raises for server trouble (status ``error`` with the reason instead).
     """
     t0 = time.monotonic()
@@ -649,7 +651,7 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
     if not builder.has_tokenizer:
         notes.append("server has no usable /tokenize: sizes calibrated from usage.prompt_tokens")
     probe = HttpProbe(client, spec, builder)
-    res = search(probe, spec, lo, hi, log=say)
+    res = search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, log=say)
     res.notes = notes + client.problems + builder.problems + probe.notes + res.notes
     res.model = name
     res.endpoint = client.base_url

@@ -1,0 +1,441 @@
+"""Comparison with a reference engine: the oracle for fluent-but-wrong output (issue 18).
+
+A broken prefill path can produce fluent text about the wrong part of the context, or a
+confidently wrong answer; no text statistic sees that. A known-good engine (the
+bisection's last-good candidate on another GPU slot, or an external endpoint) answering
+the same greedy prompt does. Every comparison is reported with its figure:
+
+* **greedy continuation agreement**: the same prompt, temperature 0, the reproducer's
+  seed, ``continuation_tokens`` tokens from both servers; :class:`Comparison` holds the
+  first diverging token (0-based index, ``None`` when the texts agree) and the normalised
+  token edit distance (Levenshtein over word/punctuation tokens divided by the longer
+  length, 0..1, by ``rapidfuzz``).
+* **prompt log-probabilities** (opt-in, ``prompt_logprobs``): vLLM's ``prompt_logprobs``
+  extension returns, for every prompt position, ``{token_id: {"logprob", "rank",
+  "decoded_token"}}`` (the first position ``None``); the figure is the mean and the largest
+  absolute difference (nats) over the token ids both servers list. Only up to
+  ``prompt_logprobs_max_size`` prompt tokens: vLLM materialises prompt logits for every
+  position, a known memory risk at long prompts.
+
+**Noise calibration** (:func:`calibrate`): different healthy builds differ numerically
+and the difference grows with prompt length, so the tolerance is measured between two
+*different* good builds at several sizes up to the maximum (:class:`Noise`). A candidate
+diverges only beyond ``margin`` times the measured noise at the nearest calibrated size
+at or above its size (the largest measured noise beyond the largest), and never below the
+floors (``edit_distance_floor``, ``logprob_floor``) -- see :meth:`Noise.tolerance`.
+
+:class:`ReferenceProbe` wraps the threshold search's HTTP probe: each size is classified
+as before and compared with the reference; with regress ``diverges`` a divergence is the
+bad outcome (``GARBAGE`` in the size table, reason ``diverges from the reference: ...``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from rapidfuzz.distance import Levenshtein
+
+from ..models import Outcome
+from ..recipe import ReferenceSpec, ReproducerSpec
+from .client import BadReply, Client, parse_chat
+from .prompts import PromptBuilder
+from .threshold import HttpProbe, SizeResult, ThresholdResult, search_threshold
+
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+#: Calibration sizes when the recipe names none: this many, log-spaced from min to max size.
+DEFAULT_CALIBRATION_POINTS = 4
+
+
+def text_tokens(text: str) -> list[str]:
+    """Word and punctuation tokens of ``text`` (server-independent; the unit of the figures)."""
+    return _TOKEN_RE.findall(text)
+
+
+@dataclass
+class Continuation:
+    """One greedy reply: ``text``, the server's ``prompt_tokens``, ``prompt_logprobs`` (vLLM
+    shape, ``None`` when not asked or not offered); ``error`` (one line) when it failed,
+    ``error_kind`` as :class:`bisectbot.reproduce.client.Reply`'s."""
+
+    text: str = ""
+    prompt_tokens: int | None = None
+    prompt_logprobs: list[Any] | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    seconds: float = 0.0
+
+
+def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: int,
+           prompt_logprobs: bool = False) -> Continuation:
+    """``POST /v1/chat/completions`` with temperature 0, ``seed``, ``max_tokens=tokens`` and, when
+    ``prompt_logprobs``, vLLM's ``prompt_logprobs: 0``. Never raises for server trouble."""
+    body: dict[str, Any] = {"model": client.model_name(), "messages": messages, "max_tokens": tokens,
+                            "temperature": 0.0, "seed": seed}
+    if prompt_logprobs:
+        body["prompt_logprobs"] = 0
+    t0 = time.monotonic()
+    try:
+        r = client.session.post(client.base_url + "/v1/chat/completions", json=body,
+                                timeout=(client.connect_timeout_s, client.timeout_s))
+    except requests.RequestException as e:
+        return Continuation(error=f"{client.base_url}: {' '.join(str(e).split())[:200]}", error_kind="connection",
+                            seconds=time.monotonic() - t0)
+    dt = time.monotonic() - t0
+    if r.status_code != 200:
+        kind = "over-limit" if r.status_code == 400 and "context length" in r.text else "http"
+        return Continuation(error=f"{client.base_url}: HTTP {r.status_code}: {' '.join(r.text.split())[:200]}",
+                            error_kind=kind, seconds=dt)
+    try:
+        data = r.json()
+        reply = parse_chat(data, dt)
+    except (ValueError, BadReply) as e:
+        return Continuation(error=f"{client.base_url}: unexpected reply: {e}"[:300], error_kind="bad-response",
+                            seconds=dt)
+    lps = data.get("prompt_logprobs") if prompt_logprobs else None
+    if lps is not None and not isinstance(lps, list):
+        lps = None
+    return Continuation(text=reply.content or reply.reasoning, prompt_tokens=reply.prompt_tokens,
+                        prompt_logprobs=lps, seconds=dt)
+
+
+@dataclass
+class Comparison:
+    """Figures of one candidate-vs-reference comparison at one prompt.
+
+    ``first_divergence``: index of the first differing token (``None``: identical);
+    ``edit_distance``: normalised token edit distance 0..1; ``tokens``: tokens compared
+    (the longer side); ``logprob_mean``/``logprob_max``: absolute difference of prompt
+    log-probabilities (nats) over ``logprob_positions`` shared entries (``None`` when not
+    compared)."""
+
+    first_divergence: int | None
+    edit_distance: float
+    tokens: int
+    logprob_mean: float | None = None
+    logprob_max: float | None = None
+    logprob_positions: int = 0
+    candidate_text: str = ""
+    reference_text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"first_divergence": self.first_divergence,
+                             "edit_distance": round(self.edit_distance, 4), "tokens": self.tokens}
+        if self.logprob_mean is not None:
+            d.update(logprob_mean=round(self.logprob_mean, 5), logprob_max=round(self.logprob_max or 0.0, 5),
+                     logprob_positions=self.logprob_positions)
+        return d
+
+    def figure(self) -> str:
+        """One line: ``first diverging token 3 of 32, edit distance 0.81; prompt logprobs |Δ| mean 0.0021``."""
+        head = ("identical continuation" if self.first_divergence is None
+                else f"first diverging token {self.first_divergence} of {self.tokens}")
+        s = f"{head}, edit distance {self.edit_distance:.3f}"
+        if self.logprob_mean is not None:
+            s += (f"; prompt logprobs |Δ| mean {self.logprob_mean:.4f} max {self.logprob_max:.4f} nats over "
+                  f"{self.logprob_positions} positions")
+        return s
+
+
+def _logprob_diff(a: list[Any], b: list[Any]) -> tuple[float, float, int] | None:
+    diffs: list[float] = []
+    for x, y in zip(a, b):
+        if not isinstance(x, dict) or not isinstance(y, dict):
+            continue
+        for tid in x.keys() & y.keys():
+            lx, ly = x[tid], y[tid]
+            vx = lx.get("logprob") if isinstance(lx, dict) else lx
+            vy = ly.get("logprob") if isinstance(ly, dict) else ly
+            if isinstance(vx, (int, float)) and isinstance(vy, (int, float)) and math.isfinite(vx) \
+                    and math.isfinite(vy):
+                diffs.append(abs(float(vx) - float(vy)))
+    if not diffs:
+        return None
+    return math.fsum(diffs) / len(diffs), max(diffs), len(diffs)
+
+
+def compare(candidate: Continuation, reference: Continuation, tokens: int | None = None) -> Comparison:
+    """Figures of ``candidate`` against ``reference`` (first ``tokens`` text tokens of each; all
+    when ``None``). Both must have succeeded."""
+    a, b = text_tokens(candidate.text), text_tokens(reference.text)
+    if tokens is not None:
+        a, b = a[:tokens], b[:tokens]
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if first is None and len(a) != len(b):
+        first = min(len(a), len(b))
+    dist = Levenshtein.normalized_distance(a, b) if (a or b) else 0.0
+    cmp = Comparison(first, float(dist), max(len(a), len(b)), candidate_text=candidate.text,
+                     reference_text=reference.text)
+    if candidate.prompt_logprobs is not None and reference.prompt_logprobs is not None:
+        got = _logprob_diff(candidate.prompt_logprobs, reference.prompt_logprobs)
+        if got is not None:
+            cmp.logprob_mean, cmp.logprob_max, cmp.logprob_positions = got
+    return cmp
+
+
+@dataclass
+class Tolerance:
+    """Divergence thresholds at one size: ``edit_distance`` (0..1) and ``logprob`` (nats, mean)."""
+
+    edit_distance: float
+    logprob: float
+    calibrated_at: int | None = None
+
+    def judge(self, cmp: Comparison) -> list[str]:
+        """Reasons ``cmp`` diverges beyond this tolerance (empty: within)."""
+        out = []
+        if cmp.edit_distance > self.edit_distance:
+            out.append(f"edit distance {cmp.edit_distance:.3f} > tolerance {self.edit_distance:.3f}")
+        if cmp.logprob_mean is not None and cmp.logprob_mean > self.logprob:
+            out.append(f"prompt logprobs |Δ| mean {cmp.logprob_mean:.4f} > tolerance {self.logprob:.4f} nats")
+        return out
+
+
+@dataclass
+class Noise:
+    """Measured noise between two different good builds: per calibrated size (prompt tokens),
+    the largest edit distance and the largest mean prompt-logprob difference (nats; ``None``
+    when not measured). ``between`` names the two builds; ``notes`` what went wrong."""
+
+    between: str = ""
+    edit: dict[int, float] = field(default_factory=dict)
+    logprob: dict[int, float | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.edit)
+
+    def tolerance(self, size: int, spec: ReferenceSpec) -> Tolerance:
+        """Thresholds at ``size`` tokens: ``max(floor, margin x noise)``, the noise taken at the
+        nearest calibrated size at or above ``size`` (beyond the largest: the largest noise seen)."""
+        if not self.edit:
+            return Tolerance(spec.edit_distance_floor, spec.logprob_floor)
+        sizes = sorted(self.edit)
+        at = next((s for s in sizes if s >= size), None)
+        if at is None:
+            e = max(self.edit.values())
+            lps = [v for v in self.logprob.values() if v is not None]
+            lp = max(lps) if lps else None
+        else:
+            e = max(v for s, v in self.edit.items() if s <= at)
+            lps = [v for s, v in self.logprob.items() if s <= at and v is not None]
+            lp = max(lps) if lps else None
+        return Tolerance(max(spec.edit_distance_floor, spec.margin * e),
+                         max(spec.logprob_floor, spec.margin * (lp or 0.0)), at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"between": self.between, "edit_distance": {str(k): round(v, 4) for k, v in sorted(self.edit.items())},
+                "logprob": {str(k): (None if v is None else round(v, 5)) for k, v in sorted(self.logprob.items())},
+                "notes": self.notes}
+
+    def table(self, spec: ReferenceSpec) -> list[str]:
+        """Printable lines: size, measured noise, tolerance used."""
+        lines = [f"noise calibration between {self.between or 'two good builds'} (margin {spec.margin:g}x):"]
+        if not self.edit:
+            return lines + [f"  not calibrated: floors edit distance {spec.edit_distance_floor:g}, "
+                            f"prompt logprobs {spec.logprob_floor:g} nats"] + [f"  {n}" for n in self.notes]
+        for s in sorted(self.edit):
+            lp = self.logprob.get(s)
+            t = self.tolerance(s, spec)
+            lp_txt = "-" if lp is None else f"{lp:.4f}"
+            lines.append(f"  {s:>7} tokens: edit distance {self.edit[s]:.3f}, prompt logprobs |Δ| {lp_txt} "
+                         f"-> tolerance {t.edit_distance:.3f} / {t.logprob:.4f}")
+        return lines + [f"  {n}" for n in self.notes]
+
+
+def calibration_sizes(spec: ReproducerSpec, lo: int, hi: int) -> list[int]:
+    """The reference spec's calibration sizes, else :data:`DEFAULT_CALIBRATION_POINTS` log-spaced
+    sizes from ``lo`` to ``hi`` tokens (both included)."""
+    ref = spec.reference
+    if ref is not None and ref.calibration_sizes:
+        return sorted({s for s in ref.calibration_sizes if s <= hi})
+    n = DEFAULT_CALIBRATION_POINTS
+    if hi <= lo:
+        return [hi]
+    return sorted({round(lo * (hi / lo) ** (i / (n - 1))) for i in range(n)})
+
+
+def calibrate(a: Client, b: Client, spec: ReproducerSpec, sizes: list[int], between: str = "",
+              log: Callable[[str], None] | None = None) -> Noise:
+    """Measure the noise between two *different* good builds ``a`` and ``b`` at ``sizes`` prompt
+    tokens (one prompt each, sized on ``a``). ``spec.reference`` must be set."""
+    ref = spec.reference
+    assert ref is not None
+    say = log or (lambda _m: None)
+    noise = Noise(between=between)
+    builder = PromptBuilder(spec.question, needles=spec.needles, seed=spec.seed, tokenize=a.tokenize)
+    for size in sizes:
+        prompt = builder.build(size)
+        lp = ref.prompt_logprobs and size <= ref.prompt_logprobs_max_size
+        x = greedy(a, prompt.messages, ref.continuation_tokens, spec.seed, lp)
+        y = greedy(b, prompt.messages, ref.continuation_tokens, spec.seed, lp)
+        if x.error or y.error:
+            noise.notes.append(f"calibration at {size} tokens failed: {x.error or y.error}")
+            say(noise.notes[-1])
+            continue
+        if x.prompt_tokens:
+            builder.calibrate(prompt, x.prompt_tokens)
+        measured = x.prompt_tokens or size
+        cmp = compare(x, y, ref.continuation_tokens)
+        noise.edit[measured] = max(noise.edit.get(measured, 0.0), cmp.edit_distance)
+        noise.logprob[measured] = cmp.logprob_mean
+        say(f"calibration {measured} tokens: {cmp.figure()}")
+    return noise
+
+
+class ReferenceProbe:
+    """``probe(size) -> SizeResult`` for :func:`bisectbot.reproduce.threshold.search`: the HTTP
+    probe's classification plus a comparison with the reference at the same prompt.
+
+    ``diverges_bad``: divergence is the bad outcome (regress ``diverges``); ``garbage_bad``:
+    so is the classifier's GARBAGE (regress ``garbage`` or ``garbage, diverges``). Evidence
+    ``reference`` in each size's result holds the figures and the tolerance used. Costs one
+    greedy request of ``continuation_tokens`` tokens on each server per size.
+    """
+
+    def __init__(self, inner: HttpProbe, reference: Client, spec: ReproducerSpec, noise: Noise,
+                 diverges_bad: bool = True, garbage_bad: bool = True):
+        assert spec.reference is not None
+        self.inner = inner
+        self.reference = reference
+        self.spec = spec
+        self.ref = spec.reference
+        self.noise = noise
+        self.diverges_bad = diverges_bad
+        self.garbage_bad = garbage_bad
+        self.notes = inner.notes
+        self._messages: list[dict[str, Any]] | None = None
+        chat = inner._chat
+
+        def recording(messages: list[dict[str, Any]], max_tokens: int) -> Any:
+            self._messages = messages
+            return chat(messages, max_tokens)
+
+        inner._chat = recording  # type: ignore[method-assign]
+
+    def __call__(self, size: int) -> SizeResult:
+        return self._compare(size, self.inner(size))
+
+    def confirm(self, size: int) -> SizeResult:
+        """The inner probe's boundary confirmation (another prompt), compared as well."""
+        return self._compare(size, self.inner.confirm(size))
+
+    def _compare(self, size: int, res: SizeResult) -> SizeResult:
+        if res.outcome == Outcome.ERROR or self._messages is None:
+            return res
+        measured = res.size
+        lp = self.ref.prompt_logprobs and measured <= self.ref.prompt_logprobs_max_size
+        cand = greedy(self.inner.client, self._messages, self.ref.continuation_tokens, self.spec.seed, lp)
+        refr = greedy(self.reference, self._messages, self.ref.continuation_tokens, self.spec.seed, lp)
+        res.requests += 2
+        res.seconds += cand.seconds + refr.seconds
+        for who, c in (("candidate", cand), ("reference", refr)):
+            if c.error:
+                return SizeResult(size, res.prompt_tokens, Outcome.ERROR,
+                                  [f"greedy comparison failed on the {who}: {c.error}"], 1.0, res.votes, res.requests,
+                                  res.seconds, res.excerpt, error_kind=c.error_kind or "http",
+                                  evidence={**res.evidence, "transient": c.error_kind in ("connection", "timeout")})
+        cmp = compare(cand, refr, self.ref.continuation_tokens)
+        tol = self.noise.tolerance(measured, self.ref)
+        why = tol.judge(cmp)
+        res.evidence["reference"] = {**cmp.to_dict(), "diverges": bool(why),
+                                     "tolerance": {"edit_distance": round(tol.edit_distance, 4),
+                                                   "logprob": round(tol.logprob, 5),
+                                                   "calibrated_at": tol.calibrated_at},
+                                     "text_outcome": res.outcome.value}
+        if lp and cmp.logprob_mean is None:
+            res.evidence["reference"]["prompt_logprobs"] = "not offered by both servers"
+        text_bad = res.outcome == Outcome.GARBAGE
+        reason = f"diverges from the reference: {cmp.figure()} ({'; '.join(why)})" if why else ""
+        if self.diverges_bad and why:
+            res.outcome = Outcome.GARBAGE
+            res.reasons = [reason] + (list(res.reasons) if text_bad else [])
+        elif text_bad and not self.garbage_bad:
+            res.outcome = Outcome.OK  # regress 'diverges' alone: the text verdict is evidence only
+            res.reasons = []
+        elif why:
+            res.evidence["reference"]["note"] = reason
+        return res
+
+
+def search_with_reference(endpoint: str, reference: Client, spec: ReproducerSpec, noise: Noise,
+                          diverges_bad: bool = True, garbage_bad: bool = True, model: str | None = None,
+                          log: Callable[[str], None] | None = None, timeout_s: float = 600.0,
+                          api_key: str | None = None) -> ThresholdResult:
+    """:func:`bisectbot.reproduce.threshold.search_threshold` on ``endpoint`` with every size also
+    compared with ``reference`` (see :class:`ReferenceProbe`). The result's ``notes`` start with
+    the noise calibration table; its ``reasons`` name the divergence at ``first_garbage``."""
+    if spec.reference is None:
+        raise ValueError("search_with_reference needs reproducer.reference")
+    try:
+        reference.model_name()
+    except Exception as e:  # noqa: BLE001 - the reference must never end a run with a traceback
+        return ThresholdResult(status="error", error=f"reference not ready: {e}", endpoint=endpoint,
+                               min_size=spec.min_size, max_size=spec.max_size, transient=True)
+
+    def wrap(inner: HttpProbe) -> ReferenceProbe:
+        return ReferenceProbe(inner, reference, spec, noise, diverges_bad, garbage_bad)
+
+    res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s, api_key=api_key,
+                           wrap_probe=wrap)
+    res.notes = noise.table(spec.reference) + res.notes
+    return res
+
+
+def probe_with_reference(endpoint: str, spec: ReproducerSpec, noise_url: str | None = None,
+                         model: str | None = None, api_key: str | None = None, timeout_s: float = 600.0,
+                         diverges_bad: bool = True, garbage_bad: bool = True,
+                         log: Callable[[str], None] | None = None) -> tuple[ThresholdResult, dict[str, Any]]:
+    """``bisectbot probe --reference-endpoint``: calibrate the noise between the reference
+    (``spec.reference.endpoint``) and ``noise_url`` (a second, different good build) when
+    given, search with the comparison, and run the decode control (calibrated on the
+    reference) when ``spec.control`` is set. Returns the result and the extra JSON keys
+    ``reference`` (endpoint, mode, noise) and, with the control, ``control``/``decode_path``."""
+    assert spec.reference is not None
+    say = log or (lambda _m: None)
+    ref = reference_client(spec.reference, timeout_s=timeout_s)
+    noise = Noise(between=f"{spec.reference.endpoint} and {noise_url}" if noise_url else "")
+    if noise_url:
+        other = Client(noise_url, model=spec.reference.model, timeout_s=timeout_s)
+        try:
+            other.model_name()
+            ref.model_name()
+            hi = spec.max_size
+            if "max_size" not in spec.model_fields_set and ref.max_model_len:
+                hi = min(ref.max_model_len - spec.max_tokens - 64, 128 * 1024)
+            noise = calibrate(other, ref, spec, calibration_sizes(spec, spec.min_size, hi), noise.between, log=say)
+        except Exception as e:  # noqa: BLE001 - reported, the floors apply
+            noise.notes.append(f"calibration failed: {type(e).__name__}: {e}"[:300])
+    else:
+        noise.notes.append("no second good build (--noise-endpoint): the floors apply, uncalibrated")
+    for line in noise.table(spec.reference):
+        say(line)
+    res = search_with_reference(endpoint, ref, spec, noise, diverges_bad, garbage_bad, model=model, log=say,
+                                timeout_s=timeout_s, api_key=api_key)
+    mode = ", ".join(m for m, on in (("garbage", garbage_bad), ("diverges", diverges_bad)) if on)
+    extra: dict[str, Any] = {"reference": {"endpoint": spec.reference.endpoint, "regress": mode,
+                                           "noise": noise.to_dict()}}
+    if spec.control is not None and spec.control.enabled:
+        from .control import control_pair
+
+        extra.update(control_pair(endpoint, spec.reference.endpoint, spec, model=model, api_key=api_key,
+                                  timeout_s=timeout_s, log=say))
+    return res, extra
+
+
+def reference_client(spec: ReferenceSpec, url: str | None = None, timeout_s: float = 600.0) -> Client:
+    """A :class:`Client` of the reference: ``url`` (a started last-good candidate) or ``spec.endpoint``."""
+    base = url or spec.endpoint
+    if not base:
+        raise ValueError("the reference has no URL: start the last-good candidate or set reference.endpoint")
+    return Client(base, model=spec.model, timeout_s=timeout_s)
+
+
+__all__ = ["Comparison", "Continuation", "Noise", "ReferenceProbe", "Tolerance", "calibrate", "calibration_sizes",
+           "compare", "greedy", "probe_with_reference", "reference_client", "search_with_reference", "text_tokens"]
