@@ -106,12 +106,13 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
          out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False,
-         emit: bool = True, reproducible: str | None = "") -> int:
+         emit: bool = True, reproducible: str | None = "", retry_errors: bool = False) -> int:
     """Run (or plan) a bisection of ``recipe_file``; returns the exit code.
 
     ``emit``: write the ``--json`` document (False when the caller writes its own, e.g. ``demo``).
     ``reproducible``: ``""`` gives the report a Reproduce command; any other text replaces it with
-    that note (e.g. the demo's history is removed after ``--no-keep``)."""
+    that note (e.g. the demo's history is removed after ``--no-keep``).
+    ``retry_errors``: probe cached skips again (``run --retry-errors``)."""
     from ..recipe import load_recipe
     from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
     from ..shipped import find_recipe
@@ -154,7 +155,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
 
     def bisect(human):  # -> RunResult
         session = Session(recipe, ctx.ledger(), runner, echo=echo, replay=lines, base_dir=path.parent,
-                          prefetch=prefetch, recipe_path=str(path), human=human)
+                          prefetch=prefetch, recipe_path=str(path), human=human, retry_errors=retry_errors)
         with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
             return session.run(good, bad)
 
@@ -329,11 +330,14 @@ def _apply(opts):
               help="File the result on the recipe's report.github (or comment on the issue already filed for "
                    "it); token from BISECTBOT_GITHUB_TOKEN/GITHUB_TOKEN/GH_TOKEN, without one the would-be "
                    "issue is written to the report directory.")
+@click.option("--retry-errors", is_flag=True,
+              help="Probe again the candidates whose cached verdict is a skip (a failed build, a server that never "
+                   "became healthy, an error); transient errors are never cached and need no flag.")
 @pass_ctx
 @click.pass_context
 def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool,
         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None,
-        file_issue: bool) -> None:
+        file_issue: bool, retry_errors: bool) -> None:
     """Bisect RECIPE between a good and a bad candidate; verify; write the report.
 
     \b
@@ -346,7 +350,8 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
       bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --good nightly_main_20260401 --bad nightly_main_20260406
       GITHUB_TOKEN=... bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --file-issue   # up to the newest nightly
     """
-    cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue))
+    cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
+                   retry_errors=retry_errors))
 
 
 @cli.group("bisect")

@@ -268,11 +268,14 @@ def _fast_import_stream(commits: list[tuple[str, tuple[str, str], int, dict[str,
 
 
 def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: int | None = None,
-                 unbuildable: list[int] | None = None, broken: list[int] | None = None) -> EngineHistory:
+                 unbuildable: list[int] | None = None, broken: list[int] | None = None,
+                 engine_settings: dict[str, object] | None = None) -> EngineHistory:
     """Write the engine history into ``path`` (created; must not exist or be empty).
 
     ``commits`` >= 8 commits; the culprit index ``first_bad`` defaults to a seeded choice
     in the middle third; ``unbuildable``/``broken`` default to :func:`plan_untestable`.
+    ``engine_settings`` are extra engine settings written into every commit's
+    ``engine.json`` (e.g. ``{"terse": 0.5}``: healthy commits sometimes answer tersely).
     Raises ``ValueError`` on impossible arguments and ``subprocess.CalledProcessError``
     when git fails.
     """
@@ -295,6 +298,7 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
     path.mkdir(parents=True, exist_ok=True)
     cfg: dict[str, object] = {"model": "demo/engine-7b", "max_model_len": 65536, "seed": 7,
                               "threshold": rng.randint(*HIGH_RANGE)}
+    cfg.update(engine_settings or {})
     files = {"README.md": README, "build.py": BUILD_PY, ".github/workflows/ci.yml": CI,
              "tests/test_config.py": TEST_PY, "CHANGELOG.md": "# Changelog\n\n## 0.4.0\n\n- first release\n",
              "docs/serving.md": "# Serving\n\nStart the engine with a JSON config.\n"}

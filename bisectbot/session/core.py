@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ledger import Ledger
-from ..models import Candidate, ProbeResult
+from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner
 from .components import ComponentStage
@@ -37,12 +37,20 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
     ``base_dir`` resolves relative repository paths of the recipe (its directory).
     ``executor`` runs each round's probes (default: a :class:`LocalExecutor` with
     ``recipe.bisect.parallel`` slots).
+
+    Caching policy (issue 11): only deterministic outcomes are cached -- a verdict, a
+    failed build, a server that never became healthy (each costs 15-40 minutes to redo on
+    MI355X). A transient error (connection, timeout, HTTP 429/5xx after the reproducer's
+    bounded retries: ``extra["transient"]``) is a skip for this run but never stored, so a
+    later run probes again. ``retry_errors`` (``run --retry-errors``) probes again, once
+    per run, every candidate whose cached verdict is a skip.
     """
 
     def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *,
                  echo: Echo | None = None, replay: list[LogLine] | None = None,
                  base_dir: Path | None = None, prefetch: bool = True, recipe_path: str = "",
-                 human: list[LogLine] | None = None, executor: Executor | None = None):
+                 human: list[LogLine] | None = None, executor: Executor | None = None,
+                 retry_errors: bool = False):
         self.recipe = recipe
         self.recipe_path = recipe_path or f"{recipe.name}.yaml"
         self.ledger = ledger
@@ -63,6 +71,8 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
         self.session_id = ""
         self._logged = 0
         self._to_skip_logging = 0
+        self.retry_errors = retry_errors
+        self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
 
     # ------------------------------------------------------------------ keys and ids
     def _build_key(self, c: Candidate) -> str:
@@ -98,15 +108,33 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
             return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
         key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
         cached = self.ledger.get_probe(key)
+        if cached is not None and self._retry(cached, key):
+            return None, "cache", key
         if cached is not None:  # same ref and build: the verdict holds, the label is this stage's
             cached.candidate = c
         return cached, "cache", key
+
+    def _retry(self, cached: ProbeResult, key: str) -> bool:
+        """True when a cached skip is probed again (``retry_errors``, once per key and run)."""
+        if not self.retry_errors or cached.verdict is not Verdict.SKIP or key in self._retried:
+            return False
+        self._retried.add(key)
+        self.echo(f"retrying cached skip of {cached.candidate.ref[:12]}: {cached.reason[:120]}")
+        return True
+
+    def _store(self, res: ProbeResult) -> None:
+        """Cache ``res`` in the ledger unless it is a transient error (never a verdict to reuse)."""
+        if res.extra.get("transient"):
+            self.echo(f"{res.candidate.ref[:12]}: transient error, not cached: {res.reason[:120]}")
+            return
+        self.ledger.put_probe(res)
 
     def _needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:
         if self.replay.get(c.ref) or self.human_verdict(c) is not None:
             return False
         key = probe_key(c.ref, self._build_key(c), self.repro_key, "", attempts.get(i, 0) + 1)
-        return self.ledger.get_probe(key) is None
+        cached = self.ledger.get_probe(key)
+        return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
 
     # ------------------------------------------------------------------ probing
     def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
@@ -125,7 +153,7 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
             return known, origin
         self.fresh_probes += 1
         res = self.run_probe(c, key, attempt, toggle, prefetcher)
-        self.ledger.put_probe(res)
+        self._store(res)
         return res, "probe"
 
     def probe_batch(self, jobs: list[tuple[Candidate, int]], executor: Executor) -> list[tuple[ProbeResult, str]]:
@@ -144,7 +172,7 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
                 todo.append(ProbeJob(c, key, a))
         for n, res in executor.run(todo):
             self.fresh_probes += 1
-            self.ledger.put_probe(res)
+            self._store(res)
             out[where[n]] = (res, "probe")
         assert all(x is not None for x in out)
         return out  # type: ignore[return-value]

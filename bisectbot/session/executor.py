@@ -99,8 +99,13 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
                                   timeout_s=r.server.request_timeout_s)
     j = judge_threshold(r.regress, tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []), tr.error)
     table = [t.to_dict() if hasattr(t, "to_dict") else t for t in (tr.table or [])]
-    return j, {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,
-               "status": tr.status}
+    extra = {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,
+             "status": tr.status}
+    if getattr(tr, "transient", False):
+        extra["transient"] = True  # a transient server error: never cached as a verdict (issue 11)
+    if getattr(tr, "flaky", None):
+        extra["flaky_sizes"] = list(tr.flaky)
+    return j, extra
 
 
 def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,
