@@ -271,3 +271,23 @@ def test_runtime_paths_take_precedence_and_build_files_ship() -> None:
     assert plausibility_flags(changed_paths=["vllm/tests/fixture.md"], runtime_paths=["vllm/tests/"]) == []
     assert plausibility_flags(changed_paths=["docs/x.md"], runtime_paths=rt) == ["docs-tests-only"]
     assert "CMakeLists.txt" in BUILD_FILES
+
+
+def test_command_threshold_repeats_combine_one_sided() -> None:
+    # a size where 1 run of 5 fails is GARBAGE (a majority vote would call it OK); runs stop at it
+    from bisectbot.recipe import ReproducerSpec
+    from bisectbot.reproduce.command import search_threshold_command
+    from bisectbot.run.base import CommandRun
+
+    calls: dict[int, int] = {}
+
+    def run(size: int) -> CommandRun:
+        calls[size] = calls.get(size, 0) + 1
+        fails = size > 8000 and calls[size] % 3 == 0  # every third run above 8000 tokens
+        return CommandRun(returncode=1 if fails else 0, duration_s=0.0)
+
+    spec = ReproducerSpec(kind="command", command=["x"], min_size=2000, max_size=16000, sizes=[2000, 8000, 16000],
+                          repeats=5)
+    tr = search_threshold_command(run, spec)
+    assert tr.status == "garbage" and tr.last_ok is not None and tr.last_ok <= 8000 < tr.first_garbage
+    assert calls[16000] == 3 and calls[2000] == 5  # stopped at the first failing run; all 5 when healthy
