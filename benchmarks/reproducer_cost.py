@@ -1,0 +1,84 @@
+"""Cost of one threshold search against the reference engine (issue 11 budget, issue 15 rows).
+
+Usage: ``python benchmarks/reproducer_cost.py [--json] [--thresholds 1500,5000,20000,50000,110000]``
+
+For each planted threshold T (prompt tokens) a real reference-engine process is started
+(healthy replies terse 30 % of the time) and ``search_threshold`` runs over 1K-120K at
+3 % / 64 tokens. Printed per T: chat requests (target <= 12, boundary confirmation
+included), the interval and its width, prompt tokens sent by the search beside a fixed
+5-size geometric sweep of the same range (the classic script's cost; issue 15 target
+<= 2x), and ``/tokenize`` calls per chat request (target <= 1). Figures come from the
+engine's own ``/stats`` (prompt tokens it served, requests it counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bisectbot.demo.engine import start_engine  # noqa: E402
+from bisectbot.recipe import ReproducerSpec  # noqa: E402
+from bisectbot.reproduce.threshold import search_threshold  # noqa: E402
+
+MIN, MAX = 1000, 120000
+
+
+def sweep_sizes(lo: int = MIN, hi: int = MAX, n: int = 5) -> list[int]:
+    """``n`` sizes spaced geometrically from ``lo`` to ``hi`` (tokens)."""
+    return [round(lo * (hi / lo) ** (i / (n - 1))) for i in range(n)]
+
+
+def measure(threshold: int, terse: float = 0.3) -> dict[str, Any]:
+    """One search against an engine with ``threshold``; the figures of the module docstring."""
+    spec = ReproducerSpec(min_size=MIN, max_size=MAX, tolerance=0.03, tolerance_tokens=64)
+    with start_engine(threshold=threshold, terse=terse) as e:
+        res = search_threshold(e.url, spec)
+        st = e.stats()
+    sent = sum(st["prompt_tokens"])
+    sweep = sum(sweep_sizes())
+    lo, hi = res.last_ok, res.first_garbage
+    return {"threshold": threshold, "status": res.status, "interval": [lo, hi],
+            "inside": lo is not None and hi is not None and lo < threshold <= hi,
+            "width": (hi - lo) if lo is not None and hi is not None else None,
+            "width_ok": lo is not None and hi is not None and hi - lo <= max(0.03 * threshold, 64),
+            "requests": st["chat_requests"], "tokenize_calls": st["tokenize_requests"],
+            "tokenize_per_request": st["tokenize_requests"] / max(1, st["chat_requests"]),
+            "prompt_tokens": sent, "sweep_tokens": sweep, "ratio_to_sweep": sent / sweep,
+            "flaky": res.flaky}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--thresholds", default="1500,5000,20000,50000,110000")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    rows = [measure(int(t)) for t in a.thresholds.split(",")]
+    mean_ratio = sum(r["ratio_to_sweep"] for r in rows) / len(rows)
+    if a.json:
+        print(json.dumps({"rows": rows, "mean_ratio_to_sweep": mean_ratio, "sweep_sizes": sweep_sizes()}, indent=2))
+        return 0
+    print(f"threshold search over {MIN}-{MAX} tokens to 3 % / 64 tokens; sweep = {sweep_sizes()}")
+    print(f"{'T':>7} {'status':>8} {'interval':>17} {'width':>6} {'req':>4} {'tok/req':>7} "
+          f"{'prompt tok':>10} {'sweep':>8} {'ratio':>6}")
+    for r in rows:
+        iv = f"[{r['interval'][0]}, {r['interval'][1]}]"
+        print(f"{r['threshold']:>7} {r['status']:>8} {iv:>17} {r['width'] or 0:>6} {r['requests']:>4} "
+              f"{r['tokenize_per_request']:>7.2f} {r['prompt_tokens']:>10} {r['sweep_tokens']:>8} "
+              f"{r['ratio_to_sweep']:>6.2f}")
+    print(f"inside 5/5: {sum(r['inside'] for r in rows)}/{len(rows)}; width within 3 % or 64 tokens: "
+          f"{sum(r['width_ok'] for r in rows)}/{len(rows)}; max requests {max(r['requests'] for r in rows)} "
+          f"(target <= 12); max /tokenize per request {max(r['tokenize_per_request'] for r in rows):.2f} "
+          f"(target <= 1); prompt tokens vs sweep: mean {mean_ratio:.2f}x, max "
+          f"{max(r['ratio_to_sweep'] for r in rows):.2f}x (target <= 2x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
