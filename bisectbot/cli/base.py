@@ -19,7 +19,6 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import EXIT_ERROR
 from ..secrets import install_stream_redaction
 
 EPILOG = """\b
@@ -140,10 +139,6 @@ def cli(ctx: click.Context, state_dir: Path | None, as_json: bool, verbose: int,
         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr,
     )
     install_stream_redaction()  # tokens never reach stdout, stderr or log records
+    JsonOut.emitted = False  # one document per invocation (in-process callers invoke many times)
     ctx.obj = Ctx(state_dir=state_dir, json=as_json, verbosity=level)
 
-
-def not_yet(issue: int, what: str) -> None:
-    """Placeholder for a command another issue fills in; exits 1 with a clear line."""
-    click.echo(f"bisectbot: {what} is not implemented yet (issue {issue})", err=True)
-    sys.exit(EXIT_ERROR)
