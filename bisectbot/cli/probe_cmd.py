@@ -121,7 +121,7 @@ def _print_table(res: ThresholdResult) -> None:
 @click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Relative width of the refined interval (default 0.02).")
 @click.option("--tolerance-tokens", type=click.IntRange(min=1), default=None,
-              help="Absolute width floor of the interval in tokens (default 256).")
+              help="Absolute width floor of the interval in tokens (default 64).")
 @click.option("--needles", type=click.IntRange(0, 10), default=None, help="Needle codes embedded in the prompt.")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Identical requests per size (majority).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests sent at once per size.")

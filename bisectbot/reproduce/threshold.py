@@ -20,8 +20,12 @@ so the number of requests is the cost minimised):
    bisection when ``tolerance_tokens`` is small). It stops when
    ``first_garbage - last_ok <= max(tolerance * last_ok, tolerance_tokens)``. Both
    interval ends are sizes that were actually requested, with the server's own
-   ``prompt_tokens``. Over [2K, 120K] to 2 % that is 9 requests when deterministic
-   (10 when the threshold lies below the first bisection point, which needs ``min_size``).
+   ``prompt_tokens``.
+4. Confirm the boundary (issue 11): ``first_garbage`` once more with a second prompt
+   (another filler seed) and one larger size; a disagreement marks the size flaky
+   (``ThresholdResult.flaky`` and a note) -- evidence, not an automatic INCONCLUSIVE.
+   Over [1K, 120K] to 2 % / 64 tokens the whole search takes 10-11 requests against the
+   reference engine (``benchmarks/reproducer_cost.py``; budget 12).
 
 With ``repeats > 1``, ``temperature > 0`` (at least 3 then) or ``concurrency > 1``
 several identical requests are sent per size and the majority decides; the table
