@@ -20,8 +20,8 @@ def default_stack_dir(recipe_path: Path | None = None) -> Path:
 
 BUILD_EPILOG = """\b
 Examples:
-  bisectbot build --recipe R.yaml --base rocm/vllm-dev@sha256:...
-  bisectbot build --recipe R.yaml --base nightly_main_20260412 --overlay vllm=0f0f28b53 --repo ~/src/vllm
+  bisectbot build --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --base rocm/vllm-dev@sha256:...
+  bisectbot build --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --base nightly_main_20260412 --overlay vllm=0f0f28b53 --repo ~/src/vllm
 """
 
 

@@ -52,7 +52,7 @@ Examples:
       --hub-api https://hub.docker.com
   bisectbot nightlies record --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
   bisectbot nightlies show rocm/vllm-dev:nightly_main_20260412
-  bisectbot nightlies diff nightly_main_20260411 nightly_main_20260412 --recipe R.yaml
+  bisectbot nightlies diff nightly_main_20260411 nightly_main_20260412 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
 """
 
 

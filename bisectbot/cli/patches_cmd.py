@@ -49,7 +49,17 @@ version_opt = click.option("--version", "versions", multiple=True, metavar="PKG=
                            help="package version for variant choice (default: read from the tree's metadata)")
 
 
-@cli.group()
+PATCHES_EPILOG = """\b
+Examples:
+  bisectbot patches list
+  bisectbot patches check --pypi vllm==0.19.1 --ids vllm-sparse-mla-workspace
+  bisectbot patches check --image rocm/vllm-dev:nightly_main_20260412
+  bisectbot patches apply --source /usr/local/lib/python3.12/dist-packages --ids vllm-sparse-mla-workspace
+  bisectbot patches list --stack patches/stack.yaml      # another stack (also $BISECTBOT_PATCHES_DIR)
+"""
+
+
+@cli.group(epilog=PATCHES_EPILOG)
 def patches() -> None:
     """Patch stacks: which patch applies to a tree, through which variant, or is upstream."""
 

@@ -12,7 +12,12 @@ from ..errors import EXIT_BAD_INPUT, RecipeError
 from .base import Ctx, cli, pass_ctx
 
 
-@cli.group()
+@cli.group(epilog="""\b
+Examples:
+  bisectbot recipe validate recipes/*.yaml
+  bisectbot recipe validate vllm-workspace-fix-retirement     # a shipped example, by name
+  bisectbot recipe schema > recipe.schema.json
+""")
 def recipe() -> None:
     """Validate recipes and print their JSON Schema."""
 

@@ -49,10 +49,11 @@ def report() -> None:
 
     \b
     Examples:
-      bisectbot report render out/result.json --out out/
-      bisectbot report file out/result.json --recipe recipes/glm51.yaml --dry-run
-      bisectbot report reply out/result.json --recipe recipes/glm51.yaml --issue 12 --comment 2345678
-      bisectbot report commands --recipe recipes/glm51.yaml
+      bisectbot demo     # writes bisectbot-demo-out/result.json
+      bisectbot report render bisectbot-demo-out/result.json --out rendered/
+      bisectbot report file bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+      bisectbot report reply bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --issue 12 --comment 2345678
+      bisectbot report commands --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
     """
 
 
@@ -143,7 +144,7 @@ def reply_cmd(ctx: Ctx, result_file: Path, issue_number: int, comment_id: int, r
 
     \b
     Example:
-      bisectbot report reply out/bisect/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
+      bisectbot report reply bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
         --issue 12 --comment 2345678 --dry-run
     """
     from ..report.github import token_from_env

@@ -354,7 +354,17 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
                    retry_errors=retry_errors))
 
 
-@cli.group("bisect")
+BISECT_EPILOG = """\b
+Examples:
+  bisectbot demo                                              # leaves a session in its ledger
+  bisectbot --state bisectbot-demo-out/work/state bisect log > session.log
+  bisectbot --state bisectbot-demo-out/work/state bisect replay bisectbot-demo-out/work/demo-engine-prefill.yaml \\
+      session.log --out replayed/
+  bisectbot bisect plan recipes/vllm-workspace-fix-retirement.yaml
+"""
+
+
+@cli.group("bisect", epilog=BISECT_EPILOG)
 def bisect_group() -> None:
     """Session logs, replays and plans of bisections."""
 

@@ -110,7 +110,11 @@ def _gpus(slot: str) -> list[int]:
     return slot_gpus(slot) or [-1]
 
 
-@cli.group()
+@cli.group(epilog="""\b
+Examples:
+  bisectbot runner check --profile cpu
+  bisectbot runner check --profile runners/mi355x.yaml
+""")
 def runner() -> None:
     """Runner profiles and host checks."""
 

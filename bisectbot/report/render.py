@@ -143,7 +143,7 @@ class _StageView:
         rows = [
             {"n": i + 1, "candidate": candidate_link(p.candidate), "verdict": p.verdict.value,
              "threshold": format_threshold(p.threshold), "time": format_duration(p.duration_s),
-             "reason": p.reason}
+             "reason": p.reason, "exit": _exit_text(p)}
             for i, p in enumerate(self.probes)
         ]
         if len(rows) <= max_rows:
@@ -174,6 +174,24 @@ def blame_decision(result: RunResult, blame_confidence: float = DEFAULT_BLAME_CO
     return Blame(True) if ok else Blame(False, why)
 
 
+def _exit_text(p: ProbeResult) -> str:
+    """A command run's exit: ``0``, ``1``, ``timeout``, ``signal 9``; ``—`` when it did not run."""
+    rc = p.extra.get("returncode", "missing")
+    if rc == "missing":
+        return "—"
+    if rc is None:
+        return "timeout"
+    if isinstance(rc, int) and rc < 0:
+        return f"signal {-rc}"
+    return str(rc)
+
+
+def is_command_result(result: RunResult) -> bool:
+    """A run whose verdicts are a command's exit codes (``regress: command``): its report speaks of
+    runs and exit codes with stdout/stderr tails, not of chat requests, tokens and GARBAGE."""
+    return str(result.regress).strip() == "command"
+
+
 def _excerpts(result: RunResult) -> list[Any]:
     """Log tails and model replies, most relevant first (culprit and boundary probes first)."""
     final = result.final
@@ -199,6 +217,12 @@ def _excerpts(result: RunResult) -> list[Any]:
             val = p.extra.get(key)
             if isinstance(val, str) and val.strip():
                 out.append({"title": f"{name}: {key}", "text": val, "keep": "head"})
+        for key, label in (("stdout_tail", "stdout"), ("stderr_tail", "stderr")):  # command runs
+            val = p.extra.get(key)
+            if isinstance(val, str) and val.strip() and (p.candidate.ref, key) not in seen:
+                seen.add((p.candidate.ref, key))
+                out.append({"title": f"{name}: {label} (tail) of the run, exit {_exit_text(p)}", "text": val,
+                            "keep": "tail"})
         for lp in p.log_paths:
             path = Path(lp)
             if (p.candidate.ref, lp) in seen:
@@ -290,7 +314,8 @@ def _summary(result: RunResult, blame: Blame) -> str:
     if blame.ok:
         c = final.culprits[0]
         return (f"{ends_words(result.kind)['First']}: {candidate_link(c)} by {_author(c)}, "
-                f"confidence {final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} probes.")
+                f"confidence {final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} "
+                f"{'runs of the command' if is_command_result(result) else 'probes'}.")
     if len(final.culprits) == 1 and final.status is Status.CULPRIT:
         # a Culprit table follows: say what it is, and why nobody is blamed (issue 12)
         return (f"Culprit {candidate_link(final.culprits[0])} found, not blamed: {blame.reason}.")
@@ -411,6 +436,7 @@ def render_markdown(
         "env_rows": _env_rows(result), "patches": _patch_rows(result),
         "triage": sorted(result.triage.items()),
         "stages": [_StageView(s.name, s.component, s.status.value, s.probes) for s in result.stages],
+        "command": is_command_result(result),
         "notes": result.notes,
         "excerpts": _excerpts(result),
         "mentions": _mentions(mentions) if for_issue else "",

@@ -68,7 +68,8 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
             except TypeError:  # runners without an env argument
                 cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
             j = judge_command(cr.returncode, cr.timed_out)
-            extra = {"returncode": cr.returncode, "stderr_tail": cr.stderr_tail[-500:]}
+            extra = {"returncode": cr.returncode, "stdout_tail": cr.stdout_tail[-2000:],
+                     "stderr_tail": cr.stderr_tail[-2000:]}
             if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():
                 j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
             return j, extra

@@ -33,6 +33,13 @@ class LogLine:
         return bool(c.label) and (r == c.label or r == c.label.split()[0])
 
 
+
+def _stage(name: object) -> str:
+    """A stage's name as logged: ``stage 1`` stays ``stage 1`` (never ``stage stage 1``); a bare name
+    such as ``vllm commits`` is kept as it is."""
+    text = str(name or "?")
+    return text if text.startswith("stage") or not text.isdigit() else f"stage {text}"
+
 def parse_replay(text: str, name: str = "<replay>") -> list[LogLine]:
     """Parse a ``bisectbot bisect log`` file. BadInput names the line of a malformed entry."""
     out: list[LogLine] = []
@@ -59,7 +66,7 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
     for ev in events:
         d, kind = ev["data"], ev["kind"]
         if kind == "start":
-            lines.append(f"# {ev['at']} stage {d.get('stage')}: {d.get('n')} candidates, "
+            lines.append(f"# {ev['at']} {_stage(d.get('stage'))}: {d.get('n')} candidates, "
                          f"{'noisy' if d.get('noisy') else 'exact'} search")
         elif kind == "resume":
             lines.append(f"# {ev['at']} resumed ({d.get('cached', 0)} probes already done)")
@@ -71,12 +78,12 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
             lines.append(f"{d['verdict']} {d['ref']}{sig}  # [{d.get('phase', '')}] {d.get('label', '')}: "
                          f"{d.get('reason', '')}{thr_s}{eff} ({d.get('duration_s', 0):.1f}s)")
         elif kind == "prefetch":
-            lines.append(f"# prefetch in stage {d.get('stage')}: {d.get('ahead', 0)} prepared ahead, "
+            lines.append(f"# prefetch in {_stage(d.get('stage'))}: {d.get('ahead', 0)} prepared ahead, "
                          f"{d.get('used', 0)} used, {d.get('wasted', 0)} wasted, {d.get('cancelled', 0)} cancelled")
         elif kind == "triage":
             lines.append(f"# triage {d.get('toggle')}: {d.get('verdict')} ({d.get('reason', '')})")
         elif kind == "result":
-            lines.append(f"# {ev['at']} result of stage {d.get('stage')}: {d.get('status')} "
+            lines.append(f"# {ev['at']} result of {_stage(d.get('stage'))}: {d.get('status')} "
                          f"{d.get('culprits', '')} confidence {d.get('confidence', 0):.1%} {d.get('message', '')}")
         else:
             lines.append(f"# {ev['at']} {kind}: {json.dumps(d, sort_keys=True)}")

@@ -107,3 +107,37 @@ def test_command_reproducer_implies_command_regress(tmp_path):
     assert load_recipe(p).regress.mode == "garbage"  # set explicitly: kept
     p.write_text(yaml.safe_dump({k: v for k, v in base.items() if k != "reproducer"}))
     assert load_recipe(p).regress.mode == "garbage"  # the prefill default
+
+
+def _git_history(path: Path, values: list[int]) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
+    for i, v in enumerate(values):
+        (path / "value").write_text(f"{v}\n")
+        subprocess.run(["git", "-C", str(path), "add", "value"], check=True, env=env)
+        subprocess.run(["git", "-C", str(path), "commit", "-q", "-m", f"change {i}"], check=True, env=env)
+        if i == 0:
+            subprocess.run(["git", "-C", str(path), "tag", "v0"], check=True, env=env)
+
+
+def test_command_reproducer_report_speaks_of_runs_and_exit_codes(tmp_path):
+    import yaml
+
+    _git_history(tmp_path / "repo", [0, 1, 2, 3, 4, 5])
+    script = ("import sys\nv = int(open('value').read())\nprint('checked value', v)\n"
+              "print('value too large' if v >= 3 else 'fine', file=sys.stderr)\nsys.exit(1 if v >= 3 else 0)\n")
+    recipe = {"name": "cmd", "source": {"kind": "git", "repo": str(tmp_path / "repo"), "runtime_paths": ["value"]},
+              "reproducer": {"kind": "command", "command": [sys.executable, "-c", script]},
+              "bisect": {"good": "v0", "bad": "main"}, "report": {"dir": str(tmp_path / "out")}}
+    rp = tmp_path / "cmd.yaml"
+    rp.write_text(yaml.safe_dump(recipe))
+    r = bb("--state", str(tmp_path / "state"), "run", str(rp), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "regress `command`" in text  # implied by reproducer.kind: command
+    assert "| exit code |" in text and "runs of the command" in text
+    assert "stdout (tail)" in text and "checked value 3" in text
+    assert "stderr (tail)" in text and "value too large" in text
+    for word in ("tokens", "GARBAGE", "chat request", "TP 1"):
+        assert word not in text, word
