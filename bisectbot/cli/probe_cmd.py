@@ -23,14 +23,10 @@ Example:
   bisectbot probe --endpoint http://127.0.0.1:8000 --min-size 2000 --max-size 120000
   bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
       --model bisectbot/demo-engine
-<<<<<<< HEAD
-  bisectbot probe --recipe kernel-check.yaml --source ~/src/aiter   # reproducer kind: command
-  bisectbot probe --endpoint http://127.0.0.1:8000 --reference-endpoint http://127.0.0.1:8001 \
-      --noise-endpoint http://127.0.0.1:8002 --prompt-logprobs --control   # fluent-but-wrong output
-=======
   bisectbot demo && bisectbot probe --recipe recipes/demo-command.yaml \\
       --source bisectbot-demo-out/work/engine-history   # reproducer kind: command, run in --source
->>>>>>> 0fce998 (Help and docs: every --help has a runnable example whose files exist (tests/installed/test_help.py runs the offline ones); recipes/demo-command.yaml (command reproducer); README: bisect replay, exit codes per result status; command-reproducer reports speak of runs and exit codes with stdout/stderr tails; bisect log says 'stage 1'; probe runs a command reproducer in --source)
+  bisectbot probe --endpoint http://127.0.0.1:8000 --reference-endpoint http://127.0.0.1:8001 \\
+      --noise-endpoint http://127.0.0.1:8002 --prompt-logprobs --control   # fluent-but-wrong output
 
 \b
 Exit codes:
