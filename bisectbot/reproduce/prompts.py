@@ -218,6 +218,21 @@ class PromptBuilder:
             self._calibrated = True
             self._observed[prompt.words] = prompt_tokens
 
+    def sibling(self, seed: int) -> PromptBuilder:
+        """A builder of the same question with another filler ``seed`` (other needle codes) that
+        reuses what this one learnt: the trusted ``/tokenize`` and its per-word rate when there is
+        one (no new learning calls), else the usage observations (no ``/tokenize`` at all)."""
+        alt = PromptBuilder(self.question, needles=len(self.needles), seed=seed, tokenize=self._tokenize)
+        alt.chars_per_token = self.chars_per_token
+        if self._tokenize is not None and self.tokens_per_word is not None:
+            alt.base_tokens, alt.tokens_per_word = self.base_tokens, self.tokens_per_word
+            alt._anchors = dict(self._anchors)
+        else:
+            alt._tokenize = None
+            for words, tokens in self._observed.items():
+                alt.observe(words, tokens)
+        return alt
+
     @property
     def observations(self) -> dict[int, int]:
         """Filler words -> prompt tokens the server reported (a copy)."""

@@ -550,17 +550,14 @@ class HttpProbe:
 
     def confirm(self, size: int) -> SizeResult:
         """``SizeResult`` of a second prompt at about ``size`` tokens: another filler seed and
-        other needle codes, sized from this probe's calibration (no ``/tokenize`` call); the
-        prompt aims a hair above ``size`` so its measured size is not below it."""
+        other needle codes (:meth:`PromptBuilder.sibling`: sized with ``/tokenize`` when the
+        server has a trusted one, else from this probe's usage calibration); the prompt aims a
+        hair above ``size`` so its measured size is not below it."""
         try:
             if self._alt is None:
-                alt = PromptBuilder(self.spec.question, needles=self.spec.needles, seed=self.spec.seed + 1)
-                alt.chars_per_token = self.builder.chars_per_token
-                alt.base_tokens, alt.tokens_per_word = self.builder.base_tokens, self.builder.tokens_per_word
-                for words, tokens in self.builder.observations.items():
-                    alt.observe(words, tokens)
-                self._alt = alt
-            prompt = self._alt.build(size + max(2, size // 400))
+                self._alt = self.builder.sibling(self.spec.seed + 1)
+            slack = max(4, size // 1000) if self._alt.has_tokenizer else max(4, size // 200)
+            prompt = self._alt.build(size + slack)
             res = self._ask(size, prompt, self.spec.max_tokens)
             res.evidence["confirmation"] = f"seed {self.spec.seed + 1}"
             return self._finish(size, prompt, res)
