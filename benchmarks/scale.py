@@ -193,7 +193,7 @@ def git_rows(tmp: Path, sizes: list[int]) -> list[Row]:
         rows.append(Row(f"git: `run --dry-run` over {n:,} commits, process (CPU)", statistics.median(c.cpu_s for c in runs),
                         ref_cpu, "s", 5.0 if target else None,
                         f"wall {statistics.median(c.wall_s for c in runs):.2f} s vs git log {ref_wall:.2f} s; "
-                        f"peak RSS {max(c.rss_kib for c in runs) / 1024:.0f} MiB"))
+                        f"peak RSS {max(c.rss_kib for c in runs) / 1024:.0f} MiB (largest process of the tree, git included)"))
     return rows
 
 
