@@ -3,10 +3,17 @@
 Shared by recipes, patch stacks and runner profiles: the YAML is composed once to learn
 where each node sits, then validated; pydantic's error locations are mapped back to the
 node they came from (unknown keys point at the key, other errors at the value).
+
+Hostile files are refused with a located error, never a traceback or an exhausted host
+(issue 13): more than :data:`MAX_YAML_BYTES` bytes, bytes that are not UTF-8, nesting deeper
+than :data:`MAX_DEPTH`, more than :data:`MAX_ALIASES` aliases or a document that would expand
+to more than :data:`MAX_NODES` nodes through them (billion laughs), duplicate keys, and integers
+beyond 64 bits.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
@@ -14,6 +21,17 @@ from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 Marks = dict[tuple, tuple[int, int]]
+
+MAX_YAML_BYTES = 1024 * 1024
+"""Largest recipe/stack/profile file read (bytes); real ones are a few KB."""
+MAX_DEPTH = 32
+"""Deepest nesting of mappings and sequences."""
+MAX_ALIASES = 64
+"""Most ``*alias`` references in one document."""
+MAX_NODES = 100_000
+"""Most nodes of the document with every alias expanded (what validation would walk)."""
+MAX_INT = 2**63 - 1
+"""Largest integer magnitude accepted anywhere (larger is never a size, count or port)."""
 
 
 class LocatedErrors(Exception):
@@ -97,15 +115,118 @@ def field_path(loc: tuple, data: Any) -> str:
     return out or "(top level)"
 
 
+class _LimitedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses deep nesting and alias floods while composing."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _Refused(self.peek_event().start_mark, f"more than {MAX_ALIASES} aliases")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(self.peek_event().start_mark, f"nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _Refused(Exception):
+    def __init__(self, mark: Any, msg: str):
+        super().__init__(msg)
+        self.mark = mark
+        self.msg = msg
+
+
+def _pos(mark: Any) -> tuple[int, int]:
+    return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+
+
+def _check_tree(node: yaml.Node) -> None:
+    """Expanded size (aliases counted each time), duplicate keys, integer magnitude."""
+    sizes: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in sizes:
+            return sizes[id(n)]
+        sizes[id(n)] = 1  # a recursive alias counts once (PyYAML refuses them anyway)
+        total = 1
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[Any, yaml.Node] = {}
+            for k, v in n.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else id(k)
+                if key in seen and key != "<<":
+                    first = seen[key].start_mark
+                    raise _Refused(k.start_mark, f"duplicate key {k.value!r} (first at line {first.line + 1}, "
+                                                 f"column {first.column + 1})")
+                seen[key] = k
+                total += size(k) + size(v)
+        elif isinstance(n, yaml.SequenceNode):
+            total += sum(size(v) for v in n.value)
+        elif n.tag == "tag:yaml.org,2002:int":
+            digits = n.value.lstrip("+-").replace("_", "")
+            if len(digits) > 19:
+                raise _Refused(n.start_mark, f"integer {n.value[:24]}… is too large (limit {MAX_INT})")
+        sizes[id(n)] = total
+        if total > MAX_NODES:
+            raise _Refused(n.start_mark, f"expands to more than {MAX_NODES} nodes through aliases")
+        return total
+
+    size(node)
+
+
+def read_text(path: str | Path, what: str = "(file)") -> str:
+    """Read a YAML file as UTF-8 text, at most :data:`MAX_YAML_BYTES` bytes.
+
+    Raises :class:`LocatedErrors` (``FILE:LINE:COL: (file): ...``) when it cannot be read, is too
+    large or is not UTF-8 (the position of the first bad byte).
+    """
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_YAML_BYTES + 1)
+    except OSError as e:
+        raise LocatedErrors([f"{p}:1:1: {what}: cannot read: {e.strerror or e}"]) from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise LocatedErrors([f"{p}:1:1: {what}: larger than {MAX_YAML_BYTES} bytes"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = raw[: e.start]
+        line = before.count(b"\n") + 1
+        col = e.start - (before.rfind(b"\n") + 1) + 1
+        raise LocatedErrors([f"{p}:{line}:{col}: {what}: not UTF-8 (byte 0x{raw[e.start]:02x})"]) from None
+
+
 def compose(text: str, filename: str, what: str = "fields") -> tuple[dict[str, Any], Marks]:
     """Parse YAML ``text``; return the data (a mapping) and the position of every node.
 
-    Raises :class:`LocatedErrors` for a YAML syntax error (parser's own line/column) or a
-    document that is not a mapping (``what`` names what the mapping should hold).
+    Raises :class:`LocatedErrors` for a YAML syntax error (parser's own line/column), a document
+    that is not a mapping (``what`` names what the mapping should hold), and the hostile shapes
+    listed in the module docstring (size, depth, aliases, duplicate keys, huge integers).
     """
+    if len(text) > MAX_YAML_BYTES:
+        raise LocatedErrors([f"{filename}:1:1: (yaml): larger than {MAX_YAML_BYTES} characters"])
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = _LimitedLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_tree(node)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except _Refused as e:
+        line, col = _pos(e.mark)
+        raise LocatedErrors([f"{filename}:{line}:{col}: (yaml): {e.msg}"]) from None
+    except RecursionError:
+        raise LocatedErrors([f"{filename}:1:1: (yaml): nested too deeply"]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -113,6 +234,8 @@ def compose(text: str, filename: str, what: str = "fields") -> tuple[dict[str, A
         if e.context:
             msg = f"{msg} ({e.context.strip()})"
         raise LocatedErrors([f"{filename}:{line}:{col}: (yaml): {msg}"]) from None
+    except (yaml.YAMLError, ValueError, TypeError) as e:  # e.g. an unhashable key, a bad timestamp
+        raise LocatedErrors([f"{filename}:1:1: (yaml): {type(e).__name__}: {str(e).splitlines()[0][:200]}"]) from None
     if node is None or not isinstance(data, dict):
         raise LocatedErrors([f"{filename}:1:1: (top level): expected a mapping of {what}"])
     return data, mark_tree(node)

@@ -251,15 +251,14 @@ def load_stack(path: Path | None = None) -> Stack:
     exists and is a single-file unified diff with at least one hunk.
     Raises :class:`PatchError` (exit code 2) with ``FILE:LINE:COL: field: message`` lines.
     """
-    from .located import LocatedErrors, compose, validate
+    from .located import LocatedErrors, compose, read_text, validate
     from .located import where as _where
 
     p = Path(path) if path is not None else default_stack_path()
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PatchError(f"{p}:1:1: (file): cannot read stack: {e.strerror or e} "
-                         f"(give --stack FILE or set {PATCHES_DIR_ENV}=DIR)") from None
+        text = read_text(p, "(file): stack")  # size-limited, UTF-8 checked
+    except LocatedErrors as e:
+        raise PatchError(f"{e} (give --stack FILE or set {PATCHES_DIR_ENV}=DIR)") from None
     try:
         data, marks = compose(text, str(p), "stack fields with a 'patches' list")
         stack = validate(Stack, data, marks, str(p))

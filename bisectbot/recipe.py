@@ -21,8 +21,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .confine import check_mount
 from .errors import RecipeError
-from .located import LocatedErrors, compose, load_located, where
+from .located import LocatedErrors, compose, load_located, read_text, where
+
+MAX_PROMPT_TOKENS = 16_777_216
+"""Largest prompt size (tokens) a recipe or ``probe`` may ask for: above the longest context of any
+served model today (10M tokens, Llama 4 Scout); larger values are typos or attacks (issue 13)."""
 
 
 class _Model(BaseModel):
@@ -91,10 +96,18 @@ class ServerSpec(_Model):
     port: int = Field(8000, ge=1, le=65535)
     health_timeout_s: float = Field(2400.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)
-    mounts: list[str] = Field(default_factory=list, description="HOST:CONTAINER[:ro] bind mounts")
+    mounts: list[str] = Field(default_factory=list, description="HOST:CONTAINER[:ro] bind mounts; both sides "
+                              "absolute, never the host's /, a system directory, the Docker socket or a home")
     build_command: list[str] | None = Field(
         None, description="command that builds a candidate's source tree; non-zero exit = skip"
     )
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, v: list[str]) -> list[str]:
+        for m in v:
+            check_mount(m)  # ConfinementError is a ValueError: located by the loader
+        return v
 
 
 # --------------------------------------------------------------------------- reproducer
@@ -184,16 +197,17 @@ class ReproducerSpec(_Model):
     """Prefill-threshold reproducer settings. All sizes are prompt **tokens**."""
 
     kind: Literal["prefill", "command"] = "prefill"
-    sizes: list[int] = Field(default_factory=list, description="fixed ladder swept first (tokens)")
-    min_size: int = Field(2000, gt=0, description="smallest prompt (tokens)")
-    max_size: int = Field(32000, gt=0, description="largest prompt (tokens)")
+    sizes: list[Annotated[int, Field(gt=0, le=MAX_PROMPT_TOKENS)]] = Field(
+        default_factory=list, description="fixed ladder swept first (tokens)")
+    min_size: int = Field(2000, gt=0, le=MAX_PROMPT_TOKENS, description="smallest prompt (tokens)")
+    max_size: int = Field(32000, gt=0, le=MAX_PROMPT_TOKENS, description="largest prompt (tokens)")
     tolerance: float = Field(0.02, gt=0, lt=1, description="relative width of the refined interval")
     tolerance_tokens: int = Field(64, ge=1, description="absolute width floor of the interval (tokens); 64 keeps "
                                   "a 1.5K threshold within 3 % (issue 11)")
     question: str = "What is 2+2? Answer in one sentence."
     expected_answer: str | None = "4"
     needles: int = Field(0, ge=0, le=10, description="needle codes embedded in the prompt")
-    max_tokens: int = Field(1000, gt=0)
+    max_tokens: int = Field(1000, gt=0, le=MAX_PROMPT_TOKENS)
     temperature: float = Field(0.0, ge=0)
     seed: int = 0
     repeats: int = Field(1, ge=1)
@@ -285,6 +299,9 @@ class Regress(_Model):
                 self.arg = int(self.arg)  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 raise ValueError(f"threshold-below needs a token count, got {self.arg!r}") from None
+            if not 0 < self.arg <= MAX_PROMPT_TOKENS:
+                raise ValueError(f"threshold-below must be a token count between 1 and {MAX_PROMPT_TOKENS}, "
+                                 f"got {self.arg}")
         return self
 
     @property
@@ -462,9 +479,9 @@ def load_recipe(path: str | Path) -> Recipe:
     """Load and validate a recipe file. Raises :class:`RecipeError` (exit code 2)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise RecipeError([f"{p}:1:1: (file): cannot read: {e.strerror or e}"]) from None
+        text = read_text(p)  # size-limited, UTF-8 checked
+    except LocatedErrors as e:
+        raise RecipeError(e.problems) from None
     return parse_recipe(text, str(p))
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import BadInput
-from .located import LocatedErrors, load_located
+from .located import LocatedErrors, load_located, read_text
 from .slots import slot_gpus
 
 
@@ -133,7 +133,11 @@ def load_profile(name_or_path: str | Path, recipe_path: str | Path | None = None
         candidates = [d / f"{name_or_path}.yaml" for d in profile_search_path(recipe_path)]
     for c in candidates:
         if c.is_file():
-            return parse_profile(c.read_text(encoding="utf-8"), str(c))
+            try:
+                text = read_text(c)  # size-limited, UTF-8 checked
+            except LocatedErrors as e:
+                raise BadInput(str(e)) from None
+            return parse_profile(text, str(c))
     from .shipped import shipped_dir
 
     shipped = shipped_dir("runners")

@@ -17,6 +17,10 @@ asks (seconds or an HTTP date, capped at ``max_retry_after_s``) or 1 s, 2 s...
 Timeouts are not retried -- a timed-out 100K-token prefill is too expensive to send
 twice. A reply that still failed transiently has :attr:`Reply.transient` set: callers
 must never cache it as a verdict.
+
+Every request goes through :func:`bisectbot.bounded.request`: its timeout bounds the whole
+exchange (a dribbling server is cut off at the deadline) and reply bodies are capped at
+:data:`bisectbot.bounded.MAX_BODY_BYTES` (a larger reply is a ``bad-response`` error).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any
 
 import requests
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+from .. import bounded
 
 #: ``error_kind`` values of a failed :class:`Reply`.
 ERROR_KINDS = ("connection", "timeout", "http", "over-limit", "bad-response")
@@ -164,7 +170,7 @@ class Client:
         self.transient_retries = transient_retries
         self.max_retry_after_s = max_retry_after_s
         self.sleep = time.sleep  # seconds; replaceable to observe the waits
-        self.session = requests.Session()
+        self.session = bounded.session()
         if api_key:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self._tokenize_missing = False
@@ -181,15 +187,16 @@ class Client:
                             reraise=True)
         for attempt in retrying:
             with attempt:
-                return self.session.request(method, self.base_url + path,
-                                            timeout=(self.connect_timeout_s, timeout), **kw)
+                return bounded.request(self.session, method, self.base_url + path, total_s=timeout,
+                                       connect_s=self.connect_timeout_s, **kw)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ readiness
     def health(self, timeout_s: float = 5.0) -> bool:
         """True when ``GET /health`` answers 200 (no retries)."""
         try:
-            r = self.session.get(self.base_url + "/health", timeout=(self.connect_timeout_s, timeout_s))
+            r = bounded.request(self.session, "GET", self.base_url + "/health", total_s=timeout_s,
+                                connect_s=self.connect_timeout_s, max_bytes=64 * 1024)
         except requests.RequestException:
             return False
         return r.status_code == 200
@@ -303,6 +310,8 @@ class Client:
         except requests.exceptions.Timeout as e:
             return Reply(seconds=time.monotonic() - t0, error_kind="timeout",
                          error=f"timeout after {self.timeout_s:g} s: {_one_line(str(e), 160)}")
+        except bounded.BodyTooLarge as e:
+            return Reply(seconds=time.monotonic() - t0, error_kind="bad-response", error=_one_line(str(e), 200))
         except requests.RequestException as e:
             return Reply(seconds=time.monotonic() - t0, error_kind="connection",
                          error=f"connection failed: {_one_line(str(e), 200)}")

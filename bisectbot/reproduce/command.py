@@ -17,13 +17,12 @@ Stdout/stderr tails (last 4 KB) are kept in each size's ``evidence``.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..bounded import run_process
 from ..errors import BadInput
 from ..models import Outcome
 from ..recipe import ReproducerSpec
@@ -58,11 +57,13 @@ def _tail(data: bytes | str | None) -> str:
 
 
 def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, cwd: str | Path | None = None,
-             env: dict[str, str] | None = None, passthrough: list[str] | tuple[str, ...] = ()) -> CommandRun:
+             env: dict[str, str] | None = None, passthrough: list[str] | tuple[str, ...] = (),
+             log_path: str | Path | None = None) -> CommandRun:
     """Run ``argv`` once for ``size`` (tokens) in a fresh process (its own process group).
 
     ``timeout_s`` seconds; on timeout the whole process group is killed and
-    ``CommandRun(returncode=None, timed_out=True)`` is returned. ``env`` is added to an
+    ``CommandRun(returncode=None, timed_out=True)`` is returned. Stdout/stderr go to ``log_path``
+    (when given) and only their last :data:`TAIL_BYTES` stay in memory. ``env`` is added to an
     allow-listed environment (:func:`bisectbot.secrets.candidate_env`: the bot's tokens never
     reach the command; ``passthrough`` names more host variables). A command that cannot start gives return code 127
     (not found) or 126 (not executable), like a shell. Raises :class:`BadInput` for a
@@ -72,22 +73,13 @@ def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, 
     full_env = candidate_env(env, passthrough=passthrough)
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        # output streams through reader threads: only TAIL_BYTES of each stay in memory (issue 13)
+        r = run_process(args, timeout_s=timeout_s, cwd=cwd, env=full_env, log_path=log_path, tail_bytes=TAIL_BYTES)
     except FileNotFoundError as e:
         return CommandRun(127, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
     except PermissionError as e:
         return CommandRun(126, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        return CommandRun(None, time.monotonic() - t0, _tail(out), _tail(err), timed_out=True)
-    return CommandRun(proc.returncode, time.monotonic() - t0, _tail(out), _tail(err))
+    return CommandRun(r.returncode, r.duration_s, r.stdout_tail, r.stderr_tail, timed_out=r.timed_out)
 
 
 def command_outcome(run: CommandRun, crash: str = "bad") -> tuple[Outcome, str]:

@@ -30,8 +30,10 @@ from typing import Any
 
 import requests
 
+from .. import bounded
 from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image, stack_file
 from ..components import container_labels
+from ..confine import check_mount
 from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
 from ..runner_profile import RunnerProfile, docker_run_kwargs
@@ -71,7 +73,7 @@ class _LogPump(threading.Thread):
         try:
             for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
                 if fh:
-                    fh.write(chunk)
+                    fh.write(bounded.redact_bytes(chunk))  # docker streams one line per chunk
                     fh.flush()
                 text = self._partial + chunk.decode("utf-8", "replace")
                 lines = text.split("\n")
@@ -168,9 +170,11 @@ def server_container(
     with gpu_slot(profile.gpu_slots, runner=profile.name, lock_dir=lock_dir, timeout_s=slot_timeout_s) as slot:
         kw = docker_run_kwargs(profile, slot)
         for m in mounts or []:
+            try:
+                check_mount(m)  # again on this host: symlinks resolve here (issue 13)
+            except ValueError as e:
+                raise BisectbotError(str(e)) from None
             parts = m.split(":")
-            if len(parts) not in (2, 3):
-                raise BisectbotError(f"bad mount {m!r}: expected HOST:CONTAINER[:ro]")
             kw.setdefault("volumes", {})[parts[0]] = {"bind": parts[1], "mode": parts[2] if len(parts) == 3 else "rw"}
         name = f"bisectbot-{uuid.uuid4().hex[:12]}"
         if log_path:
@@ -226,12 +230,13 @@ def _fail_exited(container: Any, pump: _LogPump, image: str, when: str) -> None:
 
 def _wait_healthy(container: Any, pump: _LogPump, image: str, url: str, timeout_s: float, poll_s: float) -> None:
     deadline = time.monotonic() + timeout_s
+    http = bounded.session()
     while True:
         container.reload()
         if container.status in ("exited", "dead"):
             _fail_exited(container, pump, image, "before /health answered")
         try:
-            r = requests.get(url, timeout=min(5.0, max(poll_s, 1.0)))
+            r = bounded.request(http, "GET", url, total_s=min(5.0, max(poll_s, 1.0)), max_bytes=64 * 1024)
             if r.status_code == 200:
                 return
         except requests.RequestException:

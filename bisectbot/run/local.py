@@ -35,6 +35,8 @@ from typing import Any
 
 import requests
 
+from .. import bounded
+from ..bounded import run_process
 from ..errors import PatchError, ServerError
 from ..models import Candidate
 from ..recipe import GitSource, Recipe
@@ -223,6 +225,7 @@ class LocalRunner:
                     except OSError as e:
                         fh.write(f"cannot run build command: {e}\n".encode())
                         rc = 127
+                bounded.redact_file(log_path)
                 prepared.log_paths.append(str(log_path))
                 if rc != 0:
                     why = "timed out" if rc is None else f"exit {rc}"
@@ -329,6 +332,7 @@ class LocalRunner:
         base = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + self.recipe.server.health_timeout_s
+            http = bounded.session()
             while True:
                 rc = proc.poll()
                 if rc is not None:
@@ -336,7 +340,8 @@ class LocalRunner:
                     raise ServerError(f"server exited with code {rc} before it was healthy"
                                       f"{': ' + last if last else ''} (log: {log_path})")
                 try:
-                    if requests.get(base + "/health", timeout=2).status_code == 200:
+                    if bounded.request(http, "GET", base + "/health", total_s=2,
+                                       max_bytes=64 * 1024).status_code == 200:
                         break
                 except requests.RequestException:
                     pass
@@ -349,32 +354,28 @@ class LocalRunner:
             _kill_group(proc)
             fh.close()
             pidfile.unlink(missing_ok=True)
+            bounded.redact_file(log_path)  # the log is an artifact: no secret the server printed stays in it
 
     def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
                     env: dict[str, str] | None = None) -> CommandRun:
         """Run ``argv`` in the worktree in its own process group; kill the group on timeout.
 
         A command that cannot be started comes back as exit 126 (found but not executable) or
-        127 (not found), as from a shell, with the reason in ``stderr_tail``."""
+        127 (not found), as from a shell, with the reason in ``stderr_tail``.
+        Output streams to ``log_dir/command-<ref>-<n>.log``; only the last ``_TAIL`` bytes of each
+        stream stay in memory (:func:`bisectbot.bounded.run_process`)."""
         argv = self.substitute(list(argv), prepared, port=0)
-        t0 = time.monotonic()
+        pidfiles: list[Path] = []
+        log_path = self.log_dir / f"command-{prepared.candidate.ref[:12]}-{time.time_ns()}.log"
         try:
-            proc = subprocess.Popen(argv, cwd=prepared.source, env=self.env(prepared, env), stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            r = run_process(argv, timeout_s=timeout_s, cwd=prepared.source, env=self.env(prepared, env),
+                            log_path=log_path, tail_bytes=_TAIL, grace_s=2,
+                            on_start=lambda proc: pidfiles.append(self._track(proc)))
         except OSError as e:  # as a shell reports it: 126 found but not executable, 127 not found
             rc = 126 if isinstance(e, PermissionError) else 127
             return CommandRun(returncode=rc, duration_s=0.0, stderr_tail=f"cannot run {argv[0]!r}: {e}")
-        pidfile = self._track(proc)
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc, grace_s=2)
-            out, err = proc.communicate()
-            timed_out = True
         finally:
-            _kill_group(proc, grace_s=0)
-            pidfile.unlink(missing_ok=True)
-        return CommandRun(returncode=None if timed_out else proc.returncode, duration_s=time.monotonic() - t0,
-                          stdout_tail=out.decode("utf-8", "replace")[-_TAIL:],
-                          stderr_tail=err.decode("utf-8", "replace")[-_TAIL:], timed_out=timed_out)
+            for f in pidfiles:
+                f.unlink(missing_ok=True)
+        return CommandRun(returncode=r.returncode, duration_s=r.duration_s, stdout_tail=r.stdout_tail,
+                          stderr_tail=r.stderr_tail, timed_out=r.timed_out)
