@@ -89,7 +89,8 @@ def copy_confined(src: str | Path, root: str | Path, rel: str | Path) -> Path:
 def check_mount(spec: str, home: str | None = None) -> str:
     """Validate one ``HOST:CONTAINER[:ro|rw]`` bind mount of a recipe; return it unchanged.
 
-    Raises :class:`ConfinementError` (a ``ValueError``) when a side is not absolute, or the host
+    A leading ``~/`` on the host side stands for the runner's home directory. Raises
+    :class:`ConfinementError` (a ``ValueError``) when a side is not absolute, or the host
     side (normalised, and resolved through symlinks where it exists) is ``/``, a system directory
     (:data:`SYSTEM_DIRS`), the Docker socket (:data:`DOCKER_SOCKETS`), or a home directory
     (``$HOME`` or one above it).
@@ -98,6 +99,8 @@ def check_mount(spec: str, home: str | None = None) -> str:
     if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
         raise ConfinementError(f"mount {spec!r}: expected HOST:CONTAINER or HOST:CONTAINER:ro")
     host, container = parts[0], parts[1]
+    if host == "~" or host.startswith("~/"):  # the runner's home directory: expanded where it runs
+        host = (home or os.environ.get("HOME") or os.path.expanduser("~")) + host[1:]
     for side, p in (("host", host), ("container", container)):
         if not p.startswith("/"):
             raise ConfinementError(f"mount {spec!r}: the {side} path must be absolute")

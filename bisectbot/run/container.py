@@ -175,7 +175,7 @@ def server_container(
             except ValueError as e:
                 raise BisectbotError(str(e)) from None
             parts = m.split(":")
-            kw.setdefault("volumes", {})[parts[0]] = {"bind": parts[1], "mode": parts[2] if len(parts) == 3 else "rw"}
+            kw.setdefault("volumes", {})[os.path.expanduser(parts[0])] = {"bind": parts[1], "mode": parts[2] if len(parts) == 3 else "rw"}
         name = f"bisectbot-{uuid.uuid4().hex[:12]}"
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)

@@ -73,15 +73,16 @@ def test_mount_to_home_is_refused(tmp_path: Path) -> None:
     home = tmp_path / "home" / "runner"
     home.mkdir(parents=True)
     f = tmp_path / "r.yaml"
-    for m in (f"{home}:/h", f"{home.parent}:/h"):
+    for m in (f"{home}:/h", f"{home.parent}:/h", "~:/h", "~/:/h", "~/..:/h"):
         f.write_text(BASE + f"server: {{mounts: ['{m}']}}\n")
         p = run_cli("recipe", "validate", str(f), env={"HOME": str(home)})
         assert p.returncode == 2 and "home directory" in p.stdout + p.stderr, p.stdout + p.stderr
     # a subdirectory of home (the Hugging Face cache) is fine
     (home / ".cache").mkdir()
-    f.write_text(BASE + f"server: {{mounts: ['{home}/.cache:/root/.cache:ro']}}\n")
-    p = run_cli("recipe", "validate", str(f), env={"HOME": str(home)})
-    assert "home directory" not in p.stdout + p.stderr
+    for m in (f"{home}/.cache:/root/.cache:ro", "~/.cache/huggingface:/root/.cache/huggingface"):
+        f.write_text(BASE + f"server: {{mounts: ['{m}']}}\n")
+        p = run_cli("recipe", "validate", str(f), env={"HOME": str(home)})
+        assert p.returncode == 0 and ": ok" in p.stdout, p.stdout + p.stderr
 
 
 def test_symlink_to_docker_socket_is_refused(tmp_path: Path) -> None:
