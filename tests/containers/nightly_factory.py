@@ -138,11 +138,13 @@ def engine_argv() -> tuple[list[str], dict[str, str]]:
     """Argv template (``{port}``, ``{threshold}``) for the engine inside the image and the files
     (image path -> host path) that carry it: the reference engine when the checkout has it,
     else the stdlib fallback ``mini_engine.py``."""
-    ref = REPO_ROOT / "bisectbot" / "demo" / "engine.py"
-    if ref.is_file():
+    demo = REPO_ROOT / "bisectbot" / "demo"
+    if (demo / "engine.py").is_file():
+        # the engine and the sibling modules it imports (stdlib only): every module of the package
         return (["-m", "bisectbot.demo.engine", "--host", "0.0.0.0", "--port", "{port}",
                  "--threshold", "{threshold}"],
-                {"/opt/bisectbot/bisectbot/demo/engine.py": str(ref)})
+                {f"/opt/bisectbot/bisectbot/demo/{f.name}": str(f)
+                 for f in sorted(demo.glob("*.py")) if f.name != "__init__.py"})
     return (["/opt/bisectbot/mini_engine.py", "--port", "{port}", "--garbage-above", "{threshold}"],
             {"/opt/bisectbot/mini_engine.py": str(MINI_ENGINE)})
 
