@@ -95,7 +95,8 @@ def record_cmd(ctx: Ctx, recipe: Path | None, registry: str | None, repository: 
     """Record every matching tag -> digest in the ledger (first/last seen). The nightly job runs this.
 
     A tag with a date, version or commit in its name that the ledger already holds is not asked
-    again (one manifest request per new or moving tag; --refresh asks for all).
+    again unless dated within the last two days (one manifest request per new, recent or moving
+    tag; --refresh asks for all).
     """
     from ..sources.registry import image_ref, record
 

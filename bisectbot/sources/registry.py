@@ -32,7 +32,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 from urllib.parse import urljoin
 
@@ -415,10 +415,28 @@ def merge_hub_dates(infos: list[TagInfo], hub: list[TagInfo]) -> list[TagInfo]:
 
 def is_moving(tag: str) -> bool:
     """True for a tag that names no date, version or commit (no digit and no run of 7+ hex letters in
-    it: ``nightly``, ``latest``, ``base``): such a tag is re-pointed by its publisher, so a digest recorded earlier says nothing
-    about it now. Tags with a digit (``nightly_main_20260412``, ``nightly-<sha>``, ``v0.11.2``) are
-    treated as immutable once recorded (DOMAIN.md: "Dated tags remain for history")."""
+    it: ``nightly``, ``latest``, ``base``): such a tag is re-pointed by its publisher, so a digest
+    recorded earlier says nothing about it now. Tags with a digit (``nightly_main_20260412``,
+    ``nightly-<sha>``, ``v0.11.2``) are treated as immutable once recorded (DOMAIN.md: "Dated tags
+    remain for history")."""
     return not any(ch.isdigit() for ch in tag) and not _HEX_RUN.search(tag)
+
+
+#: a dated tag this young (days, by the date in its name) may still be rebuilt by its publisher
+RECENT_DAYS = 2
+
+
+def trust_recorded(tag: str, today: date | None = None) -> bool:
+    """Whether a digest the ledger recorded for ``tag`` can stand in for asking the registry: not for
+    a moving tag (:func:`is_moving`), nor for a tag dated within :data:`RECENT_DAYS` of ``today``
+    (UTC; a nightly can be rebuilt the day it is published)."""
+    if is_moving(tag):
+        return False
+    d = tag_date(tag)
+    if d is None:
+        return True
+    today = today or datetime.now(timezone.utc).date()
+    return (today - date.fromisoformat(d)).days > RECENT_DAYS
 
 
 def list_tags(source: Any, registry_client: RegistryClient | None = None, hub_client: HubClient | None = None,
@@ -440,8 +458,8 @@ def fill_digests(infos: list[TagInfo], client: RegistryClient, known: Mapping[st
                  workers: int = DEFAULT_HEAD_WORKERS) -> int:
     """Give every tag of ``infos`` its digest, in place; returns how many manifest ``HEAD`` requests it took.
 
-    A tag that already carries a digest keeps it; an immutable tag (:func:`is_moving` false) found in
-    ``known`` (tag -> digest, e.g. :meth:`bisectbot.ledger.Ledger.nightly_digests`) takes the recorded
+    A tag that already carries a digest keeps it; a tag :func:`trust_recorded` accepts (immutable, not
+    dated within the last days) found in ``known`` (tag -> digest, e.g. :meth:`bisectbot.ledger.Ledger.nightly_digests`) takes the recorded
     one; the rest are asked with one ``HEAD`` each, ``workers`` at a time (default 8). Raises
     :class:`RegistryError` (the first failure) when a ``HEAD`` fails.
     """
@@ -449,7 +467,7 @@ def fill_digests(infos: list[TagInfo], client: RegistryClient, known: Mapping[st
     for t in infos:
         if t.digest:
             continue
-        if known and not is_moving(t.tag) and known.get(t.tag):
+        if known and known.get(t.tag) and trust_recorded(t.tag):
             t.digest = known[t.tag]
         else:
             todo.append(t)
@@ -531,7 +549,7 @@ class NightlyTags:
         if not name.startswith("sha256:"):
             return None
         for i, t in enumerate(tags):
-            if (t.digest or (None if is_moving(t.tag) else self.known.get(t.tag))) == name:
+            if (t.digest or (self.known.get(t.tag) if trust_recorded(t.tag) else None)) == name:
                 return i
         for i, t in enumerate(self.digests()):
             if t.digest == name:

@@ -207,3 +207,15 @@ source: {{kind: registry, registry: "{registry}", repository: {repo}, tag_patter
         assert len(cands) == 25 and cands[-1].label == "nightly"
         assert sum(1 for m, u in sent if "/tags/list" in u) == 1  # listed once for ends and range
         assert [u.rsplit("/", 1)[-1] for m, u in sent if "/manifests/" in u] == ["nightly"]
+
+
+def test_recorded_digest_trusted_for_immutable_tags_older_than_two_days() -> None:
+    from datetime import date
+
+    from bisectbot.sources.registry import trust_recorded
+
+    today = date(2026, 4, 12)
+    assert trust_recorded("nightly_main_20260409", today)  # three days old: as recorded
+    assert not trust_recorded("nightly_main_20260411", today)  # may still be rebuilt: asked again
+    assert not trust_recorded("nightly", today) and trust_recorded("v0.11.2", today)
+    assert trust_recorded("nightly-" + "0123abc" * 5 + "01234", today)  # a commit-named tag
