@@ -49,7 +49,9 @@ factor -- a tokenizer that disagrees with ``usage``), ``transient`` (a list of H
 per chat request, before serving normally, with ``Retry-After: retry_after_s``), and
 ``script`` (true: ``POST /_script`` with ``{"chat": [raw body, ...], "status": 200,
 "tokenize": raw body}`` makes the next chat replies those raw bodies -- any bytes,
-valid JSON or not -- for property tests of odd reply shapes).
+valid JSON or not -- for property tests of odd reply shapes); ``raw_reply`` (a string:
+every chat request is answered 200 with exactly these bytes, like a server whose replies
+have an unexpected shape).
 
 Oracles beyond the classifier (issue 18, :mod:`bisectbot.demo.oracles`): ``grounded``
 (summaries quote the document), ``subtle`` (above ``threshold`` fluent replies built
@@ -100,6 +102,7 @@ DEFAULTS: dict[str, Any] = {
     "transient": None,
     "retry_after_s": None,
     "script": False,
+    "raw_reply": None,
     # issue 18 (bisectbot.demo.oracles): reference comparison and decode control
     "grounded": False,
     "subtle": False,
@@ -430,7 +433,7 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {})
             elif path == "/v1/chat/completions":
                 with engine.lock:
-                    raw = engine.script_chat.pop(0) if engine.script_chat else None
+                    raw = engine.script_chat.pop(0) if engine.script_chat else engine.s.get("raw_reply")
                     if raw is not None:
                         engine.chat_requests += 1
                 if raw is not None:

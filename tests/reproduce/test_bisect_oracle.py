@@ -93,3 +93,16 @@ def test_a_transient_server_error_is_a_skip_that_is_never_cached(tmp_path):
     rows = _ledger_rows(state)
     # only deterministic outcomes (unbuildable / broken-engine skips) may be cached; no transient error
     assert len(rows) <= len(hist.unbuildable) + len(hist.broken), rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("raw", ['{"choices": [{"message": "4", "finish_reason": "stop"}]}',
+                                 '{"choices": [{"message": {"content": [1, 2]}}], "usage": {"prompt_tokens": "x"}}',
+                                 "not json at all"])
+def test_odd_reply_shapes_never_end_a_run_with_a_traceback(tmp_path, raw):
+    hist = make_history(tmp_path / "h", commits=8, seed=4, engine_settings={"raw_reply": raw})
+    recipe = _recipe(tmp_path, hist.path)
+    rc, res, err = _run(recipe, tmp_path / "state")  # asserts no traceback and one JSON document
+    assert rc != 0 and res.get("status") != "culprit"  # every probe is an ERROR -> skip: nothing to blame
+    assert (tmp_path / "out" / "result.json").exists() and (tmp_path / "out" / "report.md").exists()
+    assert "unexpected reply" in (tmp_path / "out" / "result.json").read_text(encoding="utf-8")
