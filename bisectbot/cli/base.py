@@ -140,5 +140,6 @@ def cli(ctx: click.Context, state_dir: Path | None, as_json: bool, verbose: int,
     )
     install_stream_redaction()  # tokens never reach stdout, stderr or log records
     JsonOut.emitted = False  # one document per invocation (in-process callers invoke many times)
-    ctx.obj = Ctx(state_dir=state_dir, json=as_json, verbosity=level)
+    # absolute: runners chdir into worktrees, and the Reproduce command must work from anywhere
+    ctx.obj = Ctx(state_dir=state_dir.expanduser().resolve() if state_dir else None, json=as_json, verbosity=level)
 

@@ -19,8 +19,15 @@ from ..models import Verdict  # noqa: E402
 from .history import NightlyResult  # noqa: E402
 
 
-def threshold_chart(nightly: NightlyResult, out_dir: Path, stem: str = "threshold") -> list[Path]:
-    """Write ``<stem>.png`` and ``<stem>.svg`` into ``out_dir``; return their paths.
+def _short_label(label: str, n: int = 32) -> str:
+    """A tick label of at most ``n`` characters (commit subjects are long)."""
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def threshold_chart(nightly: NightlyResult, out_dir: Path, stem: str = "threshold",
+                    over: str = "nightlies") -> list[Path]:
+    """Write ``<stem>.png`` and ``<stem>.svg`` into ``out_dir``; return their paths. ``over`` names
+    the x axis in the title (``nightlies``; ``probed candidates`` for a single run's chart).
 
     Returns ``[]`` (and writes nothing) when no probe carries a threshold. Raises ``OSError``
     when ``out_dir`` cannot be written.
@@ -30,7 +37,7 @@ def threshold_chart(nightly: NightlyResult, out_dir: Path, stem: str = "threshol
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    labels = [p.candidate.label or p.candidate.ref[:12] for p in nightly.probes]
+    labels = [_short_label(p.candidate.label or p.candidate.ref[:12]) for p in nightly.probes]
     xs = list(range(len(labels)))
     top = nightly.max_size or max(
         (v for p in nightly.probes if p.threshold for v in p.threshold if v is not None), default=1
@@ -59,7 +66,11 @@ def threshold_chart(nightly: NightlyResult, out_dir: Path, stem: str = "threshol
         ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("garbage threshold (prompt tokens)")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{nightly.recipe}: threshold over nightlies", fontsize=10)
+        lows = [v for p in nightly.probes if p.threshold for v in p.threshold if v]
+        if lows and top / min(lows) > 20:  # thresholds of very different sizes: keep the low ones visible
+            ax.set_yscale("symlog", linthresh=max(1, min(lows) // 2))
+            ax.set_ylim(bottom=0)
+        ax.set_title(f"{nightly.recipe}: threshold over {over}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]

@@ -29,7 +29,7 @@ from typing import Any
 
 import jinja2
 
-from ..models import Candidate, ProbeResult, RunResult, StageResult, Status
+from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
 from .fingerprint import fingerprint, marker
 from .history import NightlyResult, Streak
 from .sanitize import GITHUB_BODY_LIMIT, code_block, github_length, redact, sanitize, shorten_paths, visible
@@ -555,6 +555,23 @@ class ReportPaths:
         return [self.markdown, self.json, self.issue, *self.charts]
 
 
+def run_thresholds(result: RunResult) -> NightlyResult | None:
+    """The final stage's probed candidates in history order (oldest first; the last non-skip probe
+    of each) as a :class:`NightlyResult`, for the threshold chart of a single run. None when the run
+    has no final stage or no probe measured a threshold."""
+    final = result.final
+    if final is None or not final.probes:
+        return None
+    last: dict[str, ProbeResult] = {}
+    for p in final.probes:
+        if p.verdict is not Verdict.SKIP or p.candidate.ref not in last:
+            last[p.candidate.ref] = p
+    order = {c.ref: i for i, c in enumerate(final.candidates)}
+    probes = sorted(last.values(), key=lambda p: order.get(p.candidate.ref, len(order)))
+    run = NightlyResult(recipe=result.recipe, probes=probes, kind=result.kind, regress=result.regress)
+    return run if run.has_thresholds() else None
+
+
 def render_summary(result: RunResult, nightly: NightlyResult | None, files: Sequence[Path]) -> str:
     """Short Markdown for ``$GITHUB_STEP_SUMMARY`` (the full report is an artifact)."""
     blame = blame_decision(result)
@@ -584,6 +601,10 @@ def write_report(
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     charts = threshold_chart(nightly, out_dir) if nightly is not None else []
+    if not charts:  # a single run (commits, releases): the thresholds of its probed candidates, in order
+        run = run_thresholds(result)
+        if run is not None:
+            charts = threshold_chart(run, out_dir, over="probed candidates")
     md = render_markdown(result, nightly, chart=charts[0].name if charts else None,
                          blame_confidence=blame_confidence)
     paths = ReportPaths(markdown=out_dir / "report.md", json=out_dir / "report.json",

@@ -72,6 +72,21 @@ def test_no_keep_leaves_no_dangling_reproduce(tmp_path):
         # no path in the report points at a file that is gone
         for p in re.findall(r"(/[\w./-]+\.(?:yaml|sqlite3))", text):
             assert Path(p).exists(), (name, p)
+    # the demo's sizes bracket its engine's threshold: bad verdicts carry one, and the chart is drawn
+    report = (out / "report.md").read_text()
+    bad_rows = [ln for ln in report.splitlines() if re.match(r"\| \d+ \|.*\| bad \|", ln)]
+    assert bad_rows and all(re.search(r"\| bad \| \d+–\d+ \|", ln) for ln in bad_rows), bad_rows
+    assert (out / "threshold.png").is_file() and "![threshold over probed candidates](threshold.png)" in report
+
+
+def test_single_run_gets_a_threshold_chart(tmp_path):
+    from bisectbot.report import write_report
+
+    res = make_result()
+    paths = write_report(res, tmp_path, None)
+    assert [p.name for p in paths.charts] == ["threshold.png", "threshold.svg"]
+    assert "threshold over probed candidates" in (tmp_path / "threshold.svg").read_text()
+    assert "![threshold over probed candidates](threshold.png)" in (tmp_path / "report.md").read_text()
 
 
 def test_fix_bisection_speaks_of_last_broken_and_first_fixed():

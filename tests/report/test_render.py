@@ -182,7 +182,11 @@ def test_write_report_files_chart_and_step_summary(tmp_path, monkeypatch):
 def test_no_chart_without_thresholds(tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     hist = NightlyResult("r", [nightly(1, Verdict.SKIP, None)])
-    paths = write_report(make_result(n_probes=2), tmp_path, hist)
+    res = make_result(n_probes=2)
+    for st in res.stages:  # no probe measured a threshold: neither the nightly nor the run's chart
+        for p in st.probes:
+            p.threshold = None
+    paths = write_report(res, tmp_path, hist)
     assert paths.charts == [] and paths.step_summary is None
 
 
