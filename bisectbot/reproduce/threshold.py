@@ -573,7 +573,8 @@ class HttpProbe:
         return self._finish(size, prompt, res)
 
     def _finish(self, size: int, prompt: Prompt, res: SizeResult) -> SizeResult:
-        if res.outcome == Outcome.INCONCLUSIVE and self.inconclusive_retry_factor > 1:
+        misrouted = any(r.startswith("misrouted") for r in res.reasons)  # more room changes nothing
+        if res.outcome == Outcome.INCONCLUSIVE and self.inconclusive_retry_factor > 1 and not misrouted:
             # cut off inside the reasoning: ask once more with more room before giving up on this size
             more = self.spec.max_tokens * self.inconclusive_retry_factor
             again = self._ask(size, prompt, more)

@@ -68,6 +68,7 @@ def test_answer_only_in_reasoning_is_misrouted_inconclusive_with_a_switch(engine
     assert rc == 3 and res["status"] == "inconclusive"
     assert res["table"][0]["outcome"] == "INCONCLUSIVE"
     assert res["table"][0]["reasons"][0].startswith("misrouted")
+    assert res["requests"] == 1  # not re-asked with more max_tokens: the routing, not the room, is wrong
     rc, res, _ = _probe(e.url, "--min-size", "1000", "--max-size", "8000", "--accept-reasoning")
     assert rc == 0 and res["status"] == "ok"
 
