@@ -30,11 +30,13 @@ Rows (targets from issue 15):
   the same probes stored as plain JSON text (the format before issue 15);
 * ledger, peak Python memory while streaming every probe vs holding them all in a list
   (measured on a tenth and scaled); target <= 0.1;
+* prefetch: candidates prepared (probes + wasted prefetches) vs probes in ``bisectbot demo``; no
+  numeric target (the issue asks to prepare only what the next step can need and to report waste);
 * ``bisectbot --version`` CPU seconds (best of 7, wall beside); target <= 0.2 s; the bare
   interpreter start (``python -c pass``) is printed for scale.
 
 Run: ``python benchmarks/scale.py [--quick] [--latency-ms 20] [--tags 5000] [--probes 100000]
-[--only version,registry,git,ledger]`` (``--quick``: 10,000 commits, 1,000 tags, 10,000 probes).
+[--only version,registry,git,ledger,prefetch]`` (``--quick``: 10,000 commits, 1,000 tags, 10,000 probes).
 """
 
 from __future__ import annotations
@@ -342,6 +344,29 @@ def ledger_rows(tmp: Path, n: int) -> list[Row]:
 # --------------------------------------------------------------------------- start-up
 
 
+def prefetch_row(tmp: Path) -> list[Row]:
+    """``bisectbot demo``: candidates prepared (probes + wasted prefetches) per probe, from the stage's
+    ``prefetch prepared ...`` line and ``result.json``."""
+    import re
+
+    out, state = tmp / "demo-out", tmp / "demo-state"
+    argv = [sys.executable, "-m", "bisectbot", "demo", "--out", str(out), "--state", str(state)]
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=err, env=child_env(), timeout=600)
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    if p.returncode not in (0, 3):
+        raise SystemExit(f"demo exited {p.returncode}:\n{text[-2000:]}")
+    res = json.loads((out / "result.json").read_text())
+    probes = sum(1 for st in res["stages"] for pr in st["probes"] if pr.get("duration_s", 0) > 0)
+    ahead = used = wasted = 0
+    for m in re.finditer(r"prefetch prepared (\d+) candidate\(s\) ahead: (\d+) used, (\d+) wasted", text):
+        ahead, used, wasted = ahead + int(m[1]), used + int(m[2]), wasted + int(m[3])
+    return [Row("prefetch in the demo: candidates prepared per probe", probes + wasted, probes, "", None,
+                f"{probes} probes, {ahead} prepared ahead ({used} used, {wasted} wasted build(s)); the issue "
+                f"measured 20 prepared for 12 probes")]
+
+
 def version_row(tmp: Path) -> list[Row]:
     exe = Path(sys.executable).with_name("bisectbot")
     argv = [str(exe), "--version"] if exe.exists() else [sys.executable, "-m", "bisectbot", "--version"]
@@ -361,7 +386,8 @@ def main() -> int:
     ap.add_argument("--tags", type=int, default=5000)
     ap.add_argument("--probes", type=int, default=100_000)
     ap.add_argument("--commits", default="10000,50000", help="comma-separated history sizes")
-    ap.add_argument("--only", default="version,registry,git,ledger", help="comma-separated row groups to run")
+    ap.add_argument("--only", default="version,registry,git,ledger,prefetch",
+                    help="comma-separated row groups to run")
     a = ap.parse_args()
     sizes = [10_000] if a.quick else [int(x) for x in a.commits.split(",")]
     tags, probes = (1000, 10_000) if a.quick else (a.tags, a.probes)
@@ -378,6 +404,8 @@ def main() -> int:
             rows += git_rows(tmp, sizes)
         if "ledger" in only:
             rows += ledger_rows(tmp, probes)
+        if "prefetch" in only:
+            rows += prefetch_row(tmp)
     w = max(len(r.name) for r in rows)
     print(f"{'row':<{w}} | {'bot':>12} | {'reference':>12} | {'ratio':>6} | {'target':>6} | ok")
     print("-" * (w + 57))
