@@ -27,6 +27,7 @@ from . import (  # noqa: F401  (modules register their commands on import)
     probe_cmd,
     recipe_cmd,
     report_cmd,
+    round_cmd,
     run_cmd,
     runner_cmd,
 )

@@ -60,9 +60,11 @@ def _stack_path(recipe, recipe_path: Path) -> Path | None:
     return find_stack(None, recipe_path)
 
 
-def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> CandidateRunner
+def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str,
+                 workdir: Path | None = None):  # -> CandidateRunner
     """The runner for a recipe: ``local`` (git worktrees), ``container`` (images) or
-    ``release`` (patch questions on package releases: pypi source, patch regress mode)."""
+    ``release`` (patch questions on package releases: pypi source, patch regress mode).
+    ``workdir``: the local runner's worktree directory (default ``STATE/worktrees/<recipe>``)."""
     from ..bisect import is_patch_mode
 
     if kind == "auto":
@@ -89,7 +91,7 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
         if not repos:
             raise BadInput(f"{recipe_path}: the local runner needs a git source or bisect.components")
         state = ctx.ledger().state_dir
-        return LocalRunner(recipe, repos, workdir=state / "worktrees" / recipe.name,
+        return LocalRunner(recipe, repos, workdir=workdir or state / "worktrees" / recipe.name,
                            log_dir=state / "logs" / recipe.name,
                            profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]),
                            stack_path=_stack_path(recipe, recipe_path))
@@ -102,6 +104,24 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str):  # -> Candidat
     return ContainerRunner(recipe, load_profile(recipe.runner, recipe_path), state / "logs" / recipe.name, stack_dir=stack_dir,
                            ledger=_PerThreadLedger(state), lock_dir=state / "locks",
                            base_dir=recipe_path.parent)
+
+
+@contextlib.contextmanager
+def _writer(ctx: Ctx, recipe_file: str, wait_lock: float, dry_run: bool = False) -> Iterator[None]:
+    """Hold the writer lock of the recipe's state (issue 16: one writer per session) around a
+    run; a second writer waits ``wait_lock`` seconds (negative: forever), then exits naming
+    the holder. Nothing is locked for ``--dry-run``."""
+    if dry_run:
+        yield
+        return
+    from ..recipe import load_recipe
+    from ..session.lock import writer_lock
+    from ..shipped import find_recipe
+
+    recipe = load_recipe(find_recipe(recipe_file))
+    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: click.echo(s, err=True))
+    with writer_lock(ctx.ledger().state_dir, recipe.name, wait_s=wait_lock, echo=echo):
+        yield
 
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
@@ -333,11 +353,14 @@ def _apply(opts):
 @click.option("--retry-errors", is_flag=True,
               help="Probe again the candidates whose cached verdict is a skip (a failed build, a server that never "
                    "became healthy, an error); transient errors are never cached and need no flag.")
+@click.option("--wait-lock", type=float, default=0.0, show_default=True, metavar="SECONDS",
+              help="When another writer (run, round plan/import) holds this recipe's state: wait this long "
+                   "for it (negative: forever), then exit naming it.")
 @pass_ctx
 @click.pass_context
 def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool,
         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None,
-        file_issue: bool, retry_errors: bool) -> None:
+        file_issue: bool, retry_errors: bool, wait_lock: float) -> None:
     """Bisect RECIPE between a good and a bad candidate; verify; write the report.
 
     \b
@@ -350,8 +373,10 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
       bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --good nightly_main_20260401 --bad nightly_main_20260406
       GITHUB_TOKEN=... bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --file-issue   # up to the newest nightly
     """
-    cctx.exit(_run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
-                   retry_errors=retry_errors))
+    with _writer(ctx, recipe_file, wait_lock, dry_run):
+        code = _run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
+                    retry_errors=retry_errors)
+    cctx.exit(code)
 
 
 BISECT_EPILOG = """\b
@@ -406,7 +431,9 @@ def bisect_log(ctx: Ctx, session: str | None, recipe_name: str | None) -> None:
 def bisect_replay(cctx: click.Context, ctx: Ctx, recipe_file: str, log_file: str, good: str | None,
                   bad: str | None, out: str | None, runner_kind: str) -> None:
     """Re-run a bisection taking verdicts from LOG_FILE; candidates it lacks are probed."""
-    cctx.exit(_run(ctx, recipe_file, good, bad, False, log_file, out, runner_kind, None, True))
+    with _writer(ctx, recipe_file, 0.0):
+        code = _run(ctx, recipe_file, good, bad, False, log_file, out, runner_kind, None, True)
+    cctx.exit(code)
 
 
 @bisect_group.command("plan")

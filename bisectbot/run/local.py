@@ -115,6 +115,27 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
         log.warning("process %d did not exit after SIGKILL", proc.pid)
 
 
+@contextmanager
+def _worktree_lock(repo: GitRepo) -> Iterator[None]:
+    """The repository's thread lock plus a file lock in its git directory: ``git worktree
+    add/remove/prune`` of several processes on one repository (parallel ``round probe``s,
+    issue 16) would race on ``.git/worktrees``."""
+    import fcntl
+
+    with repo.lock:
+        try:
+            gitdir = Path(repo.repo.common_dir)
+            fd = os.open(gitdir / "bisectbot-worktree.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except Exception:  # no lock file possible (read-only clone): the thread lock alone
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
 class LocalRunner:
     """:class:`bisectbot.run.base.CandidateRunner` over local git repositories.
 
@@ -195,7 +216,7 @@ class LocalRunner:
         try:
             for comp, sha in commits.items():
                 wt = root / comp
-                with self.repos[comp].lock:
+                with _worktree_lock(self.repos[comp]):
                     self.repos[comp].repo.git.worktree("add", "--detach", "--force", str(wt), sha)
                 worktrees[comp] = wt
             prepared.source = worktrees[self.primary(candidate)]
@@ -242,7 +263,7 @@ class LocalRunner:
         """Remove the candidate's worktrees and temporary directory (idempotent)."""
         worktrees: dict[str, Path] = prepared.meta.get("worktrees") or {}
         for comp, wt in list(worktrees.items()):
-            with self.repos[comp].lock:
+            with _worktree_lock(self.repos[comp]):
                 try:
                     self.repos[comp].repo.git.worktree("remove", "--force", str(wt))
                 except Exception:  # already gone: prune below
@@ -281,7 +302,7 @@ class LocalRunner:
         for p in self.workdir.glob("cand-*"):
             shutil.rmtree(p, ignore_errors=True)
         for comp, repo in self.repos.items():
-            with self.repos[comp].lock:
+            with _worktree_lock(self.repos[comp]):
                 repo.repo.git.worktree("prune")
 
     # ------------------------------------------------------------------ run

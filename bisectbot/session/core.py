@@ -73,6 +73,8 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
         self._to_skip_logging = 0
         self.retry_errors = retry_errors
         self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
+        self.round_no = 0  # rounds (batches of probes) so far, cached ones included
+        self.log_resume = True  # False: replays (round plan/import) add no "resume" event
 
     # ------------------------------------------------------------------ keys and ids
     def _build_key(self, c: Candidate) -> str:
@@ -148,6 +150,8 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
 
         Returns the result and where it came from: ``probe``, ``cache``, ``replay`` or ``human``.
         """
+        if self.executor is not None and prefetcher is None:  # rounds: it runs wherever the executor does
+            return self.probe_batch([(c, attempt, toggle)], self.executor)[0]
         known, origin, key = self.lookup(c, attempt, toggle)
         if known is not None:
             return known, origin
@@ -156,20 +160,23 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
         self._store(res)
         return res, "probe"
 
-    def probe_batch(self, jobs: list[tuple[Candidate, int]], executor: Executor) -> list[tuple[ProbeResult, str]]:
-        """One round: known verdicts at once, the rest through ``executor``; each fresh result is
-        stored in the ledger (by this thread) as it finishes. Results in the order of ``jobs``."""
+    def probe_batch(self, jobs: list[tuple[Any, ...]], executor: Executor) -> list[tuple[ProbeResult, str]]:
+        """One round: ``jobs`` are ``(candidate, attempt[, toggle])``; known verdicts at once, the
+        rest through ``executor``; each fresh result is stored in the ledger (by this thread)
+        as it finishes. Results in the order of ``jobs``."""
+        self.round_no += 1
         out: list[tuple[ProbeResult, str] | None] = []
         todo: list[ProbeJob] = []
         where: list[int] = []
-        for c, a in jobs:
-            known, origin, key = self.lookup(c, a)
+        for c, a, *rest in jobs:
+            toggle = rest[0] if rest else None
+            known, origin, key = self.lookup(c, a, toggle)
             if known is not None:
                 out.append((known, origin))
             else:
                 out.append(None)
                 where.append(len(out) - 1)
-                todo.append(ProbeJob(c, key, a))
+                todo.append(ProbeJob(c, key, a, toggle))
         for n, res in executor.run(todo):
             self.fresh_probes += 1
             self._store(res)

@@ -74,7 +74,8 @@ class RoundLoop:
                                  {"stage": name, "component": component, "n": len(candidates),
                                   "candidates": [c.ref for c in candidates]})
         if prior:
-            self.ledger.log_event(self.session_id, "resume", {"cached": done_before})
+            if self.log_resume:
+                self.ledger.log_event(self.session_id, "resume", {"cached": done_before})
             self.echo(f"resuming session {self.session_id}: {done_before} probes already done")
         else:
             self.ledger.log_event(self.session_id, "start", {

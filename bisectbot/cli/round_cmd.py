@@ -1,0 +1,226 @@
+"""``bisectbot round plan|probe|import``: a bisection as rounds whose probes run anywhere.
+
+The state between calls is the ledger only (see :mod:`bisectbot.session.plan`).
+``plan`` and ``import`` are writers (they hold the recipe's writer lock,
+:mod:`bisectbot.session.lock`); ``probe`` writes no ledger row and runs in parallel freely.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import click
+
+from ..errors import EXIT_BAD_INPUT, BadInput
+from .base import Ctx, cli, pass_ctx
+
+_RUNNER = click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container", "release"]),
+                       default="auto", show_default=True, help="Where candidates run.")
+_WAIT = click.option("--wait-lock", type=float, default=60.0, show_default=True, metavar="SECONDS",
+                     help="Wait this long for another writer of the recipe's state (negative: forever).")
+
+
+@cli.group("round")
+def round_group() -> None:
+    """Drive a bisection in rounds of K probes that run anywhere (plan -> probe x K -> import).
+
+    \b
+    Examples:
+      bisectbot round plan recipe.yaml --slots 4              # JSON: session, round, probes
+      bisectbot round probe recipe.yaml --session S --ref SHA --key KEY --out v1.json   # on any runner
+      bisectbot round import recipe.yaml --session S v1.json v2.json v3.json v4.json
+    """
+
+
+def _load(recipe_file: str):  # -> (Recipe, Path)
+    from ..recipe import load_recipe
+    from ..shipped import find_recipe
+
+    path = find_recipe(recipe_file)
+    return load_recipe(path), path
+
+
+def _session_row(ctx: Ctx, recipe, session_id: str) -> dict:
+    row = ctx.ledger().get_session(session_id)
+    if row is None or (row.get("state") or {}).get("kind") != "rounds":
+        raise BadInput(f"no round session {session_id!r} in {ctx.ledger().state_dir} "
+                       "(start one with 'bisectbot round plan RECIPE --slots K')")
+    if row["recipe"] != recipe.name:
+        raise BadInput(f"round session {session_id} belongs to recipe {row['recipe']!r}, not {recipe.name!r}")
+    return row
+
+
+def _replay(ctx: Ctx, recipe, path: Path, good: str, bad: str, session_id: str, slots: int, runner_kind: str):
+    """Clean up after dead probes, then replay the session from the ledger: ``(plan, result)``."""
+    from ..run.local import LocalRunner
+    from ..session import Session
+    from ..session.lock import cleanup_free_probe_dirs
+    from ..session.plan import PlanningExecutor, plan_round
+    from .run_cmd import _make_runner
+
+    runner = _make_runner(ctx, recipe, path, runner_kind)
+    if isinstance(runner, LocalRunner):
+        repos = {n: r.path for n, r in runner.repos.items()}
+        cleanup_free_probe_dirs(_probe_root(ctx, recipe),
+                                lambda d: LocalRunner(recipe, repos, workdir=d).cleanup_stale())
+    recipe.bisect.parallel = slots
+    echo = (lambda s: click.echo(s, err=True)) if ctx.verbosity > 0 else None
+    session = Session(recipe, ctx.ledger(), runner, echo=echo, base_dir=path.parent, prefetch=False,
+                      recipe_path=str(path), executor=PlanningExecutor(slots))
+    return plan_round(session, good, bad, session_id, slots)
+
+
+def _probe_root(ctx: Ctx, recipe) -> Path:
+    from ..session.lock import _safe
+
+    return ctx.ledger().state_dir / "worktrees" / _safe(recipe.name) / "probes"
+
+
+@round_group.command("plan")
+@click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
+@click.option("--slots", type=click.IntRange(1, 64), help="Probes per round (free runners). Fixed per session.")
+@click.option("--session", "session_id", help="Continue this round session (default: the one of RECIPE's ends).")
+@click.option("--good", help="Known-good candidate (new sessions).")
+@click.option("--bad", help="Known-bad candidate (new sessions).")
+@click.option("--out", type=click.Path(file_okay=False), help="Report directory (default: recipe report.dir).")
+@_RUNNER
+@_WAIT
+@pass_ctx
+def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | None, good: str | None,
+               bad: str | None, out: str | None, runner_kind: str, wait_lock: float) -> None:
+    """Print the next round of RECIPE's bisection as one JSON document.
+
+    \b
+    {"session", "round", "done", "probes": [{"ref", "component", "key", ...}], "result"}
+    "result" is the path of result.json once done (the report is written then).
+    Probes that never came back are planned again. Exit 0; 2 on bad input.
+    """
+    from ..session import make_source, resolve_ends, write_report
+    from ..session.lock import writer_lock
+    from ..session.plan import rounds_session_id
+
+    recipe, path = _load(recipe_file)
+    led = ctx.ledger()
+    if session_id:
+        row = _session_row(ctx, recipe, session_id)
+        if (good and good != row["good"]) or (bad and bad != row["bad"]):
+            raise BadInput(f"round session {session_id} bisects {row['good']}..{row['bad']}; "
+                           "--good/--bad differ (leave them out, or start a new session without --session)")
+        good, bad = row["good"], row["bad"]
+    else:
+        g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
+        if (not g or not b) and recipe.source.kind != "git":
+            g, b = resolve_ends(recipe, g, b, make_source(recipe, path.parent, led))
+        if not g or not b:
+            raise BadInput("a bisection needs a good and a bad end: --good/--bad or bisect.good/bisect.bad")
+        good, bad = g, b
+        session_id = rounds_session_id(recipe, good, bad)
+        row = led.get_session(session_id)
+    stored = (row or {}).get("state", {}).get("slots") if row else None
+    if stored and slots and stored != slots:
+        raise BadInput(f"round session {session_id} plans rounds of {stored} probes; --slots {slots} differs "
+                       "(the rounds so far would change)")
+    slots = slots or stored
+    if not slots:
+        raise BadInput("a new round session needs --slots K (probes per round)")
+    with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
+                     echo=lambda s: click.echo(s, err=True)):
+        plan, result = _replay(ctx, recipe, path, good, bad, session_id, slots, runner_kind)
+        if plan.done and result is not None:
+            gh = recipe.report.github
+            paths = write_report(result, out or recipe.report.dir, recipe.bisect.blame_confidence,
+                                 list(gh.mentions) if gh else None)
+            plan.result = str(paths[0].resolve())
+        led.save_session(session_id, recipe.name, recipe.verdict_hash(), good, bad,
+                         plan.status or "running",
+                         {"kind": "rounds", "slots": slots, "round": plan.round, "done": plan.done,
+                          "pending": [j.key for j in plan.jobs], "result": plan.result})
+    click.echo(json.dumps(plan.to_dict(), sort_keys=True))
+
+
+@round_group.command("probe")
+@click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
+@click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
+@click.option("--ref", required=True, help="The probe's ref as the plan printed it.")
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False), help="Verdict file to write.")
+@click.option("--key", help="The probe key the plan printed (default: computed here, attempt 1).")
+@click.option("--round", "round_no", type=int, help="The plan's round number (lets import refuse stale files).")
+@click.option("--attempt", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--toggle", default="", help="Triage toggle name of the probe (plan's 'toggle').")
+@click.option("--runner-name", default="", help="Name of this runner in the verdict file (default: host name).")
+@_RUNNER
+@pass_ctx
+def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file: str, key: str | None,
+                round_no: int | None, attempt: int, toggle: str, runner_name: str, runner_kind: str) -> None:
+    """Run one probe of a round (anywhere) and write its verdict file; the ledger is not written.
+
+    \b
+    The file holds the probe key, verdict, threshold table, evidence, runner name and
+    timings; 'bisectbot round import' records it. Exit 0 when the file is written.
+    """
+    from ..session.executor import build_key, probe_key, run_probe
+    from ..session.lock import probe_dir
+    from ..session.plan import candidate_for, make_verdict
+    from .run_cmd import _make_runner
+
+    recipe, path = _load(recipe_file)
+    tog = None
+    if toggle:
+        tog = next((t for t in recipe.triage if t.name == toggle), None)
+        if tog is None:
+            raise BadInput(f"{path}: no triage toggle {toggle!r} (have: {', '.join(t.name for t in recipe.triage)})")
+    cand = candidate_for(recipe, ref, path.parent)
+    started = time.time()
+    with probe_dir(_probe_root(ctx, recipe)) as work:
+        runner = _make_runner(ctx, recipe, path, runner_kind, workdir=work)
+        k = key or probe_key(cand.ref, build_key(runner, cand), recipe.verdict_hash(), toggle, attempt)
+        res = run_probe(recipe, runner, cand, k, attempt, tog)
+    doc = make_verdict(res, session=session_id, round_no=round_no, key=k, ref=ref, recipe=recipe,
+                       attempt=attempt, toggle=toggle, runner=runner_name, started=started)
+    out = Path(out_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    click.echo(json.dumps({"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason,
+                           "out": str(out)}, sort_keys=True) if ctx.json else
+               f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out}")
+
+
+@round_group.command("import")
+@click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
+@_RUNNER
+@_WAIT
+@pass_ctx
+@click.pass_context
+def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[str, ...], session_id: str,
+                 runner_kind: str, wait_lock: float) -> None:
+    """Record verdict files of the session's current round in the ledger.
+
+    \b
+    Idempotent by probe key (a recorded key is 'already recorded'). A file of another
+    session or recipe hash, of a stale round or for an unplanned probe is refused with the
+    reason; the others are still recorded. Exit 0 when none is refused, else 2.
+    """
+    from ..session.lock import writer_lock
+    from ..session.plan import import_verdicts
+
+    recipe, path = _load(recipe_file)
+    led = ctx.ledger()
+    row = _session_row(ctx, recipe, session_id)
+    slots = int(row["state"].get("slots") or 1)
+    with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
+                     echo=lambda s: click.echo(s, err=True)):
+        plan, _ = _replay(ctx, recipe, path, row["good"], row["bad"], session_id, slots, runner_kind)
+        outcomes = import_verdicts(led, plan, recipe, [Path(f) for f in files])
+    if ctx.json:
+        ctx.emit([o.__dict__ for o in outcomes])
+    else:
+        for o in outcomes:
+            click.echo(f"{o.action}: {o.message}", err=o.action == "refused")
+    cctx.exit(EXIT_BAD_INPUT if any(o.action == "refused" for o in outcomes) else 0)

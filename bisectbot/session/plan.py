@@ -1,0 +1,251 @@
+"""Round commands: plan a round from the ledger, write a verdict file anywhere, import it.
+
+The state between calls is the ledger only. :func:`plan_round` replays the session
+(:class:`bisectbot.session.Session` with a :class:`PlanningExecutor`): every verdict the
+ledger holds is fed again, and the first round that needs a probe the ledger lacks stops
+the replay; its missing probes are the plan. The search is deterministic given the
+verdicts, so the round number (rounds so far, cached ones included) and the probe keys
+are the same in every call until new verdicts are imported. A probe that never came
+back is simply still missing: the next plan names it again.
+
+:func:`make_verdict` turns one probe (run by ``bisectbot round probe``, no ledger) into a
+verdict file; :func:`import_verdicts` records verdict files, idempotent by probe key, and
+refuses (naming file and reason) a file of another session, another recipe hash, a stale
+round or a probe that was not planned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from ..models import Candidate, CandidateKind, ProbeResult, Verdict
+from ..recipe import Recipe
+from .executor import ProbeJob
+
+VERDICT_FORMAT = "bisectbot-verdict/1"
+
+
+def rounds_session_id(recipe: Recipe, good: str, bad: str) -> str:
+    """The id of a round-driven session: SHA-256 (hex, 12 chars) of recipe name, reproducer key
+    (``recipe.verdict_hash()``) and the good/bad ends as given."""
+    blob = f"rounds|{recipe.name}|{recipe.verdict_hash()}|{good}|{bad}"
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def plan_ref(c: Candidate) -> str:
+    """The ref a plan prints and ``round probe --ref`` takes: the candidate's ref, or for a
+    candidate of pinned component commits ``comp=SHA,comp=SHA`` (sorted)."""
+    commits = c.meta.get("commits") if isinstance(c.meta, dict) else None
+    if commits and (len(commits) > 1 or "=" in c.ref):
+        return ",".join(f"{k}={v}" for k, v in sorted(commits.items()))
+    return c.ref
+
+
+class RoundPending(Exception):  # noqa: N818 -- control flow, not an error
+    """Raised by :class:`PlanningExecutor`: the replay reached a round with missing probes."""
+
+    def __init__(self, jobs: list[ProbeJob]):
+        super().__init__(f"{len(jobs)} probes to run")
+        self.jobs = jobs
+
+
+class PlanningExecutor:
+    """An executor that runs nothing: the first batch with a missing probe raises :class:`RoundPending`."""
+
+    def __init__(self, slots: int):
+        self.slots = max(1, slots)
+
+    def run(self, jobs: list[ProbeJob]) -> Iterator[tuple[int, ProbeResult]]:
+        if jobs:
+            raise RoundPending(jobs)
+        return iter(())
+
+    def prefetch(self, keep: list[Candidate], want: list[Candidate]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class RoundPlan:
+    """One ``round plan`` answer (see :meth:`to_dict` for the printed JSON document)."""
+
+    session: str
+    round: int
+    done: bool
+    jobs: list[ProbeJob] = field(default_factory=list)
+    result: str | None = None
+    status: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"session", "round", "done", "probes": [{"ref", "component", "key", ...}], "result"}``:
+        ``result`` is the path of ``result.json`` once done (else None)."""
+        return {"session": self.session, "round": self.round, "done": self.done, "result": self.result,
+                "status": self.status,
+                "probes": [{"ref": plan_ref(j.candidate), "component": j.candidate.component, "key": j.key,
+                            "label": j.candidate.label, "attempt": j.attempt,
+                            "toggle": j.toggle.name if j.toggle else ""} for j in self.jobs]}
+
+
+def plan_round(session: Any, good: str, bad: str, session_id: str, slots: int) -> tuple[RoundPlan, Any]:
+    """Replay ``session`` (a :class:`Session` whose executor is a :class:`PlanningExecutor`)
+    from the ledger. Returns the plan and, when done, the :class:`RunResult` (else None)."""
+    session.log_resume = False
+    try:
+        result = session.run(good, bad)
+    except RoundPending as p:
+        return RoundPlan(session_id, session.round_no, False, p.jobs), None
+    return RoundPlan(session_id, session.round_no, True, status=result.status.value), result
+
+
+# --------------------------------------------------------------------------- verdict files
+
+
+def make_verdict(res: ProbeResult, *, session: str, round_no: int | None, key: str, ref: str,
+                 recipe: Recipe, attempt: int, toggle: str, runner: str, started: float) -> dict[str, Any]:
+    """The verdict file of one probe: probe key, verdict, threshold table, evidence (reason,
+    signature, logs, patch states), runner name and timings (POSIX seconds and ISO UTC)."""
+    fin = time.time()
+    return {
+        "format": VERDICT_FORMAT, "session": session, "round": round_no, "key": key, "ref": ref,
+        "recipe": recipe.name, "recipe_hash": recipe.verdict_hash(), "attempt": attempt, "toggle": toggle,
+        "verdict": res.verdict.value, "reason": res.reason, "signature": res.signature,
+        "threshold": list(res.threshold) if res.threshold else None, "table": res.table,
+        "evidence": {"log_paths": res.log_paths, "patches": res.patches, "extra": res.extra},
+        "runner": runner or socket.gethostname(),
+        "timings": {"started": _iso(started), "finished": _iso(fin), "duration_s": round(res.duration_s, 3)},
+        "probe": res.to_dict(),
+    }
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def read_verdict(path: Path) -> dict[str, Any]:
+    """Load and check the shape of a verdict file. BadInput names the file and what is wrong."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read verdict file: {e.strerror or e}") from None
+    except ValueError as e:
+        raise BadInput(f"{path}: not a JSON verdict file: {e}") from None
+    if not isinstance(d, dict) or d.get("format") != VERDICT_FORMAT:
+        raise BadInput(f"{path}: not a bisectbot verdict file (format {VERDICT_FORMAT!r} expected)")
+    for k in ("session", "key", "ref", "recipe_hash", "verdict", "probe"):
+        if not d.get(k):
+            raise BadInput(f"{path}: verdict file has no {k!r}")
+    if d["verdict"] not in {v.value for v in Verdict}:
+        raise BadInput(f"{path}: verdict {d['verdict']!r} is not good, bad or skip")
+    if d.get("round") is not None and not isinstance(d["round"], int):
+        raise BadInput(f"{path}: round {d['round']!r} is not a number")
+    return d
+
+
+@dataclass
+class ImportOutcome:
+    """Per file: ``recorded``, ``already recorded``, ``not recorded`` (a transient error) or
+    ``refused`` with the reason."""
+
+    path: str
+    action: str
+    message: str
+    key: str = ""
+
+
+def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Path]) -> list[ImportOutcome]:
+    """Record verdict files for the pending round ``plan`` (from :func:`plan_round`).
+
+    Idempotent by probe key: a key the ledger already holds is ``already recorded``. A file
+    of another session or recipe hash, of a stale round, or for a probe the plan does not
+    name is ``refused`` (nothing stored from it). Files that pass are stored together.
+    """
+    pending = {j.key: j for j in ([] if plan.done else plan.jobs)}
+    out: list[ImportOutcome] = []
+    store: list[ProbeResult] = []
+    seen: set[str] = set()
+    for f in files:
+        try:
+            d = read_verdict(f)
+        except BadInput as e:
+            out.append(ImportOutcome(str(f), "refused", str(e)))
+            continue
+        key = str(d["key"])
+        if d["session"] != plan.session:
+            out.append(ImportOutcome(str(f), "refused", f"{f}: verdict of session {d['session']}, not "
+                                     f"{plan.session}", key))
+            continue
+        if d["recipe_hash"] != recipe.verdict_hash():
+            out.append(ImportOutcome(str(f), "refused", (
+                f"{f}: probed with recipe hash {d['recipe_hash']}, but {recipe.name} now has "
+                f"{recipe.verdict_hash()} (the recipe's reproducer changed): probe again"), key))
+            continue
+        if key in seen or ledger.get_probe(key) is not None:
+            out.append(ImportOutcome(str(f), "already recorded", f"{f}: probe {key} already recorded", key))
+            continue
+        job = pending.get(key)
+        if job is None:
+            rnd = d.get("round")
+            why = (f"round {rnd} is stale (the session is at round {plan.round})"
+                   if rnd is not None and rnd != plan.round else
+                   f"probe {key} ({d['ref']}) is not planned in round {plan.round}"
+                   + (" (the session is done)" if plan.done else ""))
+            out.append(ImportOutcome(str(f), "refused", f"{f}: {why}", key))
+            continue
+        if d["ref"] != plan_ref(job.candidate):
+            out.append(ImportOutcome(str(f), "refused", f"{f}: probe {key} is of {plan_ref(job.candidate)}, "
+                                     f"the file says {d['ref']}", key))
+            continue
+        try:
+            res = ProbeResult.from_dict(d["probe"])
+        except (KeyError, TypeError, ValueError) as e:
+            out.append(ImportOutcome(str(f), "refused", f"{f}: malformed probe record: {e}", key))
+            continue
+        if res.extra.get("transient"):  # a transient error is no verdict: the probe stays planned
+            out.append(ImportOutcome(str(f), "not recorded", f"{f}: transient error, not a verdict "
+                                     f"({res.reason[:120]}); the next plan names the probe again", key))
+            continue
+        res.candidate = job.candidate
+        res.verdict = Verdict(d["verdict"])
+        res.cache_key = key
+        res.extra = {**res.extra, "runner": d.get("runner", ""), "timings": d.get("timings", {}),
+                     "imported_from": Path(f).name}
+        store.append(res)
+        seen.add(key)
+        out.append(ImportOutcome(str(f), "recorded", f"{f}: {d['ref'][:40]} {res.verdict.value} "
+                                 f"(round {plan.round}, runner {d.get('runner', '?')})", key))
+    if store:
+        ledger.put_probes(store)
+    return out
+
+
+def candidate_for(recipe: Recipe, ref: str, base_dir: Path | None = None) -> Candidate:
+    """The candidate named by a plan's ``ref`` (:func:`plan_ref`), built from the recipe alone
+    (no ledger): a commit of the git source, a nightly digest of the registry source, or
+    pinned component commits ``comp=SHA,...``. BadInput when the ref cannot be resolved."""
+    if "=" in ref:
+        from .components import parse_pins
+
+        pins = parse_pins(ref)
+        return Candidate(CandidateKind.COMMIT, ref, ref, "+".join(sorted(pins)), {"commits": pins})
+    kind = recipe.source.kind
+    if kind == "git":
+        from .sources import GitCandidates
+
+        return GitCandidates(recipe.source, base_dir).repo.candidate(ref)  # type: ignore[arg-type]
+    if kind == "registry":
+        from ..sources.registry import image_ref
+
+        src = recipe.source
+        img = image_ref(src.registry, src.repository, ref)  # type: ignore[union-attr]
+        return Candidate(CandidateKind.NIGHTLY, ref, ref, "image", {"image": img, "tag": ""})
+    raise BadInput(f"round probe: source kind {kind!r} is not supported (git, registry, component pins)")
