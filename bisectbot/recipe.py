@@ -421,6 +421,15 @@ class Recipe(_Model):
             self.regress = Regress(mode="command")
         return self
 
+    @model_validator(mode="after")
+    def _oracles(self) -> Recipe:
+        if self.regress.mode == "diverges" and self.reproducer.reference is None:
+            raise ValueError("regress 'diverges' needs reproducer.reference ({candidate: last-good} or "
+                             "{endpoint: URL})")
+        if self.regress.mode == "diverges" and self.reproducer.kind != "prefill":
+            raise ValueError("regress 'diverges' needs a prefill reproducer (a server to compare)")
+        return self
+
     @field_validator("patches")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:

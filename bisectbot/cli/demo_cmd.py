@@ -52,6 +52,21 @@ def concrete_recipe(repo: Path, out: Path, python: str = sys.executable) -> dict
     return data
 
 
+def subtle_recipe(data: dict[str, Any]) -> dict[str, Any]:
+    """The demo recipe for ``demo --subtle`` (issue 18): a question without a checkable answer,
+    the good end as the reference (``{candidate: last-good}``), regress ``garbage, diverges``
+    and the decode control. ``data`` is changed in place and returned."""
+    rep = data.setdefault("reproducer", {})
+    rep.update(question="Summarize the document in two sentences.", expected_answer=None, needles=0,
+               reference={"candidate": "last-good", "continuation_tokens": 32, "prompt_logprobs": True},
+               control={"items": 300})
+    data["name"] = "demo-engine-subtle"
+    data["description"] = ("Demo engine answers fluently from the wrong part of the prompt above a threshold "
+                           "(seen only by comparison with the last good build)")
+    data["regress"] = "garbage, diverges"
+    return data
+
+
 def _result_json(out: Path) -> tuple[Path, dict[str, Any]] | None:
     """``result.json`` (a :meth:`RunResult.to_dict`) that ``bisectbot run`` wrote into ``out``."""
     p = out / "result.json"
@@ -80,10 +95,14 @@ def write_would_be_issue(ctx: Ctx, recipe_path: Path, out: Path, since: float) -
               help="Commits in the engine history.")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Seed of the history (where the regression and the broken commits are).")
+@click.option("--subtle", is_flag=True, default=False,
+              help="A regression the text classifier cannot see: above the threshold the engine answers "
+                   "fluently from the wrong part of the prompt; the good end serves as the reference beside "
+                   "each candidate and divergence is the bad verdict (issue 18).")
 @pass_ctx
 @click.pass_context
 def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep: bool, commits: int,
-         seed: int) -> None:
+         seed: int, subtle: bool = False) -> None:
     """Run the whole main job on the embedded default: no GPU, Docker, token or network.
 
     \b
@@ -97,7 +116,7 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
       bisectbot demo --out /tmp/demo --keep
     Exit codes: 0 the planted culprit was found, 1 anything else.
     """
-    from ..demo.history import BRANCH, GOOD_TAG, LOW_THRESHOLD, make_history
+    from ..demo.history import BRANCH, GOOD_TAG, LOW_THRESHOLD, SUBTLE_THRESHOLD, make_history
     from .run_cmd import _run
 
     if shutil.which("git") is None:
@@ -118,15 +137,20 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
         click.echo(line, err=err or ctx.json)
 
     try:
-        hist = make_history(work / "engine-history", commits=commits, seed=seed)
+        hist = make_history(work / "engine-history", commits=commits, seed=seed, subtle=subtle)
+        data = concrete_recipe(hist.path, out)
         recipe_path = work / "demo-engine-prefill.yaml"
+        if subtle:
+            data = subtle_recipe(data)
+            recipe_path = work / "demo-engine-subtle.yaml"
         recipe_path.write_text("# written by `bisectbot demo` from bisectbot/demo/recipe.yaml\n"
-                               + yaml.safe_dump(concrete_recipe(hist.path, out), sort_keys=False),
-                               encoding="utf-8")
+                               + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         say(f"bisectbot demo: a history of {commits} commits of the reference engine in {hist.path}")
-        say(f"  good end {GOOD_TAG} ({hist.shas[0][:12]}), bad end {BRANCH} ({hist.shas[-1][:12]}); "
-            f"one commit in between makes the engine return garbage above ~{LOW_THRESHOLD} prompt tokens, "
-            f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
+        what = (f"one commit in between makes the engine answer fluently from the wrong part of the prompt above "
+                f"~{SUBTLE_THRESHOLD} prompt tokens (no text statistic sees it), " if subtle else
+                f"one commit in between makes the engine return garbage above ~{LOW_THRESHOLD} prompt tokens, ")
+        say(f"  good end {GOOD_TAG} ({hist.shas[0][:12]}), bad end {BRANCH} ({hist.shas[-1][:12]}); " + what
+            + f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
         say(f"  running: bisectbot run {recipe_path.name} --runner local --out {out}"
             f"   (progress below; one line per probe)")
         _run(ctx, str(recipe_path), None, None, False, None, str(out), "local", None, True, emit=False,

@@ -32,6 +32,9 @@ from pathlib import Path
 HIGH_RANGE = (48000, 72000)
 #: Threshold (prompt tokens) from the culprit on: below the smallest demo probe size (2000 tokens).
 LOW_THRESHOLD = 1000
+#: Threshold (prompt tokens) from the culprit on in a ``subtle`` history: above the decode
+#: control's ~1K-token prompt, below the demo's 8000-token probe.
+SUBTLE_THRESHOLD = 5000
 #: Tag on the first commit (the known-good end of the demo recipe).
 GOOD_TAG = "v0.4.0"
 #: Branch holding the history; its tip is the known-bad end.
@@ -269,8 +272,14 @@ def _fast_import_stream(commits: list[tuple[str, tuple[str, str], int, dict[str,
 
 def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: int | None = None,
                  unbuildable: list[int] | None = None, broken: list[int] | None = None,
-                 engine_settings: dict[str, object] | None = None) -> EngineHistory:
+                 engine_settings: dict[str, object] | None = None, subtle: bool = False) -> EngineHistory:
     """Write the engine history into ``path`` (created; must not exist or be empty).
+
+    ``subtle`` (issue 18): every commit's engine runs in the ``subtle`` mode of
+    :mod:`bisectbot.demo.oracles` (above its threshold replies stay fluent but are built from
+    the wrong part of the prompt -- invisible to the text classifier) with its own ``numerics``
+    (every commit is a numerically different build), and the culprit's threshold is
+    :data:`SUBTLE_THRESHOLD`, above the decode control's ~1K-token prompt.
 
     ``commits`` >= 8 commits; the culprit index ``first_bad`` defaults to a seeded choice
     in the middle third; ``unbuildable``/``broken`` default to :func:`plan_untestable`.
@@ -299,6 +308,9 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
     cfg: dict[str, object] = {"model": "demo/engine-7b", "max_model_len": 65536, "seed": 7,
                               "threshold": rng.randint(*HIGH_RANGE)}
     cfg.update(engine_settings or {})
+    low_threshold = SUBTLE_THRESHOLD if subtle else LOW_THRESHOLD
+    if subtle:
+        cfg.update(subtle=True, numerics=0)
     files = {"README.md": README, "build.py": BUILD_PY, ".github/workflows/ci.yml": CI,
              "tests/test_config.py": TEST_PY, "CHANGELOG.md": "# Changelog\n\n## 0.4.0\n\n- first release\n",
              "docs/serving.md": "# Serving\n\nStart the engine with a JSON config.\n"}
@@ -319,7 +331,7 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
             subject, pending_fix = pending_fix, None
         elif i == k:
             subject = CULPRIT_SUBJECT
-            cfg["threshold"] = LOW_THRESHOLD
+            cfg["threshold"] = low_threshold
             c = dict(cfg)
         elif i in unbuildable:
             subj, kind, fix = unbuildable_kinds.pop(0) if unbuildable_kinds else UNBUILDABLE[0]
@@ -353,8 +365,10 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
                 if not low:
                     cfg["threshold"] = rng.randint(*HIGH_RANGE)
                 else:
-                    cfg["threshold"] = rng.randint(LOW_THRESHOLD // 2, LOW_THRESHOLD)
+                    cfg["threshold"] = rng.randint(low_threshold // 2, low_threshold)
             c = dict(cfg)
+        if subtle and raw is None:
+            c["numerics"] = i  # each commit a numerically different build (same text)
         files_i = dict(files)
         files_i["engine.json"] = raw if raw is not None else json.dumps(c, indent=2) + "\n"
         hist.subjects.append(subject)
@@ -374,5 +388,5 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
     return hist
 
 
-__all__ = ["BRANCH", "GOOD_TAG", "HIGH_RANGE", "LOW_THRESHOLD", "EngineHistory", "make_history",
+__all__ = ["BRANCH", "GOOD_TAG", "HIGH_RANGE", "LOW_THRESHOLD", "SUBTLE_THRESHOLD", "EngineHistory", "make_history",
            "plan_untestable"]

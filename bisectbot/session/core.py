@@ -142,7 +142,8 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
     def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
                   prefetcher: Prefetcher | None = None) -> ProbeResult:
         """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe)."""
-        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher)
+        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher,
+                         oracle=getattr(self, "oracle", None))
 
     def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
               prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:

@@ -44,10 +44,11 @@ def build_key(runner: CandidateRunner, c: Candidate) -> str:
 
 
 def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict[str, str] | None,
-          args: list[str] | None) -> tuple[Judgement, dict[str, Any]]:
+          args: list[str] | None, oracle: Any = None) -> tuple[Judgement, dict[str, Any]]:
     """Run the reproducer on a prepared candidate and decide the verdict (regress mode).
 
     Returns the judgement and extra evidence (``threshold``, ``table``, ``returncode``...).
+    ``oracle`` is the run's reference (:class:`bisectbot.session.oracles.Oracle`, issue 18).
     Raises BadInput (recipe without a command in command mode), ServerError (not a verdict).
     """
     r = recipe
@@ -95,10 +96,21 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
     else:
         from ..reproduce.threshold import search_threshold  # the reproducer area (issue 3)
 
+        oracle_extra: dict[str, Any] = {}
         with runner.server(prepared, env=env, args=args) as srv:
-            tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None,
-                                  timeout_s=r.server.request_timeout_s)
-    j = judge_threshold(r.regress, tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []), tr.error)
+            if r.reproducer.reference is not None or r.reproducer.control is not None:
+                from .oracles import reproduce  # issue 18: reference comparison, decode control
+
+                tr, oracle_extra = reproduce(r, srv.base_url, oracle)
+            else:
+                tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None,
+                                      timeout_s=r.server.request_timeout_s)
+    from .oracles import threshold_regress
+
+    j = judge_threshold(threshold_regress(r), tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []),
+                        tr.error)
+    if r.regress.mode == "diverges" and j.reason.startswith("garbage ("):
+        j.reason = "bad (" + j.reason[len("garbage ("):]
     table = [t.to_dict() if hasattr(t, "to_dict") else t for t in (tr.table or [])]
     extra = {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,
              "status": tr.status}
@@ -106,11 +118,14 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
         extra["transient"] = True  # a transient server error: never cached as a verdict (issue 11)
     if getattr(tr, "flaky", None):
         extra["flaky_sizes"] = list(tr.flaky)
+    if r.reproducer.kind == "prefill":
+        extra.update(oracle_extra)  # issue 18: control, reference
     return j, extra
 
 
 def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,
-              toggle: TriageToggle | None = None, prefetcher: Prefetcher | None = None) -> ProbeResult:
+              toggle: TriageToggle | None = None, prefetcher: Prefetcher | None = None,
+              oracle: Any = None) -> ProbeResult:
     """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe).
 
     A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason.
@@ -128,7 +143,7 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
             res.patches = list(prepared.patches)
             try:
                 j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
-                                 toggle.args if toggle else None)
+                                 toggle.args if toggle else None, oracle=oracle)
                 res.verdict, res.reason = j.verdict, j.reason
                 res.signature = str(j.signature) if j.signature else ""
                 res.threshold = extra.pop("threshold", None)
@@ -179,8 +194,10 @@ class Executor(Protocol):
 class LocalExecutor:
     """Probes in ``slots`` threads of this host with one runner (one slot: serial, prefetching)."""
 
-    def __init__(self, recipe: Recipe, runner: CandidateRunner, slots: int = 1, prefetch: bool = True):
+    def __init__(self, recipe: Recipe, runner: CandidateRunner, slots: int = 1, prefetch: bool = True,
+                 oracle: Any = None):
         self.recipe = recipe
+        self.oracle = oracle  # the run's reference (issue 18), shared by every probe
         self.runner = runner
         self.slots = max(1, slots)
         self.prefetcher = Prefetcher(runner) if prefetch and self.slots == 1 else None
@@ -194,13 +211,15 @@ class LocalExecutor:
     def run(self, jobs: list[ProbeJob]) -> Iterator[tuple[int, ProbeResult]]:
         if self.pool is None:
             for n, j in enumerate(jobs):
-                res = run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle, self.prefetcher)
+                res = run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle, self.prefetcher,
+                                oracle=self.oracle)
                 if self.prefetcher is not None:
                     self.prefetcher.observe_probe(res.duration_s)
                 yield n, res
             return
         futs: dict[Future, int] = {self.pool.submit(run_probe, self.recipe, self.runner, j.candidate, j.key,
-                                                    j.attempt, j.toggle): n for n, j in enumerate(jobs)}
+                                                    j.attempt, j.toggle, None, self.oracle): n
+                                   for n, j in enumerate(jobs)}
         pending = set(futs)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

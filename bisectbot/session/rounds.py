@@ -65,8 +65,8 @@ class RoundLoop:
         good, bad = candidates[0], candidates[-1]
         self.session_id = self._session_id(name, good.ref, bad.ref)
         cleanup = getattr(self.runner, "cleanup_stale", None)
-        if callable(cleanup):
-            cleanup()  # worktrees a killed run left behind
+        if callable(cleanup) and getattr(self, "oracle", None) is None:
+            cleanup()  # worktrees a killed run left behind (with a reference up: done before it started)
         prior = self.ledger.events(self.session_id)
         done_before = sum(1 for e in prior if e["kind"] == "probe")
         self._to_skip_logging = done_before
@@ -87,7 +87,8 @@ class RoundLoop:
                   f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes, {budget_text(b)}")
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
-        executor = self.executor or LocalExecutor(r, self.runner, bs.parallel, self.prefetch_enabled)
+        executor = self.executor or LocalExecutor(r, self.runner, bs.parallel, self.prefetch_enabled,
+                                                  oracle=getattr(self, "oracle", None))
         try:
             while not b.done:
                 batch = b.next_probes(executor.slots)

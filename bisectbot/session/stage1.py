@@ -7,9 +7,12 @@ component commits (or are nightly images with known components), and finishes th
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from ..errors import BadInput
 from ..models import RunResult, Status
 from .components import parse_pins
+from .oracles import oracle_notes, reference_up
 from .result import finish_result, new_result
 from .sources import CandidateSource, make_source, resolve_ends
 
@@ -19,7 +22,13 @@ class Stage1:
 
     def run(self, good: str | None = None, bad: str | None = None,
             source: CandidateSource | None = None) -> RunResult:
-        """Stage 1 over the recipe's source (plus the component stage when possible), triage, result."""
+        """Stage 1 over the recipe's source (plus the component stage when possible), triage, result.
+        A recipe's reference (issue 18) is up from the start of stage 1 to the end of the run."""
+        with ExitStack() as stack:
+            self._oracle_stack = stack
+            return self._run(good, bad, source)
+
+    def _run(self, good: str | None, bad: str | None, source: CandidateSource | None) -> RunResult:
         r = self.recipe
         good = good or r.bisect.good
         bad = bad or r.bisect.bad
@@ -36,6 +45,7 @@ class Stage1:
         else:
             source = source or make_source(r, self.base_dir, self.ledger)
             cands = source.candidates(good, bad)
+            self._oracle_stack.enter_context(reference_up(self, cands[0], source))  # issue 18
             st = self.search("stage 1", cands, source.component, source.flags)
             result.stages.append(st)
             self.drift_finding(st, getattr(self, "last_bisection", None), result)
@@ -58,6 +68,8 @@ class Stage1:
         if (r.triage and not result.triage and final.first_bad is not None
                 and final.status in (Status.CULPRIT, Status.RANGE)):  # component-pair runs
             result.triage = self.triage(final.first_bad)
-        return finish_result(result, r, recipe_path=self.recipe_path, session_id=self.session_id,
-                             all_cached=self.fresh_probes == 0 and not self.replayed)
+        result = finish_result(result, r, recipe_path=self.recipe_path, session_id=self.session_id,
+                               all_cached=self.fresh_probes == 0 and not self.replayed)
+        result.notes[:0] = oracle_notes(r, final, getattr(self, "oracle", None))  # decode path, noise (issue 18)
+        return result
 

@@ -1,0 +1,233 @@
+"""Oracles beyond the text classifier inside a bisection (issue 18).
+
+* :func:`reference_up` -- with ``reproducer.reference: {candidate: last-good}`` the
+  bisection's good end is prepared and its server started beside the candidates (the
+  runner picks another GPU slot) and kept up for the whole search; with ``{endpoint: URL}``
+  that server is the reference. Before the search the noise between two *different* good
+  builds is measured at several sizes: the good end against the build before it
+  (``reference.calibrate_with``, default the good end's parent commit for git sources) for
+  ``last-good``, or the good end against the endpoint. Without a second build the floors
+  apply and the report says so.
+* :func:`reproduce` -- one candidate's threshold search with the comparison (regress
+  ``diverges`` / ``garbage, diverges``) and the decode control (``reproducer.control``: one
+  more short request in the same server session; its result is part of the probe).
+* :func:`oracle_notes` -- the report's lines: ``decode path: fine / broken / unusable`` next
+  to the threshold (the control of the first bad, calibrated on the good end's) and the
+  noise calibration table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import BadInput
+from ..models import Candidate, ProbeResult, StageResult
+from ..recipe import Recipe
+from ..run.base import CandidateRunner, PrepareFailed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Oracle:
+    """The reference of a run: ``client`` (a :class:`bisectbot.reproduce.client.Client`),
+    ``noise`` (:class:`bisectbot.reproduce.reference.Noise`), ``label`` (what it is)."""
+
+    client: Any
+    noise: Any
+    label: str
+    notes: list[str] = field(default_factory=list)
+
+
+def threshold_regress(recipe: Recipe) -> str:
+    """The regress mode :func:`bisectbot.bisect.judge_threshold` applies: ``diverges`` results
+    are GARBAGE sizes of the search, so they are judged as ``garbage``."""
+    return "garbage" if recipe.regress.mode == "diverges" else str(recipe.regress)
+
+
+def reproduce(recipe: Recipe, url: str, oracle: Oracle | None) -> tuple[Any, dict[str, Any]]:
+    """The threshold search on the server at ``url`` with the recipe's oracles; returns the
+    :class:`bisectbot.reproduce.threshold.ThresholdResult` and extra probe evidence
+    (``control``: the decode control's result dict; ``reference``: label and noise)."""
+    from ..reproduce.client import Client
+    from ..reproduce.reference import Noise, reference_client, search_with_reference
+    from ..reproduce.threshold import search_threshold
+
+    spec = recipe.reproducer
+    timeout = recipe.server.request_timeout_s
+    extra: dict[str, Any] = {}
+    if spec.reference is not None:
+        if oracle is None and spec.reference.endpoint:
+            oracle = Oracle(reference_client(spec.reference, timeout_s=timeout),
+                            Noise(notes=["not calibrated in this process: the floors apply"]), spec.reference.endpoint)
+        if oracle is None:
+            from ..reproduce.threshold import ThresholdResult
+
+            tr = ThresholdResult(status="error", error="the reference (last-good) is not running in this process",
+                                 endpoint=url)
+            return tr, extra
+        diverges = recipe.regress.mode == "diverges"
+        garbage = recipe.regress.mode != "diverges" or recipe.regress.arg == "garbage"
+        tr = search_with_reference(url, oracle.client, spec, oracle.noise, diverges_bad=diverges,
+                                   garbage_bad=garbage, model=recipe.model or None, timeout_s=timeout)
+        extra["reference"] = {"label": oracle.label, "noise": oracle.noise.to_dict()}
+    else:
+        tr = search_threshold(url, spec, model=recipe.model or None, timeout_s=timeout)
+    if spec.control is not None and spec.control.enabled and tr.status != "error":
+        from ..reproduce.control import run_control
+
+        extra["control"] = run_control(Client(url, model=recipe.model or None, timeout_s=timeout), spec.control,
+                                       spec.seed).to_dict()
+    return tr, extra
+
+
+def _partner(recipe: Recipe, good: Candidate, source: Any) -> tuple[Candidate | None, str]:
+    """The second good build for the calibration with ``last-good``: ``(candidate, why-not)``."""
+    ref = recipe.reproducer.reference
+    assert ref is not None
+    want = ref.calibrate_with or (f"{good.ref}^" if recipe.source.kind == "git" else None)
+    if want is None:
+        return None, "no build before the good end is known for this source (set reference.calibrate_with)"
+    try:
+        cands = source.candidates(want, good.ref)
+    except Exception as e:  # noqa: BLE001 - a root commit has no parent: reported, floors apply
+        return None, f"no second good build ({want}: {str(e).splitlines()[0][:160] if str(e) else type(e).__name__})"
+    if len(cands) < 2:
+        return None, f"no second good build ({want} is the good end itself)"
+    return cands[0], ""
+
+
+def _calibrate_against(runner: CandidateRunner, recipe: Recipe, reference: Any, partner: Candidate,
+                       label: str, echo: Any) -> Any:
+    from ..reproduce.client import Client
+    from ..reproduce.reference import Noise, calibrate, calibration_sizes
+
+    spec = recipe.reproducer
+    prepared = runner.prepare(partner)
+    if isinstance(prepared, PrepareFailed):
+        return Noise(between=label, notes=[f"calibration build {partner.label or partner.ref} failed: "
+                                           f"{prepared.reason[:200]}; the floors apply"])
+    try:
+        with runner.server(prepared) as srv:
+            other = Client(srv.base_url, model=recipe.model or None, timeout_s=recipe.server.request_timeout_s)
+            return calibrate(other, reference, spec, calibration_sizes(spec, spec.min_size, spec.max_size), label,
+                             log=echo)
+    except Exception as e:  # noqa: BLE001 - a calibration failure is reported, the floors apply
+        return Noise(between=label, notes=[f"calibration failed: {type(e).__name__}: {str(e)[:200]}; the floors apply"])
+    finally:
+        runner.release(prepared)
+
+
+@contextmanager
+def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle | None]:
+    """Start the run's reference (see the module docstring) for the duration of the block and
+    set ``session.oracle``; yields ``None`` when the recipe has none. Raises :class:`BadInput`
+    when the good end cannot serve as the reference (it does not build or never gets healthy)."""
+    from ..reproduce.client import Client
+    from ..reproduce.reference import Noise, reference_client
+
+    recipe: Recipe = session.recipe
+    ref = recipe.reproducer.reference
+    echo = session.echo
+    if ref is None or recipe.reproducer.kind != "prefill" or recipe.regress.mode not in ("garbage", "diverges"):
+        yield None
+        return
+    runner: CandidateRunner = session.runner
+    timeout = recipe.server.request_timeout_s
+    cleanup = getattr(runner, "cleanup_stale", None)
+    if callable(cleanup):
+        cleanup()  # before the reference starts: the round loop skips it while a reference is up
+    if ref.endpoint:
+        client = reference_client(ref, timeout_s=timeout)
+        prepared = runner.prepare(good)
+        label = f"the good end {good.label or good.ref} and the reference {ref.endpoint}"
+        if isinstance(prepared, PrepareFailed):
+            noise = Noise(between=label, notes=[f"the good end does not build: {prepared.reason[:200]}; "
+                                                "the floors apply"])
+        else:
+            from ..reproduce.reference import calibrate, calibration_sizes
+
+            try:
+                with runner.server(prepared) as srv:
+                    other = Client(srv.base_url, model=recipe.model or None, timeout_s=timeout)
+                    spec = recipe.reproducer
+                    noise = calibrate(other, client, spec, calibration_sizes(spec, spec.min_size, spec.max_size),
+                                      label, log=echo)
+            except Exception as e:  # noqa: BLE001 - reported, the floors apply
+                noise = Noise(between=label, notes=[f"calibration failed: {type(e).__name__}: {str(e)[:200]}"])
+            finally:
+                runner.release(prepared)
+        session.oracle = Oracle(client, noise, ref.endpoint)
+        try:
+            yield session.oracle
+        finally:
+            session.oracle = None
+        return
+    prepared = runner.prepare(good)
+    if isinstance(prepared, PrepareFailed):
+        raise BadInput(f"reference candidate: last-good: the good end {good.label or good.ref} cannot be "
+                       f"prepared: {prepared.reason[:300]}")
+    try:
+        with runner.server(prepared) as srv:
+            echo(f"reference: the good end {good.label or good.ref} serving at {srv.base_url} for the whole search")
+            client = Client(srv.base_url, model=recipe.model or None, timeout_s=timeout)
+            partner, why = _partner(recipe, good, source)
+            if partner is None:
+                noise = Noise(between="", notes=[why])
+            else:
+                noise = _calibrate_against(runner, recipe, client, partner,
+                                           f"the good end {good.label or good.ref} and {partner.label or partner.ref}",
+                                           echo)
+            for line in noise.table(ref):
+                echo(line)
+            session.oracle = Oracle(client, noise, f"last-good {good.label or good.ref}")
+            try:
+                yield session.oracle
+            finally:
+                session.oracle = None
+    finally:
+        runner.release(prepared)
+
+
+def _control_of(stage: StageResult, c: Candidate | None) -> Any:
+    from ..reproduce.control import ControlResult
+
+    if c is None:
+        return None
+    for p in reversed(stage.probes):
+        if p.candidate.ref == c.ref and isinstance(p.extra.get("control"), dict):
+            try:
+                return ControlResult.from_dict(p.extra["control"])
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
+def oracle_notes(recipe: Recipe, stage: StageResult, oracle: Oracle | None = None) -> list[str]:
+    """Report lines: the decode path (first bad's control, calibrated on the good end's) and
+    the reference's noise calibration table."""
+    out: list[str] = []
+    spec = recipe.reproducer
+    if spec.control is not None and spec.control.enabled and stage.first_bad is not None:
+        from ..reproduce.control import decode_path
+
+        good = _control_of(stage, stage.candidates[0] if stage.candidates else None)
+        _, line = decode_path(_control_of(stage, stage.first_bad), good)
+        out.append(line + f" (first bad {stage.first_bad.label or stage.first_bad.ref})")
+    if spec.reference is not None and oracle is not None:
+        out.append(f"reference: {oracle.label}; regress {recipe.regress}")
+        out += [line.strip() for line in oracle.noise.table(spec.reference)]
+    return out
+
+
+def probe_control(p: ProbeResult) -> dict[str, Any] | None:
+    """The decode-control result stored in a probe, if any."""
+    c = p.extra.get("control")
+    return c if isinstance(c, dict) else None
+
+
+__all__ = ["Oracle", "oracle_notes", "probe_control", "reference_up", "reproduce", "threshold_regress"]
