@@ -147,6 +147,8 @@ def _print_table(res: ThresholdResult) -> None:
 @click.option("--prompt-logprobs/--no-prompt-logprobs", default=None,
               help="Also compare vLLM prompt_logprobs up to the reference's prompt_logprobs_max_size (default 8192 "
                    "tokens: vLLM materialises prompt logits, a memory risk at long prompts).")
+@click.option("--prompt-logprobs-max-size", type=click.IntRange(min=1), default=None,
+              help="Largest prompt (tokens) sent with prompt_logprobs (default 8192).")
 @click.option("--control/--no-control", "control", default=None,
               help="Run the decode control (short prompt, long exact enumerated list) on the server, calibrated on "
                    "the reference when there is one; prints 'decode path: fine / broken / unusable'.")
@@ -158,7 +160,8 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
           accept_reasoning: bool, timeout_s: float | None, question: str | None = None,
           no_expected_answer: bool = False, reference_endpoint: str | None = None,
           reference_model: str | None = None, noise_endpoint: str | None = None, regress_mode: str | None = None,
-          prompt_logprobs: bool | None = None, control: bool | None = None) -> None:
+          prompt_logprobs: bool | None = None, control: bool | None = None,
+          prompt_logprobs_max_size: int | None = None) -> None:
     """Find the prompt size (tokens) at which a running server's output turns to garbage.
 
     Sends chat requests with token-sized prompts (filler text, optional needle codes
@@ -204,6 +207,8 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
             ref["model"] = reference_model
         if prompt_logprobs is not None:
             ref["prompt_logprobs"] = prompt_logprobs
+        if prompt_logprobs_max_size is not None:
+            ref["prompt_logprobs_max_size"] = prompt_logprobs_max_size
         base["reference"] = ref
     else:
         base.pop("reference", None)

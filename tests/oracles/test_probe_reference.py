@@ -40,7 +40,8 @@ def test_probe_with_a_reference_brackets_the_threshold_within_3_percent(engine_f
     good = engine_factory(threshold=None, grounded=True, numerics=2, max_model_len=65536)
     other = engine_factory(threshold=None, grounded=True, numerics=3, max_model_len=65536)
     rc, doc, err = _probe(bad.url, "--min-size", "2000", "--max-size", "60000", "--reference-endpoint", good.url,
-                          "--noise-endpoint", other.url, "--prompt-logprobs")
+                          "--noise-endpoint", other.url, "--prompt-logprobs",
+                          "--prompt-logprobs-max-size", "16384")
     assert rc == 1, err
     assert doc["status"] == "garbage"
     lo, hi = doc["last_ok"], doc["first_garbage"]
@@ -59,6 +60,8 @@ def test_probe_with_a_reference_brackets_the_threshold_within_3_percent(engine_f
     below = [r for r in doc["table"] if r["prompt_tokens"] < T]
     assert below and all(not r["evidence"]["reference"]["diverges"] for r in below)
     assert any("logprob_mean" in r["evidence"]["reference"] for r in below)
+    above = [r for r in doc["table"] if r["prompt_tokens"] > 16384]
+    assert above and all("logprob_mean" not in r["evidence"]["reference"] for r in above)  # the memory cap
 
 
 def test_regress_diverges_alone_ignores_the_text_verdict_and_garbage_alone_ignores_divergence(engine_factory):
