@@ -78,3 +78,37 @@ def test_regress_diverges_without_a_reference_is_a_recipe_error(tmp_path):
                        text=True, timeout=60)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "needs reproducer.reference" in p.stdout + p.stderr
+
+
+@pytest.mark.slow
+def test_bisection_with_an_endpoint_reference_calibrates_against_the_good_end(tmp_path):
+    from bisectbot.demo.engine import start_engine
+
+    hist = H.make_history(tmp_path / "engine-history", commits=16, seed=5, subtle=True)
+    recipe = subtle_recipe(concrete_recipe(hist.path, tmp_path / "out"))
+    recipe["triage"] = []
+    recipe["reproducer"]["control"] = None
+    with start_engine(threshold=None, grounded=True, numerics=99, max_model_len=65536,
+                      model="demo/engine-7b") as ref:
+        recipe["reproducer"]["reference"] = {"endpoint": ref.url, "prompt_logprobs": True}
+        recipe["regress"] = "diverges"
+        p, res = _run(recipe, tmp_path)
+    final = res["stages"][-1]
+    assert res["status"] == "culprit", p.stdout + p.stderr
+    assert final["first_bad"]["ref"] == hist.culprit
+    notes = "\n".join(res["notes"])
+    assert f"noise calibration between the good end {hist.shas[0][:10]}" in notes and ref.url in notes
+    assert "decode path" not in notes  # no control configured
+
+
+@pytest.mark.slow
+def test_demo_subtle_finds_the_planted_culprit(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "BISECTBOT_STATE")}
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "demo", "--subtle", "--out", str(out), "--state",
+                        str(tmp_path / "state"), "--commits", "16", "--seed", "2"], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "found the planted regression" in p.stdout
+    report = (out / "report.md").read_text()
+    assert "diverges from the reference" in report and "decode path: fine" in report
