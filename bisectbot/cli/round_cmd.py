@@ -28,10 +28,11 @@ def round_group() -> None:
     """Drive a bisection in rounds of K probes that run anywhere (plan -> probe x K -> import).
 
     \b
-    Examples:
-      bisectbot round plan recipe.yaml --slots 4              # JSON: session, round, probes
-      bisectbot round probe recipe.yaml --session S --ref SHA --key KEY --out v1.json   # on any runner
-      bisectbot round import recipe.yaml --session S v1.json v2.json v3.json v4.json
+    Examples (after 'bisectbot demo'; S, SHA, KEY and N come from plan.json):
+      bisectbot round plan recipes/demo-command.yaml --slots 4 > plan.json
+      bisectbot round probe recipes/demo-command.yaml --session S --ref SHA --key KEY --round N --out - > v1.json
+      bisectbot round import recipes/demo-command.yaml --session S v1.json
+      bisectbot round plan recipes/demo-command.yaml --session S     # the next round, or done + result
     """
 
 
@@ -145,7 +146,8 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
 @click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
 @click.option("--ref", required=True, help="The probe's ref as the plan printed it.")
-@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False), help="Verdict file to write.")
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Verdict file to write ('-': standard output).")
 @click.option("--key", help="The probe key the plan printed (default: computed here, attempt 1).")
 @click.option("--round", "round_no", type=int, help="The plan's round number (lets import refuse stale files).")
 @click.option("--attempt", type=click.IntRange(1, 100), default=1, show_default=True)
@@ -180,14 +182,19 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         res = run_probe(recipe, runner, cand, k, attempt, tog)
     doc = make_verdict(res, session=session_id, round_no=round_no, key=k, ref=ref, recipe=recipe,
                        attempt=attempt, toggle=toggle, runner=runner_name, started=started)
-    out = Path(out_file)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
-    click.echo(json.dumps({"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason,
-                           "out": str(out)}, sort_keys=True) if ctx.json else
-               f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out}")
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    if out_file == "-":
+        click.echo(text, nl=False)
+    else:
+        out = Path(out_file)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    summary = {"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason, "out": out_file}
+    click.echo(json.dumps(summary, sort_keys=True) if ctx.json else
+               f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out_file}",
+               err=out_file == "-")
 
 
 @round_group.command("import")
