@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import io
 import json
 import logging
 import os
@@ -43,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .components import container_labels, ensure_image, image_digest, image_info
+from .confine import ConfinementError, confined, copy_confined, safe_extract
 from .errors import BisectbotError, BuildError
 from .recipe import slug
 from .slots import file_lock
@@ -214,7 +214,9 @@ def _extract_package(client: Any, image: str, pkg_dir: str, dest: Path) -> None:
                 if PurePosixPath(m.name).is_absolute() or ".." in PurePosixPath(m.name).parts:
                     continue
                 members.append(m)
-            tar.extractall(dest, members=members)
+            safe_extract(tar, dest, members)  # tarfile's data filter: nothing lands outside dest
+    except ConfinementError as e:
+        raise BuildError(f"cannot copy {pkg_dir} out of {image}: {e}") from None
     except docker.errors.APIError as e:
         raise BuildError(f"cannot copy {pkg_dir} out of {image}: {e.explanation or e}") from None
     finally:
@@ -240,16 +242,22 @@ def _apply_overlay(ov: Overlay, base_commit: str, stage_pkg: Path) -> list[str]:
     prefix = ov.path_in_repo + "/"
     touched = []
     for d in ca.diff(cb):
-        if d.a_path and d.a_path.startswith(prefix) and (d.deleted_file or d.renamed_file):
-            target = stage_pkg / d.a_path[len(prefix):]
-            if target.exists():
-                target.unlink()
-            touched.append(d.a_path)
-        if d.b_path and d.b_path.startswith(prefix) and not d.deleted_file:
-            target = stage_pkg / d.b_path[len(prefix):]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(d.b_blob.data_stream.read())
-            touched.append(d.b_path)
+        try:
+            if d.a_path and d.a_path.startswith(prefix) and (d.deleted_file or d.renamed_file):
+                target = confined(stage_pkg, d.a_path[len(prefix):], "overlay path")
+                if target.exists() or target.is_symlink():
+                    target.unlink()
+                touched.append(d.a_path)
+            if d.b_path and d.b_path.startswith(prefix) and not d.deleted_file:
+                target = confined(stage_pkg, d.b_path[len(prefix):], "overlay path")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.is_symlink():
+                    target.unlink()  # replaced, never written through
+                # a symlink blob (mode 120000) is written as a plain file holding its target path
+                target.write_bytes(d.b_blob.data_stream.read())
+                touched.append(d.b_path)
+        except ConfinementError as e:
+            raise BuildError(f"overlay {ov.component}@{ov.commit}: {e}") from None
     return touched
 
 
@@ -410,9 +418,10 @@ def _build_locked(req: BuildRequest, client: Any, ledger: Any, base_ref: str, ba
         files = ctx / "files"
         for rel in changed:
             pkg, _, rest = rel.partition("/")
-            dest = files / pkg_dirs[pkg].lstrip("/") / rest
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(work / rel, dest)
+            try:  # never follow a symlink out of the work tree, never write outside the build context
+                copy_confined(work / rel, files, str(PurePosixPath(pkg_dirs[pkg].lstrip("/")) / rest))
+            except ConfinementError as e:
+                raise BuildError(f"build context: {rel}: {e}") from None
         deleted_abs = [str(PurePosixPath(pkg_dirs[r.partition("/")[0]]) / r.partition("/")[2]) for r in deleted]
         changed_abs = [str(PurePosixPath(pkg_dirs[r.partition("/")[0]]) / r.partition("/")[2]) for r in changed]
         lines = [f"FROM {base_ref}"]
@@ -439,12 +448,15 @@ def _git_archive(repo: Path, commit: str, dest: Path) -> None:
     import git
 
     r = git.Repo(str(repo))
-    buf = io.BytesIO()
-    r.archive(buf, treeish=commit, format="tar")
-    buf.seek(0)
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=buf) as tar:
-        tar.extractall(dest)
+    with tempfile.TemporaryFile() as buf:  # a whole source tree: on disk, not in memory
+        r.archive(buf, treeish=commit, format="tar")
+        buf.seek(0)
+        with tarfile.open(fileobj=buf) as tar:
+            try:
+                safe_extract(tar, dest)  # a crafted commit's links cannot point the extraction outside dest
+            except ConfinementError as e:
+                raise BuildError(f"{repo}@{commit[:12]}: {e}") from None
 
 
 def _docker_build(client: Any, ctx: Path, tag: str, labels: dict[str, str], log_path: Path | None) -> str:

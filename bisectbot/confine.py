@@ -68,10 +68,10 @@ def safe_extract(tar: tarfile.TarFile, dest: str | Path, members: list[tarfile.T
 def copy_confined(src: str | Path, root: str | Path, rel: str | Path) -> Path:
     """Copy the regular file ``src`` to ``root/rel`` (parents created) without leaving ``root``.
 
-    Refuses (``ConfinementError``) a destination outside ``root`` after resolving its parent, and
-    an existing destination that is a symlink (it is replaced, never written through); a
-    ``src`` that is a symlink is copied as the link's *content* only when it points inside the
-    source's own tree is the caller's business -- here it must be a regular file.
+    Refuses (``ConfinementError``) a destination outside ``root`` after resolving its parent and a
+    ``src`` that is a symlink or not a regular file (its target would be copied: a candidate could
+    point it at any file of the host). An existing destination symlink is replaced, never written
+    through.
     """
     dst = confined(root, rel, "destination")
     s = Path(src)

@@ -21,6 +21,9 @@ EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
 EXIT_SERVER_ERROR = 4
 EXIT_UNREACHABLE = 5
+EXIT_FILING_FAILED = 6
+"""``run --file-issue``: the bisection finished and its report is written, but filing it on GitHub
+failed after the retries (issue 13); ``bisectbot report file RESULT.json`` files it later."""
 EXIT_INTERRUPTED = 130
 
 

@@ -52,6 +52,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from .confine import inside
 from .errors import BadInput, PatchError
 
 __all__ = [
@@ -120,7 +121,14 @@ class Variant(Condition):
     """One diff of a logical patch, with the condition under which it is preferred."""
 
     id: str
-    diff: str = Field(..., description="diff file, relative to the stack directory")
+    diff: str = Field(..., description="diff file, relative to the stack directory (no '..', not absolute)")
+
+    @field_validator("diff")
+    @classmethod
+    def _inside_stack(cls, v: str) -> str:
+        if not v or v.startswith("/") or "\\" in v or ".." in Path(v).parts:
+            raise ValueError("must be a relative path inside the stack directory (no '..', not absolute)")
+        return v
 
 
 class CodeDetector(_Model):
@@ -226,7 +234,14 @@ class Stack(_Model):
         return out
 
     def diff_path(self, variant: Variant) -> Path:
-        return self._base_dir / variant.diff
+        """The diff file of ``variant``, resolved; :class:`PatchError` when it leaves the stack
+        directory (a symlink pointing out, issue 13)."""
+        from .confine import ConfinementError, confined
+
+        try:
+            return confined(self._base_dir, variant.diff, f"variant {variant.id!r} diff")
+        except ConfinementError as e:
+            raise PatchError(f"{self._source}: {e}") from None
 
     def diff_bytes(self, variant: Variant) -> bytes:
         return self.diff_path(variant).read_bytes()
@@ -284,7 +299,11 @@ def load_stack(path: Path | None = None) -> Stack:
             if var.id in vids:
                 problems.append(f"{where(('patches', i, 'variants', j, 'id'))}: duplicate variant id {var.id!r}")
             vids.add(var.id)
-            dp = stack.diff_path(var)
+            try:
+                dp = stack.diff_path(var)
+            except PatchError as e:
+                problems.append(f"{where(('patches', i, 'variants', j, 'diff'))}: {str(e).split(': ', 1)[-1]}")
+                continue
             try:
                 parse_diff(dp.read_text(encoding="utf-8"), str(dp))
             except OSError as e:
@@ -692,6 +711,9 @@ class _Evaluator:
             st.detail = f"no {spec.package}/ package directory in this tree"
             return st
         target = pdir / spec.path
+        if not inside(self.root, target):  # a symlinked package dir or file pointing out of the tree
+            raise PatchError(f"patch {spec.id}: {spec.package}/{spec.path} resolves outside {self.root} "
+                             "(symlink): refusing to write there")
         st.path = str(target.relative_to(self.root)) if target.is_relative_to(self.root) else str(target)
         if target not in self.current:
             if not target.is_file():

@@ -1,29 +1,60 @@
 """File locks: one per GPU slot (two probes never share GPUs) and general exclusive locks.
 
-Locks are ``fcntl.flock`` on files under a lock directory (default
-``$XDG_RUNTIME_DIR/bisectbot-locks`` or ``/tmp/bisectbot-locks``), so they are released
-by the kernel when the holding process dies (kill -9 included) and work across
-processes of one host. A slot is a string such as ``"0-3"`` (GPUs 0,1,2,3) or
+Locks are ``fcntl.flock`` on files under a lock directory (default ``locks/`` under the state
+directory: ``$BISECTBOT_STATE``, ``$XDG_STATE_HOME/bisectbot`` or ``~/.local/state/bisectbot``),
+so they are released by the kernel when the holding process dies (kill -9 included) and work
+across processes of one host. Never in a shared ``/tmp`` (issue 13): the directory is created
+0700, and refused when it is a symlink or writable by others; lock files are opened with
+``O_NOFOLLOW`` so a planted symlink is an error, never followed. A slot is a string such as ``"0-3"`` (GPUs 0,1,2,3) or
 ``"4,5"``; :func:`slot_gpus` expands it.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
-import tempfile
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from .confine import open_nofollow
 from .errors import BisectbotError
 
 
 def default_lock_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / "bisectbot-locks"
+    """``locks/`` under the state directory (see :func:`bisectbot.ledger.default_state_dir`)."""
+    from .ledger import default_state_dir
+
+    return default_state_dir() / "locks"
+
+
+def _lock_dir(d: Path) -> Path:
+    """Create ``d`` (0700) if needed; refuse a symlink or a directory others may write to."""
+    d.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise BisectbotError(f"lock directory {d} is a symlink or not a directory: refusing to use it")
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise BisectbotError(f"lock directory {d} is writable by other users: refusing to use it (chmod 700)")
+    return d
+
+
+def _open_lock(path: Path) -> Any:
+    try:
+        return open_nofollow(path, "a+")
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BisectbotError(f"lock file {path} is a symlink: refusing to follow it") from None
+        raise
 
 
 def slot_gpus(slot: str) -> list[int]:
@@ -58,10 +89,9 @@ def file_lock(name: str, lock_dir: Path | None = None, timeout_s: float | None =
 
     Raises :class:`LockTimeout`.
     """
-    d = lock_dir or default_lock_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    d = _lock_dir(lock_dir or default_lock_dir())
     path = d / _lock_name(name)
-    fh = open(path, "a+")
+    fh = _open_lock(path)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while True:
@@ -96,15 +126,14 @@ def gpu_slot(slots: Sequence[str], runner: str = "default", lock_dir: Path | Non
     if not slots:
         yield None
         return
-    d = lock_dir or default_lock_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    d = _lock_dir(lock_dir or default_lock_dir())
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         for slot in slots:
             handles = []
             ok = True
             for gpu in slot_gpus(slot):
-                fh = open(d / f"gpu-{gpu}.lock", "a+")
+                fh = _open_lock(d / f"gpu-{gpu}.lock")
                 try:
                     fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     handles.append(fh)

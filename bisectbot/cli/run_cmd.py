@@ -218,11 +218,47 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     if file_issue:
         # After a retraction the new answer has its own fingerprint: it is filed (a new issue, or a
         # comment on the issue of that answer) and the acknowledgement on the old issue links to it.
-        outcome = _file_issue(ctx, recipe, result, paths[0].parent)
+        # The report is already on disk: a filing failure keeps it and has its own exit code.
+        from ..errors import EXIT_FILING_FAILED, GitHubError, UpstreamUnreachable
+
+        try:
+            outcome = _file_with_retries(ctx, recipe, result, paths[0].parent, echo)
+        except (GitHubError, UpstreamUnreachable) as e:
+            click.echo(f"github: filing failed after {len(FILE_RETRY_WAITS_S) + 1} attempts: {e}", err=True)
+            click.echo(f"github: the report is kept in {paths[0].parent}; file it later with: bisectbot report file "
+                       f"{paths[0]} --recipe {path}", err=True)
+            return EXIT_FILING_FAILED
         click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
-        for line in _acknowledge(recipe, commands, result, outcome):
-            click.echo(f"github: {line}", err=ctx.json)
+        try:
+            for line in _acknowledge(recipe, commands, result, outcome):
+                click.echo(f"github: {line}", err=ctx.json)
+        except (GitHubError, UpstreamUnreachable) as e:  # the next run acknowledges them
+            click.echo(f"github: acknowledging maintainer commands failed: {e}", err=True)
     return exit_code(result, recipe.bisect.blame_confidence)
+
+
+FILE_RETRY_WAITS_S = (2.0, 10.0)
+"""Seconds waited before the 2nd and 3rd attempt to file (each attempt has the GitHub client's own
+bounded retries inside). A retry is safe: the ledger's intent record and the fingerprint marker
+make a repeated create find the issue of the first (issue 13)."""
+
+
+def _file_with_retries(ctx: Ctx, recipe, result, out_dir: Path, echo):  # -> FilingOutcome
+    """:func:`_file_issue` tried ``len(FILE_RETRY_WAITS_S) + 1`` times; re-raises the last failure."""
+    import time
+
+    from ..errors import GitHubError, UpstreamUnreachable
+
+    waits = list(FILE_RETRY_WAITS_S)
+    while True:
+        try:
+            return _file_issue(ctx, recipe, result, out_dir)
+        except (GitHubError, UpstreamUnreachable) as e:
+            if not waits:
+                raise
+            wait = waits.pop(0)
+            echo(f"github: filing failed ({e}); retrying in {wait:.0f} s")
+            time.sleep(wait)
 
 
 def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: str, bad: str) -> str:
@@ -239,6 +275,7 @@ def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: s
 def _maintainer_verdicts(recipe):  # -> (list[Command], list[LogLine])
     """Trusted ``/bisectbot`` commands on the recipe's open issues (none without a token) and the
     human verdicts they give: ``good REF`` / ``bad REF`` hold on every run from then on."""
+    from ..errors import GitHubError, UpstreamUnreachable
     from ..models import Verdict
     from ..report import read_commands
     from ..report.github import token_from_env
@@ -247,7 +284,11 @@ def _maintainer_verdicts(recipe):  # -> (list[Command], list[LogLine])
     token = token_from_env()
     if not token or recipe.report.github is None:
         return [], []
-    commands = read_commands(recipe.report.github, token, include_acknowledged=True)
+    try:
+        commands = read_commands(recipe.report.github, token, include_acknowledged=True)
+    except (GitHubError, UpstreamUnreachable) as e:  # probe first: GitHub trouble never stops the bisection
+        click.echo(f"github: cannot read maintainer commands, bisecting without them: {e}", err=True)
+        return [], []
     human = [LogLine(Verdict(c.kind), c.ref, note=f"maintainer verdict by {c.author} in #{c.issue}")
              for c in commands if c.kind in ("good", "bad") and c.ref and not c.error]
     return commands, human

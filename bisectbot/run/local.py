@@ -159,7 +159,8 @@ class LocalRunner:
                 repos.setdefault(name, src.repo)
         self.repos = {name: GitRepo(path, name) for name, path in repos.items()}
         self.pins = dict(pins or {})
-        self.workdir = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "bisectbot-worktrees"
+        # default: a private new directory, never a predictable name in a shared /tmp (issue 13)
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bisectbot-worktrees-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir = Path(log_dir) if log_dir else self.workdir / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
