@@ -103,6 +103,44 @@ def lock_is_free(path: Path) -> bool:
         os.close(fd)
 
 
+# filesystems where flock and SQLite's WAL (shared memory) are not reliable (SQLite docs, "WAL mode":
+# "WAL does not work over a network filesystem"); fuse.* covers sshfs, s3fs, gcsfuse
+NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre",
+                        "gpfs", "beegfs", "davfs", "ncpfs", "fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse",
+                        "fuse.glusterfs", "fuse.rclone"})
+
+
+def filesystem_of(path: Path, mounts: str | None = None) -> str:
+    """The filesystem type of the mount holding ``path`` (longest mount point prefix in
+    ``/proc/mounts``, or the ``mounts`` text given); ``""`` when unknown."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+    target = str(Path(path).resolve())
+    best, fstype = -1, ""
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mnt = parts[1].replace("\\040", " ")
+        inside = target == mnt or target.startswith(mnt.rstrip("/") + "/")
+        if inside and len(mnt) > best:
+            best, fstype = len(mnt), parts[2]
+    return fstype
+
+
+def check_local_disk(state_dir: Path, mounts: str | None = None) -> None:
+    """Raise BisectbotError when ``state_dir`` is on a network filesystem (:data:`NETWORK_FS`):
+    the ledger (SQLite, WAL) and the writer lock (flock) need a local disk."""
+    fs = filesystem_of(state_dir, mounts)
+    if fs in NETWORK_FS:
+        raise BisectbotError(f"state directory {state_dir} is on a network filesystem ({fs}): the ledger "
+                             "(SQLite in WAL mode) and the writer lock need a local disk; use --state DIR "
+                             "on a local disk (share verdict files with 'bisectbot round', not the ledger)")
+
+
 def writer_lock_path(state_dir: Path, recipe_name: str) -> Path:
     """``STATE/locks/writer-<recipe name>.lock`` (the name made file-safe)."""
     return Path(state_dir) / "locks" / f"writer-{_safe(recipe_name)}.lock"
@@ -115,8 +153,10 @@ def writer_lock(state_dir: Path, recipe_name: str, *, wait_s: float = 0.0, sessi
 
     Waits up to ``wait_s`` seconds (0: not at all; negative: forever) for a holder to
     finish, telling ``echo`` once whom it waits for. Raises :class:`WriterBusy` naming the
-    holder when the lock stays taken, BisectbotError when the lock file is a symlink.
+    holder when the lock stays taken, BisectbotError when the lock file is a symlink or the
+    state directory is on a network filesystem (:func:`check_local_disk`).
     """
+    check_local_disk(state_dir)
     path = writer_lock_path(state_dir, recipe_name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = _open_nofollow(path)

@@ -132,3 +132,23 @@ def test_cleanup_removes_only_probe_dirs_of_dead_probes(tmp_path) -> None:
     with probe_dir(root) as d:
         assert d.is_dir()
     assert not d.exists()
+
+
+MOUNTS = """\
+/dev/sda1 / ext4 rw,relatime 0 0
+server:/export /mnt/shared nfs4 rw,relatime 0 0
+/dev/sdb1 /mnt/shared/local ext4 rw 0 0
+tmpfs /tmp tmpfs rw 0 0
+"""
+
+
+def test_state_on_a_network_filesystem_is_refused_clearly() -> None:
+    from bisectbot.session.lock import check_local_disk, filesystem_of
+
+    assert filesystem_of(Path("/mnt/shared/state"), MOUNTS) == "nfs4"
+    assert filesystem_of(Path("/mnt/shared/local/state"), MOUNTS) == "ext4"
+    assert filesystem_of(Path("/mnt/sharedx"), MOUNTS) == "ext4"
+    with pytest.raises(BisectbotError, match=r"network filesystem \(nfs4\).*local disk"):
+        check_local_disk(Path("/mnt/shared/state"), MOUNTS)
+    check_local_disk(Path("/mnt/shared/local/state"), MOUNTS)
+    check_local_disk(Path("/tmp/x"))  # this machine's real /proc/mounts: a local disk
