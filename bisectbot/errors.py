@@ -10,6 +10,8 @@ Exit codes (documented in the README and ``bisectbot --help``):
 * 5 -- upstream unreachable: a registry, the package index or GitHub could not be reached
   (name resolution failed, connection refused, retries of transient errors spent); the same
   code for ``run``, ``bisect plan`` and ``nightlies``. Try again later or check the network.
+* 6 -- ``run --file-issue``: the report is written but filing it on GitHub failed after the
+  retries (:data:`EXIT_FILING_FAILED`); ``report file`` files it later.
 * 130 -- interrupted (Ctrl-C / SIGTERM); an interrupted ``run`` resumes from the ledger.
 """
 

@@ -36,6 +36,7 @@ Exit codes:
   3  inconclusive
   4  server error (probe)
   5  upstream unreachable (registry, package index, GitHub)
+  6  run --file-issue: report written, filing on GitHub failed (report file files it later)
   130 interrupted (run resumes from the ledger)
 
 \b
