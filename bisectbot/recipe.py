@@ -356,6 +356,10 @@ class BisectSpec(_Model):
     drift: bool = Field(False, description="when the threshold moves inside the bad range, a second search "
                                            "finds the candidate where it moved")
     parallel: int = Field(1, ge=1, description="candidates probed at once (free runner slots)")
+    executor: Literal["local", "actions"] = Field(
+        "local", description="where the workflows bisect: 'local' (the nightly/bisect job itself) or 'actions' "
+        "(hand the bisection to .github/workflows/bisect-fanout.yml: one job per probe, rounds of "
+        "bisect.parallel probes; issue 17)")
     verify: bool = True
     second_stage: bool = True
     components: dict[str, GitSource] = Field(

@@ -6,14 +6,15 @@
   repository is served by act from the working tree.
 * Host mode: ``-P <label>=-self-hosted`` for every label the workflows ask for, so every ``run:``
   step runs on this machine (real dockerd, the registry on 127.0.0.1:5000).
-* ``actions/upload-artifact`` needs GitHub's artifact service: ``--local-repository`` swaps it
-  for ``tests/act/upload-artifact`` (a composite action that copies ``path`` into
-  ``$ACT_TEST_ARTIFACTS/<name>``).
+* ``actions/upload-artifact`` / ``download-artifact`` need GitHub's artifact service:
+  ``--local-repository`` swaps them for ``tests/act/upload-artifact`` (a composite action that
+  copies ``path`` into ``$ACT_TEST_ARTIFACTS/<name>``) and ``tests/act/download-artifact``
+  (copies the artifacts matching ``name`` or ``pattern`` back out).
 * act's workspaces and its runner tool cache live in ``tmp/act-cache``: the runs of one test share
   the virtualenv ``.github/actions/install-bisectbot`` keeps there (one per source tree), as the
   jobs on one self-hosted runner do; nothing outlives the test's temporary directory.
-* The GitHub token goes in as the secret ``BISECTBOT_GITHUB_TOKEN`` (value from the
-  environment, never on argv), the bot's login as the variable ``BISECTBOT_BOT_LOGIN``; the ledger directory as ``BISECTBOT_STATE`` in the runner's
+* The GitHub token goes in as the secrets ``BISECTBOT_GITHUB_TOKEN`` and ``GITHUB_TOKEN`` (a
+  secret file, never argv or act's environment), the bot's login as the variable ``BISECTBOT_BOT_LOGIN``; the ledger directory as ``BISECTBOT_STATE`` in the runner's
   environment, as ``runners/install-runner.sh`` writes it into the runner's ``.env``.
 """
 
@@ -31,10 +32,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STAND_IN = Path(__file__).parent / "upload-artifact"
-UPLOAD_ARTIFACT = "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f"  # as pinned in the workflows
-LABELS = ("self-hosted", "linux", "mi355x", "ubuntu-latest")
-DEPLOY_REMOTE = "https://github.com/octo-org/bisectbot-deploy.git"
+STAND_INS = {  # as pinned in the workflows -> the local composite stand-in
+    "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f": Path(__file__).parent / "upload-artifact",
+    "actions/download-artifact@37930b1c2abaa49bbe596cd826c3c89aef350131": Path(__file__).parent / "download-artifact",
+}
+LABELS = ("self-hosted", "linux", "mi355x", "bisectbot-ledger", "ubuntu-latest")
+DEPLOY_REPO = "octo-org/bisectbot-deploy"
+DEPLOY_REMOTE = f"https://github.com/{DEPLOY_REPO}.git"  # act's github.repository comes from it
 
 
 def act_binary() -> str:
@@ -95,19 +99,28 @@ class ActRun:
 
 
 def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str, state: Path,
-            artifacts: Path, bot_login: str, timeout: float = 900) -> ActRun:
-    """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``."""
+            artifacts: Path, bot_login: str, api_url: str | None = None, timeout: float = 900) -> ActRun:
+    """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``.
+
+    ``token`` is both secrets the workflows read (``BISECTBOT_GITHUB_TOKEN`` and act's
+    ``GITHUB_TOKEN``, i.e. ``github.token``), given through a secret file: no step sees it unless
+    the workflow hands it to that step. ``api_url`` becomes ``GITHUB_API_URL`` (the fake GitHub).
+    """
     import time
 
     ev = tmp / f"event-{event}-{time.monotonic_ns()}.json"
     ev.write_text(json.dumps(payload))
+    secrets = tmp / "act-secrets.env"
+    secrets.touch(mode=0o600)
+    secrets.write_text(f"BISECTBOT_GITHUB_TOKEN={token}\nGITHUB_TOKEN={token}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
-    env.update({"BISECTBOT_GITHUB_TOKEN": token, "BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts)})
+    env.update({"BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts)})
     cmd = [act_binary(), event, "-W", f".github/workflows/{workflow}", "-e", str(ev),
            *[x for label in LABELS for x in ("-P", f"{label}=-self-hosted")],
-           "--local-repository", f"{UPLOAD_ARTIFACT}={STAND_IN}",
-           "-s", "BISECTBOT_GITHUB_TOKEN", "--var", f"BISECTBOT_BOT_LOGIN={bot_login}", "--action-offline-mode",
-           "--action-cache-path", str(tmp / "act-cache"), "--no-cache-server"]
+           *[x for repo, d in STAND_INS.items() for x in ("--local-repository", f"{repo}={d}")],
+           "--secret-file", str(secrets), "--var", f"BISECTBOT_BOT_LOGIN={bot_login}", "--action-offline-mode",
+           "--action-cache-path", str(tmp / "act-cache"), "--no-cache-server",
+           *(["--env", f"GITHUB_API_URL={api_url}"] if api_url else [])]
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=deployment, env=env, capture_output=True, text=True, timeout=timeout)
     return ActRun(p.returncode, p.stdout + p.stderr, time.monotonic() - t0)

@@ -19,12 +19,12 @@ def spec(n: int, garbage_above: int) -> NightlySpec:
                        garbage_above=garbage_above)
 
 
-def recipe_text(registry: str, repository: str, good: str, api_url: str) -> str:
+def recipe_text(registry: str, repository: str, good: str, api_url: str, name: str = RECIPE, extra: str = "") -> str:
     """The deployment's recipe: nightlies of ``registry/repository`` from ``good`` on, the reference
     engine's server, sizes 1000 and 6000 prompt tokens, issues on the fake GitHub at ``api_url``."""
     cmd = ", ".join(f'"{x}"' for x in SERVER_COMMAND)
     return f"""\
-name: {RECIPE}
+name: {name}
 model: demo
 source: {{kind: registry, registry: "{registry}", repository: {repository}, tag_pattern: "nightly_main_*",
           insecure: true}}
@@ -33,7 +33,7 @@ runner: cpu
 reproducer: {{min_size: 1000, max_size: 6000, sizes: [1000, 6000]}}
 regress: garbage
 bisect:
-  good: {good}
+  good: {good}{extra}
 report:
   github: {{repo: {GH_REPO}, labels: [bisectbot], api_url: "{api_url}"}}
 """
@@ -49,12 +49,12 @@ def cleanup(pushed) -> None:
 
 
 def act(deploy: Path, workflow: str, event: str, payload: dict, tmp_path: Path, state: Path, name: str,
-         bot_login: str = "bisectbot-app"):
+        bot_login: str = "bisectbot-app", api_url: str | None = None):
     """One act run; what the upload-artifact stand-in copied lands in ``tmp_path/artifacts/<name>``."""
     art = tmp_path / "artifacts" / name
     art.mkdir(parents=True)
     run = run_act(deploy, workflow, event, payload, tmp=tmp_path, token=TOKEN, state=state, artifacts=art,
-                  bot_login=bot_login)
+                  bot_login=bot_login, api_url=api_url)
     print(f"act {workflow} {event} ({name}): rc {run.returncode} in {run.seconds:.0f} s; steps {run.step_seconds()}")
     return run, art
 

@@ -8,7 +8,8 @@ environment (``BISECTBOT_STATE``), the ``BISECTBOT_GITHUB_TOKEN`` secret and the
 
 Night 1 files one issue; night 2 (one more bad nightly) comments on it; after a maintainer's
 ``/bisectbot retract`` night 3 excludes the culprit and files the new answer as a NEW issue,
-linked from the reply to the retraction.
+linked from the reply to the retraction. A recipe with ``bisect.executor: actions`` is handed to
+``bisect-fanout.yml`` (the dispatch the fake GitHub records) instead of being bisected in the job.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import uuid
 
 import pytest
 
-from tests.act.actkit import make_deployment
+from tests.act.actkit import DEPLOY_REPO, make_deployment
 from tests.act.actnight import RECIPE, act, cleanup, recipe_text, spec
 from tests.containers.conftest import base_image, no_container_left_behind, registry  # noqa: F401
 from tests.containers.nightly_factory import push_nightlies
 from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+HANDOFF = "act-handoff"
 
 
 def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base_image, fake_github,  # noqa: F811
@@ -34,7 +37,9 @@ def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base
     pushed = push_nightlies(specs, repository, registry=registry, base=base_image)
     try:
         deploy = make_deployment(tmp_path / "deploy", {
-            RECIPE: recipe_text(registry, repository, specs[0].tag, fake_github.base_url)})
+            RECIPE: recipe_text(registry, repository, specs[0].tag, fake_github.base_url),
+            HANDOFF: recipe_text(registry, repository, specs[0].tag, fake_github.base_url, name=HANDOFF,
+                                 extra="\n  executor: actions\n  parallel: 3")})
         state = tmp_path / "state"
         dispatch = {"inputs": {"recipe": RECIPE}}
 
@@ -73,5 +78,17 @@ def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base
         assert new["body"] != first["body"]
         acks = [c["body"] for c in fake_github.comments_of(GH_REPO, 1) if "bisectbot:ack=" in c["body"]]
         assert len(acks) == 1 and "excluded" in acks[0] and new["html_url"] in acks[0], acks
+
+        # ---- a recipe with bisect.executor: actions: the night hands the bisection to bisect-fanout.yml
+        fake_github.add_repo(DEPLOY_REPO)  # the deployment's own repository (GITHUB_REPOSITORY)
+        before = {n: len(fake_github.comments_of(GH_REPO, n)) for n in (1, 2)}
+        run, _ = act(deploy, "nightly.yml", "workflow_dispatch", {"inputs": {"recipe": HANDOFF}}, tmp_path, state,
+                     "handoff", api_url=fake_github.base_url)
+        assert run.returncode == 0, run.tail()
+        assert fake_github.dispatches == [{"workflow": "bisect-fanout.yml", "ref": "main",
+                                           "inputs": {"recipe": HANDOFF, "slots": "3"}}], run.tail()
+        assert "Probe, bisect, file or update the GitHub issue" not in "".join(run.step_seconds())
+        assert len(fake_github.issues(GH_REPO)) == 2
+        assert {n: len(fake_github.comments_of(GH_REPO, n)) for n in (1, 2)} == before
     finally:
         cleanup(pushed)
