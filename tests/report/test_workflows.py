@@ -74,7 +74,7 @@ def test_nightly_shape():
     assert wf["permissions"] == {}
     job = wf["jobs"]["nightly"]
     assert job["runs-on"] == ["self-hosted", "linux", "mi355x"]
-    assert job["permissions"] == {"contents": "read", "issues": "write"}
+    assert job["permissions"] == {"contents": "read", "issues": "write", "actions": "write"}  # actions: the hand-off
     assert job["concurrency"]["group"].startswith("bisectbot-mi355x-") and job["concurrency"]["cancel-in-progress"] is False
     assert job["timeout-minutes"] <= 480 and "matrix" in job["strategy"]
     uses = [s.get("uses", "") for s in job["steps"]]
@@ -108,6 +108,24 @@ def test_bisect_only_trusted_commenters_and_never_a_pr_head():
     assert "pull_request.head" not in raw and "head_ref" not in raw
     # untrusted text reaches scripts only through env, never through ${{ }} inside run:
     for j in wf["jobs"].values():
+        assert "${{" not in _steps_text(j)
+
+
+def test_fanout_shape():
+    wf = _load("bisect-fanout.yml")
+    assert set(wf["on"]) == {"workflow_dispatch"} and wf["permissions"] == {}
+    assert "inputs.session" in wf["concurrency"]["group"] and wf["concurrency"]["cancel-in-progress"] is False
+    jobs = wf["jobs"]
+    assert jobs["plan"]["runs-on"] == jobs["reduce"]["runs-on"] == ["self-hosted", "linux", "bisectbot-ledger"]
+    probe = jobs["probe"]
+    assert probe["runs-on"] == ["self-hosted", "linux", "mi355x"] and probe["needs"] == "plan"
+    assert probe["strategy"]["fail-fast"] is False and "needs.plan.outputs.probes" in probe["strategy"]["matrix"]["probe"]
+    assert jobs["reduce"]["needs"] == ["plan", "probe"] and "!cancelled()" in jobs["reduce"]["if"]
+    assert jobs["reduce"]["permissions"] == {"contents": "read", "actions": "write"}
+    assert all(j["permissions"].get("actions") != "write" for n, j in jobs.items() if n != "reduce")
+    assert "bisectbot round plan" in _steps_text(jobs["plan"]) and "bisectbot round probe" in _steps_text(probe)
+    assert "bisectbot round import" in _steps_text(jobs["reduce"])
+    for j in jobs.values():  # inputs and matrix values reach scripts only through env
         assert "${{" not in _steps_text(j)
 
 
