@@ -62,12 +62,15 @@ done
 
 # ---------------------------------------------------------------- host checks (warnings in dry runs)
 check() { if [ "$DRY" = 1 ]; then warn "$1"; else die "$1"; fi; }
-[ -e /dev/kfd ] || check "/dev/kfd missing: install the ROCm driver (amdgpu-dkms) and reboot"
-[ -d /dev/dri ] || check "/dev/dri missing: no GPU render nodes"
+GPU=0; [[ ",$LABELS," == *",mi355x,"* ]] && GPU=1   # a CPU runner (e.g. bisectbot-ledger) needs no GPU
+if [ "$GPU" = 1 ]; then
+  [ -e /dev/kfd ] || check "/dev/kfd missing: install the ROCm driver (amdgpu-dkms) and reboot"
+  [ -d /dev/dri ] || check "/dev/dri missing: no GPU render nodes"
+fi
 command -v docker >/dev/null 2>&1 || check "docker missing: install Docker Engine (docker.io or docker-ce)"
 command -v python3 >/dev/null 2>&1 || check "python3 missing: apt-get install python3 python3-venv"
 python3 -c 'import venv, ensurepip' 2>/dev/null || check "python3-venv missing: apt-get install python3-venv"
-command -v amd-smi >/dev/null 2>&1 || command -v rocm-smi >/dev/null 2>&1 || warn "neither amd-smi nor rocm-smi found"
+[ "$GPU" = 0 ] || command -v amd-smi >/dev/null 2>&1 || command -v rocm-smi >/dev/null 2>&1 || warn "neither amd-smi nor rocm-smi found"
 for g in docker video render; do getent group "$g" >/dev/null || check "group '$g' missing (docker / ROCm packages create it)"; done
 parent="$DIR"; while [ ! -d "$parent" ]; do parent="$(dirname "$parent")"; done
 free_gb=$(( $(df -Pk "$parent" | awk 'NR==2 {print $4}') / 1024 / 1024 ))
