@@ -123,7 +123,7 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
 
 
 @report.command("reply")
-@click.argument("result_file", metavar="RESULT.json", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("result_file", metavar="[RESULT.json]", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--issue", "issue_number", type=click.IntRange(min=1), required=True,
               help="Issue the /bisectbot bisect request was made on.")
 @click.option("--comment", "comment_id", type=click.IntRange(min=1), required=True,
@@ -133,11 +133,15 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
 @click.option("--api-url", help="GitHub API base URL.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the would-be reply goes in a dry run (default: next to RESULT.json).")
+@click.option("--failed", "run_url", metavar="URL",
+              help="No result: say the bisection failed, linking this job log (instead of RESULT.json).")
 @click.option("--dry-run", is_flag=True, help="Send nothing; write the would-be reply.")
 @pass_ctx
-def reply_cmd(ctx: Ctx, result_file: Path, issue_number: int, comment_id: int, recipe: Path | None,
-              repo: str | None, api_url: str | None, out_dir: Path | None, dry_run: bool) -> None:
-    """Answer a maintainer's /bisectbot bisect comment with RESULT.json (one reply, never twice).
+def reply_cmd(ctx: Ctx, result_file: Path | None, issue_number: int, comment_id: int, recipe: Path | None,
+              repo: str | None, api_url: str | None, out_dir: Path | None, run_url: str | None,
+              dry_run: bool) -> None:
+    """Answer a maintainer's /bisectbot bisect comment with RESULT.json (one reply, never twice),
+    or with --failed URL say that the bisection failed (once; a later result still answers).
 
     The comment must be a /bisectbot bisect request by an OWNER, MEMBER or COLLABORATOR.
     Token: $BISECTBOT_GITHUB_TOKEN, $GITHUB_TOKEN or $GH_TOKEN; without one this is a dry run.
@@ -148,10 +152,17 @@ def reply_cmd(ctx: Ctx, result_file: Path, issue_number: int, comment_id: int, r
         --issue 12 --comment 2345678 --dry-run
     """
     from ..report.github import token_from_env
-    from ..report.reply import reply_with_result
+    from ..report.reply import reply_failure, reply_with_result
 
-    result, nightly = _load(result_file)
+    if (result_file is None) == (run_url is None):
+        raise BadInput("give RESULT.json or --failed URL (one of them)")
     target = _target(recipe, repo, api_url)
+    if run_url is not None:
+        out = reply_failure(target, token_from_env(), issue_number, comment_id, run_url, out_dir or Path("."),
+                            dry_run=dry_run)
+        ctx.emit(out.to_dict(), out.message)
+        return
+    result, nightly = _load(result_file)
     bc = 0.66
     if recipe is not None:
         from ..recipe import load_recipe

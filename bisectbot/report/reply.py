@@ -47,6 +47,49 @@ def render_reply(result: RunResult, nightly: NightlyResult | None, *, comment_id
     return head + f"\n<details><summary>Report</summary>\n\n{report}\n\n</details>\n"
 
 
+def failed_marker(comment_id: int) -> str:
+    """The hidden marker of the bot's "the bisection failed" reply to comment ``comment_id`` (not an
+    acknowledgement: a later successful run of the request still answers it)."""
+    return f"<!-- bisectbot:failed={int(comment_id)} -->"
+
+
+def render_failure(*, comment_id: int, request: str, author: str, link: str, run_url: str) -> str:
+    """Body of the reply saying the requested bisection failed, with the job log's address."""
+    return (f"{failed_marker(comment_id)}\n> `{_code(request)}`\n\n"
+            f"The bisection asked for in [this request]({sanitize(link, 300)}) from {sanitize(author, 60)} "
+            f"failed before it had a result; the job log says why: {sanitize(run_url, 300)}\n")
+
+
+def _request(client: GitHubClient, target: GitHubTarget, issue_number: int, comment_id: int):
+    """``(issue, asked comment, login, request line)`` after the checks of :func:`reply_with_result`."""
+    issue = client.get_issue(issue_number)
+    if issue is None:
+        raise GitHubError(f"issue #{issue_number} not found in {target.repo}")
+    asked = next((c for c in client.comments(issue) if c.id == comment_id), None)
+    if asked is None:
+        raise GitHubError(f"comment {comment_id} not found on #{issue_number}")
+    parsed = parse_command(asked.body or "")
+    assoc = (asked.author_association or "NONE").upper()
+    login = asked.user.login if asked.user is not None else "?"
+    if parsed is None or parsed[0] != "bisect" or parsed[3]:
+        raise GitHubError(f"comment {comment_id} on #{issue_number} is not a /bisectbot bisect request")
+    if assoc not in TRUSTED_ASSOCIATIONS:
+        raise GitHubError(f"comment {comment_id} on #{issue_number} is by {login} ({assoc}), not a maintainer: "
+                          "not answering")
+    args = parsed[2]  # refs already matched against the strict ref pattern
+    request = "/bisectbot bisect" + "".join(f" {k}={args[k]}" for k in ("good", "bad") if k in args)
+    return issue, asked, login, request
+
+
+def _dry(out_dir: Path, name: str, body: str, fp: str, issue_number: int, dry_run: bool) -> FilingOutcome:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = (out / name).resolve()
+    path.write_text(body, encoding="utf-8")
+    why = "dry run" if dry_run else "no GitHub token"
+    return FilingOutcome("dry-run", fp, issue_number, paths=[path], message=f"{why}: would-be reply written to {path}")
+
+
 def reply_with_result(
     result: RunResult,
     target: GitHubTarget,
@@ -65,46 +108,56 @@ def reply_with_result(
     The comment must exist on that issue, be a ``/bisectbot bisect`` command and come from an
     OWNER, MEMBER or COLLABORATOR (:data:`~.github.TRUSTED_ASSOCIATIONS`), else
     :class:`GitHubError` is raised and nothing is posted. When an answer (its ack marker) is
-    there already in one of the bot's own comments, nothing is posted (action ``unchanged``). Without ``token`` or with
-    ``dry_run`` the would-be reply is written to ``out_dir/reply-<comment id>.md`` (action
-    ``dry-run``). Raises :class:`GitHubError` (token-free message) when GitHub fails.
+    there already in one of the bot's own comments, nothing is posted (action ``unchanged``).
+    Without ``token`` or with ``dry_run`` the would-be reply is written to
+    ``out_dir/reply-<comment id>.md`` (action ``dry-run``). Raises :class:`GitHubError`
+    (token-free message) when GitHub fails.
     """
     fp = fingerprint(result)
     if not token or dry_run:
         body = render_reply(result, nightly, comment_id=comment_id, request="/bisectbot bisect",
                             author="(not looked up: dry run)", link=f"#{issue_number}",
                             blame_confidence=blame_confidence)
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        path = (out / f"reply-{int(comment_id)}.md").resolve()
-        path.write_text(body, encoding="utf-8")
-        why = "dry run" if dry_run else "no GitHub token"
-        return FilingOutcome("dry-run", fp, issue_number, paths=[path],
-                             message=f"{why}: would-be reply written to {path}")
+        return _dry(out_dir, f"reply-{int(comment_id)}.md", body, fp, issue_number, dry_run)
     client = client or GitHubClient(target, token)
-    issue = client.get_issue(issue_number)
-    if issue is None:
-        raise GitHubError(f"issue #{issue_number} not found in {target.repo}")
-    comments = client.comments(issue)
-    asked = next((c for c in comments if c.id == comment_id), None)
-    if asked is None:
-        raise GitHubError(f"comment {comment_id} not found on #{issue_number}")
-    parsed = parse_command(asked.body or "")
-    assoc = (asked.author_association or "NONE").upper()
-    login = asked.user.login if asked.user is not None else "?"
-    if parsed is None or parsed[0] != "bisect" or parsed[3]:
-        raise GitHubError(f"comment {comment_id} on #{issue_number} is not a /bisectbot bisect request")
-    if assoc not in TRUSTED_ASSOCIATIONS:
-        raise GitHubError(f"comment {comment_id} on #{issue_number} is by {login} ({assoc}), not a maintainer: "
-                          "not answering")
-    mark = ack_marker(comment_id)
-    if _already_commented(client, issue, mark):  # only the bot's own comments count
+    issue, asked, login, request = _request(client, target, issue_number, comment_id)
+    if _already_commented(client, issue, ack_marker(comment_id)):  # only the bot's own comments count
         return FilingOutcome("unchanged", fp, issue_number, issue.html_url,
                              message=f"comment {comment_id} on #{issue_number} is answered already")
-    args = parsed[2]  # refs already matched against the strict ref pattern
-    request = "/bisectbot bisect" + "".join(f" {k}={args[k]}" for k in ("good", "bad") if k in args)
     body = render_reply(result, nightly, comment_id=comment_id, request=request, author=login,
                         link=asked.html_url or issue.html_url, blame_confidence=blame_confidence)
     c = client.comment(issue, body)
     return FilingOutcome("commented", fp, issue_number, getattr(c, "html_url", issue.html_url),
                          message=f"answered comment {comment_id} on #{issue_number}")
+
+
+def reply_failure(
+    target: GitHubTarget,
+    token: str | None,
+    issue_number: int,
+    comment_id: int,
+    run_url: str,
+    out_dir: Path,
+    *,
+    dry_run: bool = False,
+    client: GitHubClient | None = None,
+) -> FilingOutcome:
+    """Tell the maintainer who asked in comment ``comment_id`` that the bisection failed without a
+    result, linking the job log ``run_url``. Same checks as :func:`reply_with_result`; posted once
+    per comment (marker :func:`failed_marker`), and never when the request is answered already.
+    Raises :class:`GitHubError`."""
+    if not token or dry_run:
+        body = render_failure(comment_id=comment_id, request="/bisectbot bisect", author="(not looked up: dry run)",
+                              link=f"#{issue_number}", run_url=run_url)
+        return _dry(out_dir, f"failed-{int(comment_id)}.md", body, "", issue_number, dry_run)
+    client = client or GitHubClient(target, token)
+    issue, asked, login, request = _request(client, target, issue_number, comment_id)
+    for mark, why in ((ack_marker(comment_id), "is answered already"),
+                      (failed_marker(comment_id), "was told of a failure already")):
+        if _already_commented(client, issue, mark):
+            return FilingOutcome("unchanged", "", issue_number, issue.html_url,
+                                 message=f"comment {comment_id} on #{issue_number} {why}")
+    c = client.comment(issue, render_failure(comment_id=comment_id, request=request, author=login,
+                                             link=asked.html_url or issue.html_url, run_url=run_url))
+    return FilingOutcome("commented", "", issue_number, getattr(c, "html_url", issue.html_url),
+                         message=f"told comment {comment_id} on #{issue_number} that the bisection failed")

@@ -59,5 +59,14 @@ def test_bisect_answers_a_member_and_ignores_a_stranger(registry, base_image, fa
         (uploaded,) = list(art.iterdir())
         res = json.loads((uploaded / "result.json").read_text())
         assert res["stages"][0]["first_bad"]["label"] == specs[2].tag
+
+        # ---- a member asks for a nightly that does not exist: the job fails and says so, once
+        wrong = fake_github.add_comment(GH_REPO, 1, f"/bisectbot bisect good={specs[0].tag} bad=nightly_main_20260599",
+                                        author="maint", association="MEMBER")
+        run, _ = act(deploy, "bisect.yml", "issue_comment", comment_payload(fake_github, 1, wrong), tmp_path, state,
+                     "wrong")
+        assert run.returncode != 0, run.tail()
+        told = [c["body"] for c in fake_github.comments_of(GH_REPO, 1) if f"bisectbot:failed={wrong['id']}" in c["body"]]
+        assert len(told) == 1 and "/actions/runs/" in told[0], run.tail()
     finally:
         cleanup(pushed)

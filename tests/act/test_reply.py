@@ -54,3 +54,31 @@ def test_reply_once_only_to_a_maintainer_request(fake_github, tmp_path) -> None:
     dry = _cli(str(result), *common, "--comment", str(asked["id"]), "--out", str(tmp_path / "o"), env={})
     assert dry.returncode == 0 and json.loads(dry.stdout)["action"] == "dry-run", dry.stderr
     assert (tmp_path / "o" / f"reply-{asked['id']}.md").is_file()
+
+
+def test_failure_reply_once_and_never_after_an_answer(fake_github, tmp_path) -> None:  # noqa: F811
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps(make_result().to_dict()))
+    n = fake_github.add_issue(GH_REPO, "[bisectbot] glm51-prefill: Regression", "body", labels=["bisectbot"])["number"]
+    asked = fake_github.add_comment(GH_REPO, n, "/bisectbot bisect good=a1 bad=b2", author="maint",
+                                    association="OWNER")
+    common = ["--repo", GH_REPO, "--api-url", fake_github.base_url, "--issue", str(n), "--comment", str(asked["id"])]
+    env = {"BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": fake_github.bot_login}
+    run_url = "https://github.com/octo-org/vllm/actions/runs/42"
+
+    both = _cli(str(result), *common, "--failed", run_url, env=env)
+    assert both.returncode == 2 and "one of them" in both.stdout + both.stderr
+    for _ in range(2):  # a re-run of the failed job says it once
+        p = _cli(*common, "--failed", run_url, env=env)
+        assert p.returncode == 0, p.stderr
+    failed = [c["body"] for c in fake_github.comments_of(GH_REPO, n) if "bisectbot:failed=" in c["body"]]
+    assert len(failed) == 1 and run_url in failed[0] and "> `/bisectbot bisect good=a1 bad=b2`" in failed[0]
+
+    # a later successful run still answers (the failure note is no acknowledgement) ...
+    p = _cli(str(result), *common, env=env)
+    assert p.returncode == 0 and json.loads(p.stdout)["action"] == "commented", p.stderr
+    # ... and after the answer no failure note is posted any more
+    p = _cli(*common, "--failed", run_url, env=env)
+    assert p.returncode == 0 and json.loads(p.stdout)["action"] == "unchanged", p.stderr
+    assert len(fake_github.comments_of(GH_REPO, n)) == 3
+
