@@ -136,20 +136,25 @@ class GitRepo:
         except (git.BadName, ValueError, git.GitCommandError):
             raise BadInput(f"{self.path}: unknown commit {ref!r}; expected a branch, tag or SHA") from None
 
-    def _log(self, *args: str) -> tuple[list[Candidate], list[list[str]]]:
-        """``git log`` as candidates in git's order, and the parent SHAs of the first two. One subprocess."""
-        # stdout is the only pipe, so it is read in one go (no poll loop over 8 MB of output)
-        with tempfile.TemporaryFile() as err:
+    def _log(self, *args: str) -> tuple[list[Candidate], list[str]]:
+        """``git log`` as candidates in git's order, and each one's parent SHAs (space-separated).
+        One subprocess."""
+        # output to a temporary file, read in one go: through a pipe, 8 MB cost both sides ~30 % more
+        # CPU in 64 KB hand-offs
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             p = subprocess.run(["git", "-C", str(self.path), "log", "-z", "--no-color", f"--format={_LOG_FORMAT}", *args],
-                               stdout=subprocess.PIPE, stderr=err)
+                               stdout=out, stderr=err)
             if p.returncode != 0:
                 err.seek(0)
                 msg = err.read().decode("utf-8", "replace").strip().splitlines()
                 raise BadInput(f"{self.path}: git log {' '.join(args)} failed: {msg[-1] if msg else p.returncode}")
-        fields = p.stdout.decode("utf-8", "replace").split("\x00")
+            out.seek(0)
+            data = out.read()
+        fields = data.decode("utf-8", "replace").split("\x00")
+        del data
         if len(fields) % 5 == 1 and not fields[-1]:
             fields.pop()  # -z ends the last commit with a NUL
-        heads = [fields[i + 1].split() for i in range(0, min(len(fields), 10), 5)]
+        parents_of = fields[1::5]
         repo, comp, kind = str(self.path), self.component, CandidateKind.COMMIT
         out: list[Candidate] = []
         append = out.append
@@ -166,7 +171,7 @@ class GitRepo:
         finally:
             if was_enabled:
                 gc.enable()
-        return out, heads
+        return out, parents_of
 
     @_locked
     def candidate(self, ref: str) -> Candidate:
@@ -191,8 +196,10 @@ class GitRepo:
             cands, _ = self._log("--reverse", "--topo-order", f"{g}..{b}", "--")
             return [self.candidate(g), *cands]
         # ``b --not g^@``: the first-parent chain of b down to g, g included, in one subprocess
-        cands, heads = self._log("--reverse", "--first-parent", b, "--not", f"{g}^@", "--")
-        if len(cands) >= 2 and cands[0].ref == g and heads[1][:1] == [g]:
+        # newest first (git's --reverse would buffer the whole walk); reversed here
+        cands, parents = self._log("--first-parent", b, "--not", f"{g}^@", "--")
+        if len(cands) >= 2 and cands[-1].ref == g and parents[-2].split()[:1] == [g]:
+            cands.reverse()
             return cands
         if not self.repo.is_ancestor(g, b):
             raise self._not_ancestor(good, bad, g, b)
