@@ -181,8 +181,10 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     from ..reproduce.threshold import search_threshold
 
     base: dict = {}
+    passthrough: list[str] = []  # host variables the recipe hands to its command on purpose (issue 13)
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)  # RecipeError -> one located line per problem, exit 2
+        passthrough = list(recipe.env_passthrough)
         base = recipe.reproducer.model_dump(exclude_unset=True)  # unset max_size: derived from the server
         model = model or recipe.model or None
         if timeout_s is None:
@@ -237,7 +239,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         if any("{source}" in a for a in argv) and source_dir is None:
             raise click.UsageError("the recipe's command uses {source}: give --source DIR")
         res = search_threshold_command(lambda size: run_argv(argv, size, source_dir, spec.command_timeout_s,
-                                                             cwd=source_dir),
+                                                             cwd=source_dir, passthrough=passthrough),
                                        spec, log=log)
         res.endpoint = "command: " + " ".join(argv)
         _output(ctx, res)

@@ -8,7 +8,9 @@ command reproducer that prints its whole environment on stdout and stderr and wr
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
+import zlib
 from pathlib import Path
 
 import yaml
@@ -42,6 +44,30 @@ def _files_containing(root: Path, needle: str, skip: set[Path] = frozenset()) ->
     return hits
 
 
+def _ledger_text(state: Path) -> str:
+    """Every cell of every table of the ledger(s) under ``state``, decompressed where it is zlib
+    (probe rows are stored compressed: a byte scan of the file would not see a token in them)."""
+    out = []
+    dbs = list(state.rglob("*.sqlite3"))
+    assert dbs, f"no ledger under {state}"
+    for db in dbs:
+        con = sqlite3.connect(db)
+        try:
+            for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'"):
+                for row in con.execute(f'SELECT * FROM "{table}"'):
+                    for cell in row:
+                        if isinstance(cell, bytes):
+                            try:
+                                cell = zlib.decompress(cell)
+                            except zlib.error:
+                                pass
+                            cell = cell.decode("utf-8", "replace")
+                        out.append(str(cell))
+        finally:
+            con.close()
+    return "\n".join(out)
+
+
 def _bisect_with_env_dump(tmp_path: Path, extra_env: dict[str, str], **recipe_extra) -> tuple:
     repo = make_engine_repo(tmp_path / "repo", n=8, k=5)
     check = tmp_path / "dump_env.py"
@@ -71,11 +97,14 @@ def test_token_reaches_no_candidate_and_no_output(tmp_path: Path) -> None:
         for name in env:
             assert name not in seen, f"{name} reached the candidate"
         assert "ENV_DUMP" in seen and "PATH" in seen  # passthrough and build basics do arrive
+    ledger = _ledger_text(tmp_path / "state")
+    assert repo.shas[5] in ledger and "ENV " in ledger  # the rows are read: the printed env is in them
     for secret in env.values():
         assert secret not in p.stdout + p.stderr
         assert secret not in dump.read_text()
         # outputs, report, result.json, logs, worktree leftovers, ledger (SQLite + WAL)
         assert _files_containing(tmp_path, secret) == []
+        assert secret not in ledger
 
 
 def test_passthrough_secret_reaches_the_reproducer_but_is_redacted_everywhere(tmp_path: Path) -> None:
@@ -87,6 +116,8 @@ def test_passthrough_secret_reaches_the_reproducer_but_is_redacted_everywhere(tm
     assert all(json.loads(line).get("VENDOR_API_TOKEN") == secret for line in dump.read_text().splitlines())
     assert secret not in p.stdout + p.stderr
     assert _files_containing(tmp_path, secret, skip={dump}) == []
+    ledger = _ledger_text(tmp_path / "state")
+    assert "VENDOR_API_TOKEN" in ledger and secret not in ledger
     result = (tmp_path / "out" / "result.json").read_text()
     assert "***" in result  # the printed environment is in the evidence, redacted
 
@@ -127,3 +158,20 @@ def test_cli_errors_and_tracebacks_are_redacted(tmp_path: Path) -> None:
     p = run_cli("recipe", "validate", str(bad), env={"GITHUB_TOKEN": secret})
     assert p.returncode == 2
     assert secret not in p.stdout + p.stderr and "***" in p.stdout + p.stderr
+
+
+def test_probe_command_reproducer_gets_the_allow_listed_environment(tmp_path: Path) -> None:
+    # the same class through `probe --recipe` (no bisection): the command sees only what it is given
+    dump = tmp_path / "env.jsonl"
+    script = tmp_path / "dump.py"
+    script.write_text("import json, os\nopen(os.environ['ENV_DUMP'], 'a').write(json.dumps(dict(os.environ)) + '\\n')\n")
+    rec = tmp_path / "r.yaml"
+    rec.write_text(yaml.safe_dump({
+        "name": "envdump", "source": {"kind": "git", "repo": str(tmp_path)}, "env_passthrough": ["ENV_DUMP"],
+        "reproducer": {"kind": "command", "command": [sys.executable, str(script)], "sizes": [1000],
+                       "min_size": 1000, "max_size": 1000}, "regress": "command"}))
+    p = run_cli("probe", "--recipe", str(rec), env={"ENV_DUMP": str(dump), "GITHUB_TOKEN": GH_TOKEN_VALUE,
+                                                     "BISECTBOT_API_KEY": API_KEY})
+    assert p.returncode == 0, p.stdout + p.stderr
+    seen = json.loads(dump.read_text().splitlines()[0])
+    assert "ENV_DUMP" in seen and "GITHUB_TOKEN" not in seen and "BISECTBOT_API_KEY" not in seen
