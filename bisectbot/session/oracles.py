@@ -167,6 +167,13 @@ def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle 
         finally:
             session.oracle = None
         return
+    profile = getattr(runner, "profile", None)
+    slots = list(getattr(profile, "gpu_slots", None) or [])
+    need = recipe.bisect.parallel + 1
+    if slots and len(slots) < need:
+        raise BadInput(f"reference candidate: last-good keeps the good end on a GPU slot for the whole search: "
+                       f"runner profile {getattr(profile, 'name', '?')!r} has {len(slots)} slot(s), bisect.parallel "
+                       f"{recipe.bisect.parallel} needs {need} (add gpu_slots, lower parallel, or use reference.endpoint)")
     prepared = runner.prepare(good)
     if isinstance(prepared, PrepareFailed):
         raise BadInput(f"reference candidate: last-good: the good end {good.label or good.ref} cannot be "

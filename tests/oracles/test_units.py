@@ -59,3 +59,22 @@ def test_recipes_without_oracles_keep_their_verdict_hash():
     assert r.verdict_hash() == old
     with_ref = parse_recipe(BASE + "reproducer: {reference: {endpoint: 'http://ref:8000'}}\n")
     assert with_ref.verdict_hash() != old
+
+
+def test_last_good_reference_needs_a_gpu_slot_beside_every_candidate(tmp_path):
+    from bisectbot.errors import BadInput
+    from bisectbot.ledger import Ledger
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.run.container import ContainerRunner
+    from bisectbot.runner_profile import load_profile
+    from bisectbot.session import Session
+    from bisectbot.session.oracles import reference_up
+
+    recipe = parse_recipe(BASE + "runner: mi355x\nreproducer: {reference: {candidate: last-good}}\n"
+                          "regress: diverges\nbisect: {parallel: 2}\n")
+    profile = load_profile("mi355x")  # two TP=4 slots: one for the reference leaves one, parallel 2 needs two
+    runner = ContainerRunner(recipe, profile, tmp_path / "logs")
+    session = Session(recipe, Ledger(tmp_path / "ledger.db"), runner)
+    with pytest.raises(BadInput, match=r"has 2 slot\(s\), bisect.parallel 2 needs 3"):
+        with reference_up(session, Candidate(CandidateKind.COMMIT, "a" * 40), None):
+            pass
