@@ -99,7 +99,8 @@ class ActRun:
 
 
 def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str, state: Path,
-            artifacts: Path, bot_login: str, api_url: str | None = None, timeout: float = 900) -> ActRun:
+            artifacts: Path, bot_login: str, api_url: str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 900) -> ActRun:
     """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``.
 
     ``token`` is both secrets the workflows read (``BISECTBOT_GITHUB_TOKEN`` and act's
@@ -113,8 +114,9 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
     secrets = tmp / "act-secrets.env"
     secrets.touch(mode=0o600)
     secrets.write_text(f"BISECTBOT_GITHUB_TOKEN={token}\nGITHUB_TOKEN={token}\n")
+    extra = env or {}  # more of the runner's environment
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
-    env.update({"BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts)})
+    env.update({"BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts), **extra})
     cmd = [act_binary(), event, "-W", f".github/workflows/{workflow}", "-e", str(ev),
            *[x for label in LABELS for x in ("-P", f"{label}=-self-hosted")],
            *[x for repo, d in STAND_INS.items() for x in ("--local-repository", f"{repo}={d}")],

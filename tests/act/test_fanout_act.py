@@ -1,13 +1,15 @@
 """``bisect-fanout.yml``, executed unchanged under ``act`` (host mode; tests/act/actkit.py): a
 bisection as rounds of GitHub Actions jobs (issue 17).
 
-A generated git history with a planted culprit and a command reproducer (tests/rounds), a
+A generated git history with a planted culprit and a command reproducer, a
 recipe with ``bisect.executor: actions`` and ``bisect.parallel: 3``. Each act run is one round:
 ``plan`` on the ledger runner -> a matrix of up to 3 ``probe`` jobs (the verdict files go
 through the upload/download-artifact stand-ins) -> ``reduce`` imports them and dispatches the
 next round. The contract-validated fake GitHub records that dispatch; the test replays it as
 the next act run until a round files the result instead. The culprit must be the one
-``bisectbot run`` names on the same history.
+``bisectbot run`` names on the same history. In the first round one probe's runner dies (its
+bisectbot is killed): that run fails, reduce still imports the other verdicts and dispatches
+the same round again with just that candidate.
 """
 
 from __future__ import annotations
@@ -22,11 +24,36 @@ import yaml
 from tests.act.actkit import DEPLOY_REPO, make_deployment
 from tests.act.actnight import act
 from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
-from tests.rounds.conftest import make_history
+from tests.rounds.conftest import History, git
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 FANOUT = "act-fanout"
+DIES = 5  # the probe of this commit kills its runner's bisectbot the first time (a runner dying mid-round)
+
+CHECK = """\
+import os, signal, sys
+n = int(open("n.txt").read())
+once = os.environ.get("KILL_ONCE")
+if once and n == DIES and not os.path.exists(once):
+    open(once, "w").close()
+    os.kill(os.getppid(), signal.SIGKILL)  # the bisectbot round probe process: no verdict file
+sys.exit(1 if os.path.exists("BUG") else 0)
+""".replace("DIES", str(DIES))
+
+
+def _history(path, n: int, culprit: int) -> History:
+    """``n`` commits; from ``culprit`` on the file BUG exists, so check.py exits 1 there."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for i in range(n):
+        (path / "check.py").write_text(CHECK)
+        (path / "n.txt").write_text(f"{i}\n")
+        if i == culprit:
+            (path / "BUG").write_text("the planted regression\n")
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", f"change {i}")
+    return History(path, git(path, "rev-list", "--reverse", "main").splitlines(), culprit)
 
 
 def _recipe(hist, api_url: str, out: str) -> str:
@@ -34,6 +61,7 @@ def _recipe(hist, api_url: str, out: str) -> str:
         "name": FANOUT,
         "source": {"kind": "git", "repo": str(hist.path)},
         "reproducer": {"kind": "command", "command": ["python3", "check.py"], "command_timeout_s": 60},
+        "env_passthrough": ["KILL_ONCE"],
         "regress": "command",
         "bisect": {"good": hist.shas[0], "bad": hist.shas[-1], "executor": "actions", "parallel": 3},
         "report": {"dir": out, "github": {"repo": GH_REPO, "labels": ["bisectbot"], "api_url": api_url}},
@@ -41,7 +69,7 @@ def _recipe(hist, api_url: str, out: str) -> str:
 
 
 def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github, tmp_path) -> None:  # noqa: F811
-    hist = make_history(tmp_path / "history", 12, 7)
+    hist = _history(tmp_path / "history", 12, 7)
     fake_github.add_repo(DEPLOY_REPO)
     deploy = make_deployment(tmp_path / "deploy", {FANOUT: _recipe(hist, fake_github.base_url, "out/fanout")})
     state = tmp_path / "ledger-runner-state"
@@ -53,10 +81,17 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
         assert rounds <= 6, "the fan-out does not converge"
         seen = len(fake_github.dispatches)
         run, art = act(deploy, "bisect-fanout.yml", "workflow_dispatch", payload, tmp_path, state, f"round{rounds}",
-                       api_url=fake_github.base_url)
-        assert run.returncode == 0, run.tail()
+                       api_url=fake_github.base_url, env={"KILL_ONCE": str(tmp_path / "killed-once")})
         probes = [j for j in run.jobs_started() if "/probe " in j]
         sizes.append(len(probes))
+        if f"change {DIES}" in "".join(probes) and "died" not in sizes:
+            # the runner probing DIES died: the run fails, yet reduce imported the others and
+            # dispatched the same round again, with only that candidate
+            assert run.returncode != 0 and (tmp_path / "killed-once").exists(), run.tail()
+            assert "Job succeeded" in run.output.split("bisect-fanout/reduce")[-1], run.tail()
+            sizes.append("died")
+        else:
+            assert run.returncode == 0, run.tail()
         new = fake_github.dispatches[seen:]
         if not new:
             break
@@ -65,8 +100,9 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
         assert d["inputs"]["recipe"] == FANOUT and d["inputs"]["slots"] == "3" and d["inputs"]["session"]
         assert payload["inputs"].get("session") in (None, d["inputs"]["session"])  # one session throughout
         payload = {"inputs": d["inputs"]}
-    print(f"fan-out: {rounds} rounds, probes per round {sizes}")
-    assert sizes[0] == 3 and all(1 <= s <= 3 for s in sizes[:-1]), sizes
+    print(f"fan-out: {rounds} runs, probes per run {sizes}")
+    assert sizes[:3] == [3, "died", 1], sizes  # round 1: 3 probes, one runner died; round 1 again: that one
+    assert all(1 <= s <= 3 for s in sizes[3:] if s != "died"), sizes
 
     (report,) = [p for p in art.iterdir() if p.name.startswith("bisectbot-fanout-")]
     res = json.loads((report / "result.json").read_text())
