@@ -126,13 +126,15 @@ def _writer(ctx: Ctx, recipe_file: str, wait_lock: float, dry_run: bool = False)
 
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
          out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False,
-         emit: bool = True, reproducible: str | None = "", retry_errors: bool = False) -> int:
+         emit: bool = True, reproducible: str | None = "", retry_errors: bool = False,
+         verify: bool | None = None) -> int:
     """Run (or plan) a bisection of ``recipe_file``; returns the exit code.
 
     ``emit``: write the ``--json`` document (False when the caller writes its own, e.g. ``demo``).
     ``reproducible``: ``""`` gives the report a Reproduce command; any other text replaces it with
     that note (e.g. the demo's history is removed after ``--no-keep``).
-    ``retry_errors``: probe cached skips again (``run --retry-errors``)."""
+    ``retry_errors``: probe cached skips again (``run --retry-errors``).
+    ``verify``: override the recipe's ``bisect.verify`` (``run --no-verify``); None keeps it."""
     from ..recipe import load_recipe
     from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
     from ..shipped import find_recipe
@@ -141,6 +143,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     recipe = load_recipe(path)
     if parallel:
         recipe.bisect.parallel = parallel
+    if verify is not None:
+        recipe.bisect.verify = verify
     if file_issue and recipe.report.github is None:
         raise BadInput(f"{path}: --file-issue needs report.github (repo, labels, api_url) in the recipe")
     if dry_run:
@@ -179,12 +183,21 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
             return session.run(good, bad)
 
-    result = bisect(human)
+    try:
+        result = bisect(human)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: the finished probes are in the ledger; resume with: "
+                   f"{resume_command(ctx.ledger().state_dir, path, good, bad, out)}", err=True)
+        raise
     retracts = _retractions(ctx, result, commands)
     if retracts:  # the culprit was called wrong on its issue: search again with it excluded (skip)
         human = human + retracts
         echo(f"retracted by a maintainer: {', '.join(r.ref[:12] for r in retracts)}; searching again without it")
         result = bisect(human)
+    if not recipe.bisect.verify:  # say so wherever the result is read: nothing was re-probed
+        result.notes = [n.replace("culprit verified", "culprit (not verified)") for n in result.notes]
+        result.notes.append("not verified (run --no-verify or bisect.verify: false): the culprit and its "
+                            "predecessor were not probed again")
     gh = recipe.report.github
     out_dir = Path(out or recipe.report.dir).resolve()
     if reproducible:
@@ -202,7 +215,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         if final is not None:
             if final.first_bad is not None and final.status.value == "culprit":
                 click.echo(f"culprit: {final.first_bad.component} {final.first_bad.ref} ({final.first_bad.label}), "
-                           f"confidence {final.confidence:.1%}, verified")
+                           f"confidence {final.confidence:.1%}, {'verified' if recipe.bisect.verify else 'not verified'}")
                 if final.message.startswith("first-bad:"):  # patch modes: which release, which state
                     click.echo(final.message)
             else:
@@ -259,6 +272,17 @@ def _file_with_retries(ctx: Ctx, recipe, result, out_dir: Path, echo):  # -> Fil
             wait = waits.pop(0)
             echo(f"github: filing failed ({e}); retrying in {wait:.0f} s")
             time.sleep(wait)
+
+
+def resume_command(state_dir: Path, recipe_path: Path, good: str | None, bad: str | None, out: str | None) -> str:
+    """The command that resumes an interrupted ``run`` (finished probes come from the ledger)."""
+    import shlex
+
+    argv = ["bisectbot", "--state", str(Path(state_dir).resolve()), "run", str(Path(recipe_path).resolve())]
+    for flag, val in (("--good", good), ("--bad", bad), ("--out", str(Path(out).resolve()) if out else None)):
+        if val:
+            argv += [flag, val]
+    return shlex.join(argv)
 
 
 def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: str, bad: str) -> str:
@@ -397,11 +421,14 @@ def _apply(opts):
 @click.option("--wait-lock", type=float, default=0.0, show_default=True, metavar="SECONDS",
               help="When another writer (run, round plan/import) holds this recipe's state: wait this long "
                    "for it (negative: forever), then exit naming it.")
+@click.option("--verify/--no-verify", "verify", default=None,
+              help="Re-probe the culprit and its predecessor before naming it (default: the recipe's "
+                   "bisect.verify, true). --no-verify saves two probes and says so in the report.")
 @pass_ctx
 @click.pass_context
 def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool,
         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None,
-        file_issue: bool, retry_errors: bool, wait_lock: float) -> None:
+        file_issue: bool, retry_errors: bool, wait_lock: float, verify: bool | None) -> None:
     """Bisect RECIPE between a good and a bad candidate; verify; write the report.
 
     \b
@@ -411,12 +438,13 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
     \b
     Examples:
       bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+      bisectbot demo && bisectbot run bisectbot-demo-out/work/demo-engine-prefill.yaml --no-verify --out quick/
       bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --good nightly_main_20260401 --bad nightly_main_20260406
       GITHUB_TOKEN=... bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --file-issue   # up to the newest nightly
     """
     with _writer(ctx, recipe_file, wait_lock, dry_run):
         code = _run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
-                    retry_errors=retry_errors)
+                    retry_errors=retry_errors, verify=verify)
     cctx.exit(code)
 
 

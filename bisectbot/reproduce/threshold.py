@@ -233,7 +233,7 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         r = probe(size)
         res.table.append(r)
         res.requests += r.requests
-        why = f" ({'; '.join(r.reasons)[:160]})" if r.reasons and r.outcome != Outcome.OK else ""
+        why = f" ({join_whole(r.reasons, 160)})" if r.reasons and r.outcome != Outcome.OK else ""
         agree = f" agreement {r.agreement:.0%}" if r.requests > 1 else ""
         say(f"probe {len(res.table)}: {r.requested} tokens -> {r.size} measured: {r.outcome.value}{agree}{why}")
         return r
@@ -598,6 +598,17 @@ def _context_limit(res: SizeResult) -> int | None:
             return int(m.group(1))
     return None
 
+
+
+def join_whole(items: list[str], limit: int = 160) -> str:
+    """``items`` joined with ``; `` up to about ``limit`` characters, never cutting one mid-value:
+    whole items only (the first always), then ``(+N more)`` for those left out (issue 14)."""
+    out: list[str] = []
+    for k, item in enumerate(items):
+        if out and len("; ".join([*out, item])) > limit:
+            return "; ".join(out) + f" (+{len(items) - k} more)"
+        out.append(item)
+    return "; ".join(out)
 
 def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = None,
                      log: Callable[[str], None] | None = None, timeout_s: float = 600.0,

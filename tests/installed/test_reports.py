@@ -156,3 +156,79 @@ def test_command_reproducer_report_speaks_of_runs_and_exit_codes(tmp_path):
     assert "stderr (tail)" in text and "value too large" in text
     for word in ("tokens", "GARBAGE", "chat request", "TP 1"):
         assert word not in text, word
+
+
+def test_range_table_gives_one_confidence_for_the_range():
+    from bisectbot.models import Status
+    from bisectbot.report.render import render_markdown
+
+    md = render_markdown(make_result(status=Status.RANGE, confidence=0.9))
+    rows = [ln for ln in md.splitlines() if ln.startswith("| `")]
+    assert rows and not any(ln.rstrip().endswith("| 0.90 |") for ln in rows), rows
+    assert "confidence 0.90 for the range as a whole" in md
+
+
+def test_progress_reasons_are_never_cut_mid_value():
+    from bisectbot.reproduce.threshold import join_whole
+
+    reasons = ["unique-word ratio 0.03 (min 0.15)", "needles: retrieved 0/2 needles: SHRIKE-8056 missing",
+               "known-answer: expected answer '4' missing", "repeat-run: flood of '.' (100% of 200 characters)"]
+    out = join_whole(reasons, 100)
+    kept = out.split(" (+")[0].split("; ")
+    assert all(k in reasons for k in kept) and out.endswith(f"(+{len(reasons) - len(kept)} more)")
+    assert join_whole(reasons[:1], 10) == reasons[0]  # one long reason stays whole
+
+
+def test_ctrl_c_says_how_to_resume(tmp_path):
+    import signal
+    import time
+
+    import yaml
+
+    _git_history(tmp_path / "repo", [0, 1, 2, 3])
+    started = tmp_path / "started"
+    script = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(60)\n"
+    recipe = {"name": "slow", "source": {"kind": "git", "repo": str(tmp_path / "repo")},
+              "reproducer": {"kind": "command", "command": [sys.executable, "-c", script]},
+              "bisect": {"good": "v0", "bad": "main"}, "report": {"dir": str(tmp_path / "out")}}
+    rp = tmp_path / "slow.yaml"
+    rp.write_text(yaml.safe_dump(recipe))
+    env = {k: v for k, v in os.environ.items() if k != "BISECTBOT_STATE"}
+    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", "state", "run", str(rp)], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started.exists()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    line = next((ln for ln in err.splitlines() if "resume with:" in ln), "")
+    argv = shlex.split(line.split("resume with:", 1)[1])
+    assert argv[:2] == ["bisectbot", "--state"] and Path(argv[2]) == tmp_path / "state"  # absolute
+    assert Path(argv[argv.index("run") + 1]) == rp
+
+
+@pytest.mark.slow
+def test_no_verify_skips_the_re_probes_and_says_so(tmp_path):
+    import yaml
+
+    _git_history(tmp_path / "repo", [0, 1, 2, 3, 4, 5, 6, 7])
+    script = "import sys\nsys.exit(1 if int(open('value').read()) >= 5 else 0)\n"
+    recipe = {"name": "nv", "source": {"kind": "git", "repo": str(tmp_path / "repo"), "runtime_paths": ["value"]},
+              "reproducer": {"kind": "command", "command": [sys.executable, "-c", script]},
+              "bisect": {"good": "v0", "bad": "main"}}
+    rp = tmp_path / "nv.yaml"
+    rp.write_text(yaml.safe_dump(recipe))
+    runs = {}
+    for flag in ("--verify", "--no-verify"):
+        r = bb("--state", str(tmp_path / flag), "--json", "run", str(rp), flag, "--out", str(tmp_path / flag / "o"),
+               cwd=tmp_path)
+        assert r.returncode in (0, 3), r.stderr[-2000:]
+        import json
+
+        runs[flag] = json.loads(r.stdout)
+    n = {f: sum(len(s["probes"]) for s in d["stages"]) for f, d in runs.items()}
+    assert n["--no-verify"] < n["--verify"], n
+    notes = " ".join(runs["--no-verify"]["notes"])
+    assert "not verified" in notes and "culprit verified" not in notes
