@@ -72,12 +72,18 @@ def _discover(src: Any, page_size: int | None, known: dict[str, str] | None = No
 
 @nightlies.command("list")
 @_source_options
+@click.option("--refresh", is_flag=True,
+              help="ask the registry for every tag's digest, also tags the ledger already holds")
 @pass_ctx
 def list_cmd(ctx: Ctx, recipe: Path | None, registry: str | None, repository: str | None, pattern: str | None,
-             hub_api: str | None, insecure: bool | None, page_size: int | None) -> None:
-    """List matching tags with digest and date, oldest first (nothing is recorded)."""
+             hub_api: str | None, insecure: bool | None, page_size: int | None, refresh: bool) -> None:
+    """List matching tags with digest and date, oldest first (nothing is recorded).
+
+    Digests the ledger already holds for dated tags are shown without asking the registry again
+    (as for ``record``); --refresh asks for all.
+    """
     src = _source(recipe, registry, repository, pattern, hub_api, insecure)
-    infos = _discover(src, page_size)
+    infos = _discover(src, page_size, None if refresh else ctx.ledger().nightly_digests(src.repository))
     rows = [i.to_dict() for i in infos]
     text = "\n".join(f"{i.tag:40} {i.digest or '-':72} {i.last_updated or ''}" for i in infos) or "(no matching tags)"
     ctx.emit(rows, text)

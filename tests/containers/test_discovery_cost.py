@@ -92,6 +92,12 @@ def test_second_record_and_warm_dry_run_send_no_manifest_request(tmp_path) -> No
         assert dry["listings"] == 1, "a run lists the tags once (it used to discover twice)"
         assert dry["manifests"] == 0
 
+        # `nightlies list` reads the same ledger: only the moving tag is asked
+        mark = len(fake.log)
+        listed = json.loads(cli(state, "--json", "nightlies", "list", *rec[3:]).stdout)
+        assert len(listed) == 281 and all(r["digest"] for r in listed)
+        assert counts(fake, mark)["manifests"] == 1
+
         # --refresh asks for every digest again (a tag re-pushed under the same name)
         mark = len(fake.log)
         cli(state, "nightlies", "record", "--refresh", *rec[3:])
