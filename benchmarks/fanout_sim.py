@@ -5,7 +5,8 @@ known-good end, ``N - 1`` the known-bad end) and drives the real
 :meth:`bisectbot.bisect.Bisection.next_probes` with ``k`` probes per round -- both ends
 checked in the first round, verification on (the culprit and its predecessor re-probed,
 folded into the last search round where the posterior allows), the recipe defaults
-(confidence 0.99, budget 64 probes) -- exactly as ``bisectbot run --parallel k`` and
+(confidence 0.99, the probe budget derived from the information bound,
+:func:`bisectbot.bisect.default_budget`) -- exactly as ``bisectbot run --parallel k`` and
 ``bisectbot round plan --slots k`` do, feeding each round's verdicts in the order the
 session feeds them (:func:`bisectbot.session.rounds.feed_order`).
 
@@ -17,7 +18,7 @@ are used for every ``k`` (paired trials).
 
 Printed per (N, mode, k): mean and worst rounds, mean wall-clock hours, accuracy (a
 verified culprit that is the true first bad; the rest are wrong -- a culprit or range
-without the true first bad -- or inconclusive, e.g. the 64-probe budget spent) and the
+without the true first bad -- or inconclusive, e.g. the probe budget spent) and the
 ratio of mean hours to ``k = 1``.
 Target (issue 16): at ``N = 500``, exact, ``k = 4`` takes <= 0.6 x the wall clock of
 ``k = 1`` with the same accuracy; the flaky figure is printed beside it. The last lines
@@ -37,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bisectbot.bisect import Bisection  # noqa: E402
+from bisectbot.bisect import Bisection, default_budget  # noqa: E402
 from bisectbot.models import Status, Verdict  # noqa: E402
 from bisectbot.session.rounds import feed_order  # noqa: E402
 
@@ -46,7 +47,6 @@ KS = (1, 2, 4, 8)
 FLAKE = 0.1
 PROBE_MIN = (15.0, 40.0)  # minutes per probe (issue 16)
 CONFIDENCE = 0.99  # recipe default (bisect.confidence)
-BUDGET = 64  # recipe default (bisect.max_probes)
 
 
 @dataclass
@@ -68,7 +68,8 @@ def trial(n: int, k: int, culprit: int, p: float, seed: int) -> tuple[int, float
     """One search: ``(rounds, wall-clock minutes, correct, wrong culprit named, probes)``."""
     rng_t = random.Random(seed)  # probe times: one stream per trial, the same for every k
     rng_v = random.Random(seed ^ 0x5EED)  # verdict flips
-    b = Bisection(n, false_positive=p, false_negative=p, confidence=CONFIDENCE, max_probes=BUDGET)
+    b = Bisection(n, false_positive=p, false_negative=p, confidence=CONFIDENCE,
+                  budget=default_budget(n, p, p, CONFIDENCE, k))  # the recipe default (no max_probes)
     rounds, minutes = 0, 0.0
     while not b.done:
         batch = b.next_probes(k)
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         a.trials, a.flaky_trials = 50, 20
     print(f"fan-out: probes {PROBE_MIN[0]:.0f}-{PROBE_MIN[1]:.0f} min each, a round = its slowest probe; "
-          f"ends checked, verification on, confidence {CONFIDENCE}, budget {BUDGET}; flaky p = {FLAKE}")
+          f"ends checked, verification on, confidence {CONFIDENCE}, derived budget; flaky p = {FLAKE}")
     print(f"{'N':>5} {'mode':>6} {'k':>2} {'trials':>6} {'rounds':>7} {'worst':>5} {'probes':>6} "
           f"{'hours':>6} {'acc':>6} {'wrong':>6} {'x k=1':>6} {'sec':>5}")
     rows: dict[tuple[int, bool, int], Row] = {}

@@ -180,7 +180,7 @@ def channel_bound(n: int, fp: float, fn: float, delta: float) -> float:
     return math.log2(n) / cap + (0.0 if math.isinf(c1) else math.log2(1 / delta) / c1)
 
 
-def default_budget(n: int, fp: float, fn: float, confidence: float) -> int | None:
+def default_budget(n: int, fp: float, fn: float, confidence: float, parallel: int = 1) -> int | None:
     """Probe budget of a search over ``n`` candidates when the recipe sets no ``max_probes``.
 
     ``ceil(2 * B) + 4``: twice the information bound :func:`channel_bound` over the
@@ -188,11 +188,18 @@ def default_budget(n: int, fp: float, fn: float, confidence: float) -> int | Non
     2 verification probes (issue 15: a fixed 64 left 14-25 % of runs at flake 0.2
     inconclusive). None (no limit) for an exact search, which ends by itself after at
     most ``n + 2`` probes.
+
+    ``parallel`` = k probes per round (issue 16): the k probes of one round are chosen
+    before any of their verdicts is known and carry about ``log2(k + 1)`` bits where k
+    sequential probes carry k, so the search part grows by ``k / log2(k + 1)`` (without
+    it, ``benchmarks/fanout_sim.py`` at flake 0.1, k = 4 ended 15-35 % of the runs
+    inconclusive on a spent budget).
     """
     if fp <= 0 and fn <= 0:
         return None
     b = channel_bound(max(2, n - 1), fp, fn, 1 - confidence)
-    return math.ceil(2 * b) + 4
+    k = max(1, parallel)
+    return math.ceil(2 * b * k / math.log2(k + 1)) + 4
 
 
 def search_settings(spec: Any, n: int) -> dict[str, Any]:
@@ -205,7 +212,7 @@ def search_settings(spec: Any, n: int) -> dict[str, Any]:
     out: dict[str, Any] = {"false_positive": fp, "false_negative": fn, "confidence": spec.confidence,
                            "verify": spec.verify, "max_probes": spec.max_probes, "budget": None}
     if spec.max_probes is None:
-        out["budget"] = default_budget(n, fp, fn, spec.confidence)
+        out["budget"] = default_budget(n, fp, fn, spec.confidence, int(getattr(spec, "parallel", 1) or 1))
     return out
 
 
@@ -649,16 +656,17 @@ class Bisection:
         self._advance()
         return eff
 
-    def set_rates(self, false_positive: float, false_negative: float) -> None:
+    def set_rates(self, false_positive: float, false_negative: float, parallel: int = 1) -> None:
         """Change the per-probe flake rates (e.g. once the bad end's repeats gave the hit rate,
         :func:`per_probe_rates`) and recompute the posterior from every verdict so far; without
-        ``max_probes`` the budget becomes :func:`default_budget` at the new rates.
+        ``max_probes`` the budget becomes :func:`default_budget` at the new rates (``parallel``
+        probes per round).
         Raises ``ValueError`` on impossible rates (see the class doc)."""
         _check_rates(false_positive, false_negative)
         self.fp, self.fn = float(false_positive), float(false_negative)
         self.exact = self.fp == 0.0 and self.fn == 0.0
         if self.max_probes is None:  # a derived budget follows the rates
-            self.budget = default_budget(self.n, self.fp, self.fn, self.confidence)
+            self.budget = default_budget(self.n, self.fp, self.fn, self.confidence, parallel)
         self._logp = np.zeros(self.n + 1)
         if not self.check_boundary:
             self._logp[0] = self._logp[self.n] = -np.inf

@@ -61,7 +61,7 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
         return
     h = estimate_hit_rate(hits, runs)
     fp, fn = per_probe_rates(h, reps)
-    b.set_rates(fp, fn)
+    b.set_rates(fp, fn, recipe.bisect.parallel)
     echo(f"hit rate at the bad end: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
          f"({reps} runs, bad if any) false_positive {fp:.3f}, false_negative {fn:.3f}")
 

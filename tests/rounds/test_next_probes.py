@@ -90,3 +90,23 @@ def test_duplicate_probe_of_one_candidate_counts_twice() -> None:
             b.feed(i, Verdict.BAD if i >= 1 else Verdict.GOOD)
     batch = b.next_probes(4)
     assert b.done or len(batch) >= 1
+
+
+def test_budget_grows_with_probes_per_round() -> None:
+    """k probes of one round carry ~log2(k+1) bits, not k: the derived budget follows (issue 16)."""
+    from bisectbot.bisect import default_budget
+
+    one = default_budget(500, 0.1, 0.1, 0.99)
+    assert default_budget(500, 0.1, 0.1, 0.99, 1) == one
+    four = default_budget(500, 0.1, 0.1, 0.99, 4)
+    assert four == math.ceil((one - 4) * 4 / math.log2(5)) + 4 or abs(four - ((one - 4) * 4 / math.log2(5) + 4)) <= 1
+    assert default_budget(500, 0.0, 0.0, 0.99, 4) is None
+    rng = random.Random(3)
+    ok = 0
+    for _ in range(30):
+        cul = rng.randrange(1, 500)
+        b = Bisection(500, false_positive=0.1, false_negative=0.1, budget=four)
+        drive(b, 4, lambda i, c=cul: i >= c, rng, 0.1)
+        res = b.result()
+        ok += res.status is Status.CULPRIT and res.first_bad == cul
+    assert ok >= 28
