@@ -69,6 +69,12 @@ class Continuation:
     error: str | None = None
     error_kind: str | None = None
     seconds: float = 0.0
+    finish_reason: str | None = None
+
+
+def reply_text(content: str, reasoning: str) -> str:
+    """The generated text compared: reasoning first, then the answer (the order a model emits them)."""
+    return "\n".join(t for t in (reasoning, content) if t)
 
 
 def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: int,
@@ -100,8 +106,8 @@ def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: in
     lps = data.get("prompt_logprobs") if prompt_logprobs else None
     if lps is not None and not isinstance(lps, list):
         lps = None
-    return Continuation(text=reply.content or reply.reasoning, prompt_tokens=reply.prompt_tokens,
-                        prompt_logprobs=lps, seconds=dt)
+    return Continuation(text=reply_text(reply.content, reply.reasoning), prompt_tokens=reply.prompt_tokens,
+                        prompt_logprobs=lps, seconds=dt, finish_reason=reply.finish_reason)
 
 
 @dataclass
@@ -295,8 +301,15 @@ class ReferenceProbe:
 
     ``diverges_bad``: divergence is the bad outcome (regress ``diverges``); ``garbage_bad``:
     so is the classifier's GARBAGE (regress ``garbage`` or ``garbage, diverges``). Evidence
-    ``reference`` in each size's result holds the figures and the tolerance used. Costs one
-    greedy request of ``continuation_tokens`` tokens on each server per size.
+    ``reference`` in each size's result holds the figures and the tolerance used.
+
+    Cost per size: one greedy request of ``continuation_tokens`` tokens on the reference. The
+    candidate's side reuses its classifier reply (greedy already: temperature 0, the same
+    seed, ``max_tokens >= continuation_tokens``) -- no second long prefill on the candidate --
+    compared over the reference's tokens (its last one dropped when it was cut by
+    ``max_tokens``: it may end inside a word). Only a size compared with prompt logprobs (at
+    most ``prompt_logprobs_max_size`` tokens, the cheap ones) or a sampling reproducer
+    sends the candidate its own greedy request.
     """
 
     def __init__(self, inner: HttpProbe, reference: Client, spec: ReproducerSpec, noise: Noise,
@@ -311,11 +324,15 @@ class ReferenceProbe:
         self.garbage_bad = garbage_bad
         self.notes = inner.notes
         self._messages: list[dict[str, Any]] | None = None
+        self._reply: Any = None
         chat = inner._chat
 
         def recording(messages: list[dict[str, Any]], max_tokens: int) -> Any:
             self._messages = messages
-            return chat(messages, max_tokens)
+            self._reply = None
+            reply = chat(messages, max_tokens)
+            self._reply = (reply, max_tokens)
+            return reply
 
         inner._chat = recording  # type: ignore[method-assign]
 
@@ -331,9 +348,16 @@ class ReferenceProbe:
             return res
         measured = res.size
         lp = self.ref.prompt_logprobs and measured <= self.ref.prompt_logprobs_max_size
-        cand = greedy(self.inner.client, self._messages, self.ref.continuation_tokens, self.spec.seed, lp)
-        refr = greedy(self.reference, self._messages, self.ref.continuation_tokens, self.spec.seed, lp)
-        res.requests += 2
+        k = self.ref.continuation_tokens
+        reply, asked = self._reply if self._reply is not None else (None, 0)
+        reuse = (not lp and self.spec.temperature == 0 and reply is not None and reply.ok and asked >= k)
+        refr = greedy(self.reference, self._messages, k, self.spec.seed, lp)
+        if reuse:
+            cand = Continuation(text=reply_text(reply.content, reply.reasoning), prompt_tokens=reply.prompt_tokens)
+            res.requests += 1
+        else:
+            cand = greedy(self.inner.client, self._messages, k, self.spec.seed, lp)
+            res.requests += 2
         res.seconds += cand.seconds + refr.seconds
         for who, c in (("candidate", cand), ("reference", refr)):
             if c.error:
@@ -341,10 +365,16 @@ class ReferenceProbe:
                                   [f"greedy comparison failed on the {who}: {c.error}"], 1.0, res.votes, res.requests,
                                   res.seconds, res.excerpt, error_kind=c.error_kind or "http",
                                   evidence={**res.evidence, "transient": c.error_kind in ("connection", "timeout")})
-        cmp = compare(cand, refr, self.ref.continuation_tokens)
+        span: int | None = k
+        if reuse:
+            n = len(text_tokens(refr.text))
+            # the reference stopped at k server tokens (maybe inside a word): compare up to its last whole
+            # token; it stopped on its own: one candidate token more shows a candidate that goes on
+            span = max(1, n - 1) if refr.finish_reason == "length" else n + 1
+        cmp = compare(cand, refr, span)
         tol = self.noise.tolerance(measured, self.ref)
         why = tol.judge(cmp)
-        res.evidence["reference"] = {**cmp.to_dict(), "diverges": bool(why),
+        res.evidence["reference"] = {**cmp.to_dict(), "diverges": bool(why), "reused_reply": reuse,
                                      "tolerance": {"edit_distance": round(tol.edit_distance, 4),
                                                    "logprob": round(tol.logprob, 5),
                                                    "calibrated_at": tol.calibrated_at},

@@ -149,3 +149,14 @@ def test_control_check_reads_numbers_from_the_first_one():
     assert check("1, 2, 3, 5", 4) == (3, 4, "5")
     assert check("1.\n2.", 3) == (2, 3, None)
     assert check("no list", 3) == (0, 1, None)
+
+
+def test_long_prompts_are_not_prefilled_twice_on_the_candidate(engine_factory):
+    """Cost: the candidate's greedy side is its classifier reply; only the reference gets a request per size."""
+    bad = engine_factory(threshold=T, subtle=True, max_model_len=65536)
+    good = engine_factory(threshold=None, grounded=True, max_model_len=65536)
+    rc, doc, err = _probe(bad.url, "--min-size", "2000", "--max-size", "60000", "--reference-endpoint", good.url)
+    assert rc == 1 and doc["status"] == "garbage", err
+    cand, ref = bad.stats(), good.stats()
+    assert cand["chat_requests"] == ref["chat_requests"] == doc["requests"] // 2
+    assert all(r["evidence"]["reference"]["reused_reply"] for r in doc["table"])
