@@ -9,7 +9,8 @@ next round. The contract-validated fake GitHub records that dispatch; the test r
 the next act run until a round files the result instead. The culprit must be the one
 ``bisectbot run`` names on the same history. In the first round one probe's runner dies (its
 bisectbot is killed): that run fails, reduce still imports the other verdicts and dispatches
-the same round again with just that candidate.
+the same round again with just that candidate. Then a maintainer's ``/bisectbot bisect`` on the
+issue goes through bisect.yml's hand-off to the fan-out, which answers that comment.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 import yaml
 
 from tests.act.actkit import DEPLOY_REPO, make_deployment
-from tests.act.actnight import act
+from tests.act.actnight import act, comment_payload
 from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
 from tests.rounds.conftest import History, git
 
@@ -122,3 +123,25 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
     local = json.loads((tmp_path / "local-out" / "result.json").read_text())["stages"][-1]
     assert local["first_bad"]["ref"] == final["first_bad"]["ref"] == hist.shas[7]
     assert local["last_good"]["ref"] == final["last_good"]["ref"]
+
+    # a maintainer asks on the issue for the same range: bisect.yml hands it to the fan-out with the
+    # issue and comment; the fan-out finds the session finished in its ledger and answers that comment
+    ask = f"/bisectbot bisect good={hist.shas[0]} bad={hist.shas[-1]}"
+    member = fake_github.add_comment(GH_REPO, issue["number"], ask, author="maint", association="MEMBER")
+    seen = len(fake_github.dispatches)
+    run, _ = act(deploy, "bisect.yml", "issue_comment", comment_payload(fake_github, issue["number"], member),
+                 tmp_path, state, "asked", api_url=fake_github.base_url)
+    assert run.returncode == 0 and "bisect/bisect: Bisect" not in "".join(run.step_seconds()), run.tail()
+    (d,) = fake_github.dispatches[seen:]
+    assert d["workflow"] == "bisect-fanout.yml" and d["inputs"] == {
+        "recipe": FANOUT, "good": hist.shas[0], "bad": hist.shas[-1], "slots": "3",
+        "issue": str(issue["number"]), "comment": str(member["id"])}, d
+    run, _ = act(deploy, "bisect-fanout.yml", "workflow_dispatch", {"inputs": d["inputs"]}, tmp_path, state,
+                 "answer", api_url=fake_github.base_url)
+    assert run.returncode == 0 and not [j for j in run.jobs_started() if "/probe " in j], run.tail()
+    assert len(fake_github.dispatches) == seen + 1  # done: nothing dispatched any more
+    replies = [c["body"] for c in fake_github.comments_of(GH_REPO, issue["number"])
+               if f"bisectbot:ack={member['id']}" in c["body"]]
+    assert len(replies) == 1 and hist.shas[7][:12] in replies[0], replies
+    assert len(fake_github.issues(GH_REPO)) == 1
+
