@@ -236,6 +236,7 @@ class _Drain(threading.Thread):
                 self.log_limit = 0
                 return
             self.log.write(part)
+            self.log.flush()  # readers (health-check failures quote the log's last line) see it at once
             self.logged += len(part)
             if self.logged >= self.log_limit:
                 self.log.write(f"\n[bisectbot: {self.name_} log cut at {self.log_limit} bytes]\n".encode())
@@ -256,6 +257,33 @@ class _Drain(threading.Thread):
 
     def text(self) -> str:
         return b"".join(self.tail)[-self.tail_bytes:].decode("utf-8", "replace")
+
+
+def spawn_logged(argv: list[str], *, log_path: str | Path, cwd: str | Path | None = None,
+                 env: dict[str, str] | None = None, log_limit: int = LOG_LIMIT_BYTES,
+                 ) -> tuple[subprocess.Popen, Any]:
+    """Start a long-running process (a server) in its own process group with stdout and stderr
+    streamed, redacted line by line, into ``log_path`` (at most ``log_limit`` bytes; the rest is
+    drained and dropped). Returns ``(proc, finish)``: call ``finish()`` after the process group is
+    gone to close the log. Raises ``OSError`` when the process cannot start."""
+    log = open(log_path, "wb")
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError:
+        log.close()
+        raise
+    lock = threading.Lock()
+    assert proc.stdout is not None
+    drain = _Drain(proc.stdout, log, lock, TAIL_BYTES, log_limit, "output")
+    drain.start()
+
+    def finish() -> None:
+        drain.join(10)
+        with lock:
+            log.close()
+
+    return proc, finish
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:

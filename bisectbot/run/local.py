@@ -237,17 +237,12 @@ class LocalRunner:
             if self.recipe.server.build_command:
                 log_path = self.log_dir / f"build-{candidate.ref[:12]}-{root.name}.log"
                 argv = self.substitute(self.recipe.server.build_command, prepared, port=0)
-                with open(log_path, "wb") as fh:
-                    try:
-                        rc = subprocess.run(argv, cwd=prepared.source, env=self.env(prepared), stdout=fh,
-                                            stderr=subprocess.STDOUT, timeout=self.recipe.server.health_timeout_s,
-                                            start_new_session=True).returncode
-                    except subprocess.TimeoutExpired:
-                        rc = None
-                    except OSError as e:
-                        fh.write(f"cannot run build command: {e}\n".encode())
-                        rc = 127
-                bounded.redact_file(log_path)
+                try:  # output streams (redacted, capped) to the log; the process group is killed on timeout
+                    rc = run_process(argv, timeout_s=self.recipe.server.health_timeout_s, cwd=prepared.source,
+                                     env=self.env(prepared), log_path=log_path).returncode
+                except OSError as e:
+                    log_path.write_text(f"cannot run build command: {e}\n")
+                    rc = 127
                 prepared.log_paths.append(str(log_path))
                 if rc != 0:
                     why = "timed out" if rc is None else f"exit {rc}"
@@ -343,12 +338,10 @@ class LocalRunner:
         argv = self.substitute(list(self.recipe.server.command), prepared, port) + list(args or [])
         log_path = self.log_dir / f"server-{prepared.candidate.ref[:12]}-{port}.log"
         prepared.log_paths.append(str(log_path))
-        fh = open(log_path, "wb")
-        try:
-            proc = subprocess.Popen(argv, cwd=prepared.source, env=self.env(prepared, env), stdout=fh,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+        try:  # output streams to the log, redacted line by line and capped (bisectbot.bounded)
+            proc, finish_log = bounded.spawn_logged(argv, log_path=log_path, cwd=prepared.source,
+                                                    env=self.env(prepared, env))
         except OSError as e:
-            fh.close()
             raise ServerError(f"cannot start server {argv[0]!r}: {e}") from None
         pidfile = self._track(proc)
         base = f"http://127.0.0.1:{port}"
@@ -374,9 +367,8 @@ class LocalRunner:
             yield Server(base_url=base, log_path=log_path, meta={"pid": proc.pid, "argv": argv})
         finally:
             _kill_group(proc)
-            fh.close()
+            finish_log()
             pidfile.unlink(missing_ok=True)
-            bounded.redact_file(log_path)  # the log is an artifact: no secret the server printed stays in it
 
     def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
                     env: dict[str, str] | None = None) -> CommandRun:

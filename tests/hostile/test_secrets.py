@@ -175,3 +175,24 @@ def test_probe_command_reproducer_gets_the_allow_listed_environment(tmp_path: Pa
     assert p.returncode == 0, p.stdout + p.stderr
     seen = json.loads(dump.read_text().splitlines()[0])
     assert "ENV_DUMP" in seen and "GITHUB_TOKEN" not in seen and "BISECTBOT_API_KEY" not in seen
+
+
+def test_server_logs_are_redacted_as_they_stream(tmp_path: Path) -> None:
+    # the prefill path: the candidate's *server* prints its environment into its log (an artifact)
+    secret = "server-side-credential-55555"
+    repo = make_engine_repo(tmp_path / "repo", n=6, k=3)
+    rec = write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out")
+    data = yaml.safe_load(rec.read_text())
+    wrapper = ("import os, sys, runpy, json; print('SERVER-ENV ' + json.dumps(dict(os.environ)), flush=True); "
+               "sys.argv = ['serve.py'] + sys.argv[1:]; runpy.run_path('serve.py', run_name='__main__')")
+    data["server"]["command"] = [sys.executable, "-c", wrapper, "--port", "{port}"]
+    data["env_passthrough"] = [*data["env_passthrough"], "VENDOR_API_TOKEN"]
+    rec.write_text(yaml.safe_dump(data, sort_keys=False))
+    p = run_cli("--state", str(tmp_path / "state"), "run", str(rec), "--out", str(tmp_path / "out"),
+                env={"VENDOR_API_TOKEN": secret, "GITHUB_TOKEN": GH_TOKEN_VALUE, "ENGINE_STARTS": "/dev/null",
+                     "TMPDIR": str(tmp_path)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    logs = [f.read_text(errors="replace") for f in (tmp_path / "state").rglob("server-*.log")]
+    assert logs and any("SERVER-ENV" in t and "VENDOR_API_TOKEN" in t for t in logs)
+    assert not any(secret in t or "GITHUB_TOKEN" in t for t in logs)
+    assert _files_containing(tmp_path, secret) == [] and _files_containing(tmp_path, GH_TOKEN_VALUE) == []
