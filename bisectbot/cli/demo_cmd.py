@@ -149,7 +149,7 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
         what = (f"one commit in between makes the engine answer fluently from the wrong part of the prompt above "
                 f"~{SUBTLE_THRESHOLD} prompt tokens (no text statistic sees it), " if subtle else
                 f"one commit in between makes the engine return garbage above ~{LOW_THRESHOLD} prompt tokens, ")
-        say(f"  good end {GOOD_TAG} ({hist.shas[0][:12]}), bad end {BRANCH} ({hist.shas[-1][:12]}); " + what
+        say(f"  good end {GOOD_TAG} ({hist.shas[hist.good][:12]}), bad end {BRANCH} ({hist.shas[-1][:12]}); " + what
             + f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
         say(f"  running: bisectbot run {recipe_path.name} --runner local --out {out}"
             f"   (progress below; one line per probe)")

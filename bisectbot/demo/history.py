@@ -176,6 +176,7 @@ class EngineHistory:
     shas: list[str] = field(default_factory=list)
     subjects: list[str] = field(default_factory=list)
     first_bad: int = 0
+    good: int = 0  # index of the commit tagged GOOD_TAG (1 in a subtle history: commit 0 is the build before it)
     unbuildable: list[int] = field(default_factory=list)
     broken: list[int] = field(default_factory=list)
     thresholds: list[int | None] = field(default_factory=list)
@@ -215,14 +216,15 @@ def _visited(n: int, k: int, skips: set[int], stop: int) -> list[int]:
     return out
 
 
-def plan_untestable(n: int, k: int, rng: random.Random, n_unbuildable: int = 2) -> tuple[list[int], list[int]]:
+def plan_untestable(n: int, k: int, rng: random.Random, n_unbuildable: int = 2,
+                    keep: frozenset[int] = frozenset()) -> tuple[list[int], list[int]]:
     """Indices (unbuildable, broken) for a history of ``n`` commits with the culprit at ``k``.
 
     The first unbuildable commit and the broken one are commits the search visits; the
     others are random. None is 0, ``n-1``, ``k-1``, ``k``, and each leaves room for its fix
     commit (the next index, which is never untestable).
     """
-    forbidden = {0, n - 1, n - 2, k - 1, k}
+    forbidden = {0, n - 1, n - 2, k - 1, k} | set(keep)
 
     def ok(i: int, taken: set[int]) -> bool:
         return i not in forbidden and i not in taken and i - 1 not in taken and i + 1 not in taken
@@ -251,7 +253,7 @@ def plan_untestable(n: int, k: int, rng: random.Random, n_unbuildable: int = 2) 
     return sorted(unbuildable), broken
 
 
-def _fast_import_stream(commits: list[tuple[str, tuple[str, str], int, dict[str, str]]]) -> bytes:
+def _fast_import_stream(commits: list[tuple[str, tuple[str, str], int, dict[str, str]]], good: int = 0) -> bytes:
     out: list[bytes] = []
     for i, (subject, (name, email), when, files) in enumerate(commits, 1):
         msg = subject.encode() + b"\n"
@@ -266,7 +268,7 @@ def _fast_import_stream(commits: list[tuple[str, tuple[str, str], int, dict[str,
             data = text.encode()
             out += [f"M 100644 inline {path}\n".encode(), f"data {len(data)}\n".encode(), data, b"\n"]
         out.append(b"\n")
-    out += [f"reset refs/tags/{GOOD_TAG}\n".encode(), b"from :1\n\n"]
+    out += [f"reset refs/tags/{GOOD_TAG}\n".encode(), f"from :{good + 1}\n\n".encode()]
     return b"".join(out)
 
 
@@ -279,7 +281,8 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
     :mod:`bisectbot.demo.oracles` (above its threshold replies stay fluent but are built from
     the wrong part of the prompt -- invisible to the text classifier) with its own ``numerics``
     (every commit is a numerically different build), and the culprit's threshold is
-    :data:`SUBTLE_THRESHOLD`, above the decode control's ~1K-token prompt.
+    :data:`SUBTLE_THRESHOLD`, above the decode control's ~1K-token prompt. :data:`GOOD_TAG` then
+    tags commit 1, so the good end has a good build before it (commit 0) for the noise calibration.
 
     ``commits`` >= 8 commits; the culprit index ``first_bad`` defaults to a seeded choice
     in the middle third; ``unbuildable``/``broken`` default to :func:`plan_untestable`.
@@ -296,7 +299,7 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
     if not 1 <= k <= n - 1:
         raise ValueError(f"first_bad must be in 1..{n - 1}, got {k}")
     if unbuildable is None or broken is None:
-        ub, br = plan_untestable(n, k, rng)
+        ub, br = plan_untestable(n, k, rng, keep=frozenset({1}) if subtle else frozenset())
         unbuildable = ub if unbuildable is None else unbuildable
         broken = br if broken is None else broken
     bad_set = set(unbuildable) | set(broken)
@@ -380,7 +383,8 @@ def make_history(path: str | Path, commits: int = 40, seed: int = 1, first_bad: 
     run = lambda *a, **kw: subprocess.run(["git", *a], cwd=path, env=env, check=True,  # noqa: E731
                                           capture_output=True, **kw)
     run("init", "-q", "-b", BRANCH)
-    run("fast-import", "--quiet", input=_fast_import_stream(stream))
+    hist.good = 1 if subtle else 0
+    run("fast-import", "--quiet", input=_fast_import_stream(stream, hist.good))
     run("reset", "-q", "--hard", BRANCH)
     hist.shas = run("rev-list", "--reverse", BRANCH, text=True).stdout.split()
     if len(hist.shas) != n:  # pragma: no cover - git misbehaving

@@ -112,3 +112,5 @@ def test_demo_subtle_finds_the_planted_culprit(tmp_path):
     assert "found the planted regression" in p.stdout
     report = (out / "report.md").read_text()
     assert "diverges from the reference" in report and "decode path: fine" in report
+    # the subtle history tags the good end on commit 1: its parent is the second good build of the calibration
+    assert "noise calibration between the good end" in report and "not calibrated" not in report
