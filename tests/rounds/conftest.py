@@ -20,7 +20,7 @@ log = os.environ.get("CHECK_LOG")
 if log:
     with open(log, "a") as fh:
         fh.write(open("n.txt").read().strip() + "\\n")
-sys.exit(1 if os.path.exists("BUG") else 0)
+sys.exit(1 if os.path.exists("BUG") and "--workaround" not in sys.argv else 0)
 """
 
 
@@ -72,7 +72,7 @@ def make_history(path: Path, n: int, culprit: int) -> History:
     return History(path, shas, culprit)
 
 
-def write_recipe(path: Path, hist: History, out: Path, **bisect) -> Path:
+def write_recipe(path: Path, hist: History, out: Path, triage: list | None = None, **bisect) -> Path:
     data = {
         "name": f"rounds-{path.stem}",
         "source": {"kind": "git", "repo": str(hist.path)},
@@ -82,6 +82,8 @@ def write_recipe(path: Path, hist: History, out: Path, **bisect) -> Path:
         "report": {"dir": str(out)},
         "env_passthrough": ["CHECK_SLEEP", "CHECK_LOG"],
     }
+    if triage:
+        data["triage"] = triage
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 

@@ -17,7 +17,7 @@ def probe_round(kit, state: Path, recipe: Path, plan: dict, outdir: Path, env: d
         procs.append(kit.cli_popen("--state", str(state), "round", "probe", str(recipe), "--session", plan["session"],
                                    "--ref", p["ref"], "--key", p["key"], "--round", str(plan["round"]),
                                    "--attempt", str(p["attempt"]), "--runner-name", f"slot-{n}",
-                                   "--out", str(f), env=env))
+                                   "--toggle", p["toggle"], "--out", str(f), env=env))
         files.append(f)
     for pr in procs:
         out, err = pr.communicate(timeout=300)
@@ -123,3 +123,26 @@ def test_round_session_agrees_with_run(tmp_path, kit, slots) -> None:
     assert p.returncode == 0, p.stderr
     run_res = json.loads((tmp_path / "out" / "result.json").read_text())
     assert rounds_res["stages"][-1]["first_bad"]["ref"] == run_res["stages"][-1]["first_bad"]["ref"] == hist.shas[9]
+
+
+def test_triage_toggles_are_one_round(tmp_path, kit) -> None:
+    hist = kit.make_history(tmp_path / "repo", 20, 13)
+    recipe = kit.write_recipe(tmp_path / "r.yaml", hist, tmp_path / "out",
+                              triage=[{"name": "workaround", "args": ["--workaround"]},
+                                      {"name": "noop", "args": ["--noop"]}])
+    state = tmp_path / "state"
+    plan = kit.plan(state, recipe, "--slots", "4")
+    toggled = []
+    while not plan["done"]:
+        if any(p["toggle"] for p in plan["probes"]):
+            toggled.append(plan["probes"])
+        files = probe_round(kit, state, recipe, plan, tmp_path / "v")
+        p = kit.cli("--state", str(state), "round", "import", str(recipe), "--session", plan["session"],
+                    *map(str, files))
+        assert p.returncode == 0, p.stderr
+        plan = kit.plan(state, recipe, "--session", plan["session"])
+    assert len(toggled) == 1 and sorted(p["toggle"] for p in toggled[0]) == ["noop", "workaround"]
+    assert {p["ref"] for p in toggled[0]} == {hist.shas[13]}
+    res = json.loads(Path(plan["result"]).read_text())
+    assert res["stages"][-1]["first_bad"]["ref"] == hist.shas[13]
+    assert res["triage"] == {"workaround": "good (problem disappears)", "noop": "bad"}
