@@ -418,6 +418,8 @@ def render_markdown(
             "last_good": candidate_link(final.last_good) if final.last_good else "",
             "first_bad": candidate_link(final.first_bad) if final.first_bad else "",
             "message": final.message, "flags": final.flags,
+            # issue 18: the decode control's verdict, next to the first bad (its threshold)
+            "decode_path": next((n for n in result.notes if n.startswith("decode path:")), ""),
         }
     ctx = {
         "for_github": for_issue if for_github is None else for_github,
@@ -437,7 +439,7 @@ def render_markdown(
         "triage": sorted(result.triage.items()),
         "stages": [_StageView(s.name, s.component, s.status.value, s.probes) for s in result.stages],
         "command": is_command_result(result),
-        "notes": result.notes,
+        "notes": [n for n in result.notes if not (final_view and n == final_view.get("decode_path"))],
         "excerpts": _excerpts(result),
         "mentions": _mentions(mentions) if for_issue else "",
         "session_id": result.session_id,

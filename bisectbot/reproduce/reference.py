@@ -251,7 +251,7 @@ class Noise:
             t = self.tolerance(s, spec)
             lp_txt = "-" if lp is None else f"{lp:.4f}"
             lines.append(f"  {s:>7} tokens: edit distance {self.edit[s]:.3f}, prompt logprobs |Δ| {lp_txt} "
-                         f"-> tolerance {t.edit_distance:.3f} / {t.logprob:.4f}")
+                         f"→ tolerance {t.edit_distance:.3f} / {t.logprob:.4f}")
         return lines + [f"  {n}" for n in self.notes]
 
 

@@ -52,6 +52,7 @@ def test_bisection_with_last_good_reference_names_the_planted_culprit(tmp_path):
     assert any(n.startswith("decode path: fine (") for n in res["notes"]), res["notes"]
     md = (tmp_path / "out" / "report.md").read_text()
     assert "decode path: fine" in md
+    assert md.index("decode path: fine") < md.index("### Notes")  # shown with the culprit, next to the first bad
 
 
 @pytest.mark.slow
