@@ -98,7 +98,7 @@ def test_bisection_with_an_endpoint_reference_calibrates_against_the_good_end(tm
     assert res["status"] == "culprit", p.stdout + p.stderr
     assert final["first_bad"]["ref"] == hist.culprit
     notes = "\n".join(res["notes"])
-    assert f"noise calibration between the good end {hist.shas[0][:10]}" in notes and ref.url in notes
+    assert f"noise calibration between the good end {hist.shas[hist.good][:10]}" in notes and ref.url in notes
     assert "decode path" not in notes  # no control configured
 
 
