@@ -40,7 +40,7 @@ def _kind(exc: BaseException) -> str:
     """``BadInput`` -> ``bad-input``, ``RecipeError`` -> ``recipe``, ``UsageError`` -> ``usage``."""
     if isinstance(exc, UpstreamUnreachable):  # one kind for registry, package index and GitHub
         return "upstream-unreachable"
-    name = re.sub(r"(?<!^)(?=[A-Z])", "-", type(exc).__name__).lower()
+    name = re.sub(r"(?<!^)(?=[A-Z])", "-", type(exc).__name__.replace("GitHub", "Github")).lower()
     return name.removesuffix("-error").removesuffix("-exception") or "error"
 
 

@@ -141,6 +141,20 @@ class BotRetry(GithubRetry):
             return False  # the server may have acted: let the marker search decide on the next run
         return super().is_retry(method, status_code, has_retry_after)
 
+    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
+                  error: Exception | None = None, _pool: Any = None, _stacktrace: Any = None) -> Any:
+        """A name that does not resolve or a refused connection fails at once (issue 14: exit code 5,
+        no silent retries); any other retry is announced on stderr as ``retrying N/M in S s``."""
+        if error is not None and is_unreachable(error):
+            raise MaxRetryError(_pool, url or "", error)
+        new = super().increment(method, url, response, error, _pool, _stacktrace)
+        left = new.total if isinstance(new.total, int) else 0  # urllib3 counts down what is left
+        why = f"HTTP {response.status}" if response is not None else type(error).__name__ if error else "retry"
+        attempt = len(new.history) + 1
+        log.warning("GitHub %s %s: %s; retrying %d/%d in %.0f s", method or "", (url or "").split("?")[0], why,
+                    attempt, len(new.history) + left + 1, new.get_backoff_time())
+        return new
+
     def get_retry_after(self, response: Any) -> float | None:
         value = super().get_retry_after(response)
         if value is not None and self.max_rate_limit_wait is not None and value > self.max_rate_limit_wait:

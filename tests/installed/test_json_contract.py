@@ -218,3 +218,43 @@ def test_transient_errors_are_retried_visibly(tmp_path):
         srv.shutdown()
     assert "retrying 2/5 in 1 s" in r.stderr, r.stderr
     assert "retrying 3/5 in 1 s" in r.stderr, r.stderr
+
+
+class _Busy(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        self.send_response(502)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *a):
+        pass
+
+
+def test_github_unreachable_is_exit_5_at_once_and_retries_are_visible(tmp_path, caplog, monkeypatch):
+    import logging
+
+    monkeypatch.setenv("BISECTBOT_BOT_LOGIN", "bot")
+    from bisectbot.errors import GitHubError, UpstreamUnreachable
+    from bisectbot.recipe import GitHubTarget
+    from bisectbot.report.github import GitHubClient
+
+    env = {"GITHUB_TOKEN": "x" * 20, "BISECTBOT_BOT_LOGIN": "bot"}
+    for url, reason in (("http://127.0.0.1:1", "connection refused"), ("http://no-such-host.invalid",
+                                                                      "name resolution failed")):
+        t0 = time.monotonic()
+        r = bb("--json", "report", "commands", "--repo", "o/r", "--api-url", url, cwd=tmp_path, env=env)
+        doc = one_document(r)
+        assert r.returncode == EXIT_UNREACHABLE and doc["error"]["kind"] == "upstream-unreachable", r.stderr
+        assert reason in doc["error"]["message"] and time.monotonic() - t0 < 10
+        assert "retrying" not in r.stderr
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        client = GitHubClient(GitHubTarget(repo="o/r", api_url=f"http://127.0.0.1:{srv.server_port}"), "t" * 20,
+                              retries=2, backoff_factor=0.01)
+        with caplog.at_level(logging.WARNING), pytest.raises((GitHubError, UpstreamUnreachable)):
+            client.repo  # noqa: B018
+    finally:
+        srv.shutdown()
+    text = caplog.text
+    assert "HTTP 502; retrying 2/3" in text and "HTTP 502; retrying 3/3" in text, text
