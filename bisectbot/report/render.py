@@ -493,8 +493,10 @@ def _probe_view(p: ProbeResult) -> dict[str, Any]:
         reasons = r.get("reasons", "")
         rows.append({"size": sanitize(r.get("size", "?"), 20), "outcome": sanitize(r.get("outcome", ""), 30),
                      "reasons": ", ".join(map(str, reasons)) if isinstance(reasons, list) else str(reasons)})
+    measure = (f"exit code {_exit_text(p)}" if "returncode" in p.extra
+               else f"threshold {format_threshold(p.threshold)}")  # a command run has no threshold
     return {"candidate": candidate_link(p.candidate), "verdict": p.verdict.value,
-            "threshold": format_threshold(p.threshold), "reason": p.reason, "rows": rows}
+            "threshold": format_threshold(p.threshold), "measure": measure, "reason": p.reason, "rows": rows}
 
 
 def render_comment(

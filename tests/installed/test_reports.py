@@ -232,3 +232,15 @@ def test_no_verify_skips_the_re_probes_and_says_so(tmp_path):
     assert n["--no-verify"] < n["--verify"], n
     notes = " ".join(runs["--no-verify"]["notes"])
     assert "not verified" in notes and "culprit verified" not in notes
+
+
+def test_comment_on_a_command_reproducer_speaks_of_exit_codes():
+    from bisectbot.models import ProbeResult, Verdict
+    from bisectbot.report.render import render_comment
+
+    res = make_result()
+    res.regress = "command"
+    newest = ProbeResult(candidate=res.stages[0].candidates[-1], verdict=Verdict.BAD, reason="command exit 1",
+                         extra={"returncode": 1, "stderr_tail": "boom"})
+    text = render_comment("redetected", res, newest, None, key="k")
+    assert "exit code 1" in text and "threshold" not in text.split("\n", 3)[2]
