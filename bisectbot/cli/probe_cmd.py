@@ -124,7 +124,7 @@ def _print_table(res: ThresholdResult) -> None:
 @click.option("--tolerance-tokens", type=click.IntRange(min=1), default=None,
               help="Absolute width floor of the interval in tokens (default 64).")
 @click.option("--needles", type=click.IntRange(0, 10), default=None, help="Needle codes embedded in the prompt.")
-@click.option("--repeats", type=click.IntRange(min=1), default=None, help="Identical requests per size (majority).")
+@click.option("--repeats", type=click.IntRange(min=1), default=None, help="Identical requests per size (bad if any reply is garbage).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests sent at once per size.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="max_tokens of each request.")
 @click.option("--accept-reasoning", is_flag=True, default=False,

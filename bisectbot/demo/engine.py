@@ -29,7 +29,8 @@ assistant turn (like a chat template).
 
 Settings (defaults < ``--config FILE.json`` < explicit command-line flags):
 ``threshold`` (tokens, default 20000; ``null`` = never garbage), ``flaky`` (probability
-0..1 that one reply's outcome is flipped: OK->garbage or garbage->OK), ``seed``,
+0..1 that a reply above the threshold comes out healthy: the bug does not show, one-sided
+like real corruption), ``seed``,
 ``reasoning`` (bool), ``model``, ``max_model_len`` (tokens, default 131072),
 ``broken`` (true: print an error and exit 3 at start, like a nightly whose server
 never comes up), ``crash_above`` (tokens: the process dies while serving a prompt at
@@ -318,8 +319,8 @@ class Engine:
         thr = self.s.get("threshold")
         bad = thr is not None and ptoks >= int(thr)
         flip_rng = random.Random(f"{self.s['seed']}:flaky:{index}")
-        if flip_rng.random() < float(self.s.get("flaky") or 0):
-            bad = not bad
+        if bad and flip_rng.random() < float(self.s.get("flaky") or 0):
+            bad = False  # one-sided, like real corruption: the bug sometimes does not show
         special = oracles.reply(self.s, messages, bad, message_text)
         if special is not None:
             reasoning, content = special
@@ -459,7 +460,7 @@ def load_settings(argv: list[str] | None = None) -> tuple[dict[str, Any], argpar
     p.add_argument("--port-file", help="write the real port here once listening")
     p.add_argument("--config", help="JSON file with engine settings (threshold, flaky, broken, ...)")
     p.add_argument("--threshold", type=int, default=None, help="prompt tokens from which replies are garbage")
-    p.add_argument("--flaky", type=float, default=None, help="probability that one reply's outcome flips")
+    p.add_argument("--flaky", type=float, default=None, help="probability that a reply above the threshold comes out healthy")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--reasoning", action="store_true", default=None, help="emit reasoning_content")
     p.add_argument("--model", default=None)

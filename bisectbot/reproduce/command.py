@@ -28,7 +28,7 @@ from ..models import Outcome
 from ..recipe import ReproducerSpec
 from ..run.base import CommandRun
 from ..secrets import candidate_env
-from .threshold import SizeResult, ThresholdResult, effective_repeats, majority, search
+from .threshold import SizeResult, ThresholdResult, effective_repeats, one_sided, search
 
 TAIL_BYTES = 4096
 
@@ -111,8 +111,8 @@ def search_threshold_command(run: Callable[[int], CommandRun], spec: ReproducerS
     """Threshold search where ``run(size)`` runs the command once for ``size`` tokens in a
     fresh process. ``repeats`` runs per size combine one-sidedly (issue 12): the first run
     that fails decides GARBAGE (a healthy build essentially never fails; a majority vote
-    would turn a bug that shows in 30 % of runs into an 84 % miss); otherwise the majority
-    of OK and undecided runs. Returns a
+    would turn a bug that shows in 30 % of runs into an 84 % miss), as in
+    :func:`bisectbot.reproduce.threshold.one_sided`. Returns a
     :class:`ThresholdResult` (``requests`` counts command runs); ``error`` status when the
     command cannot run at all.
     """
@@ -144,9 +144,7 @@ def search_threshold_command(run: Callable[[int], CommandRun], spec: ReproducerS
         if Outcome.ERROR in outs:
             return SizeResult(size, size, Outcome.ERROR, reasons[-1:], 1.0, votes, len(runs),
                               time.monotonic() - t0, evidence=evidence, error_kind="command")
-        outcome, agreement = majority(outs)
-        if Outcome.GARBAGE in outs:  # one-sided: any failing run shows the bug
-            outcome, agreement = Outcome.GARBAGE, outs.count(Outcome.GARBAGE) / len(outs)
+        outcome, agreement = one_sided(outs)  # any failing run shows the bug
         if outcome == Outcome.INCONCLUSIVE:
             reasons = reasons or ["no run could test this size"]
         text = (last.stderr_tail or last.stdout_tail).strip().splitlines()

@@ -28,8 +28,11 @@ so the number of requests is the cost minimised):
    reference engine (``benchmarks/reproducer_cost.py``; budget 12).
 
 With ``repeats > 1``, ``temperature > 0`` (at least 3 then) or ``concurrency > 1``
-several identical requests are sent per size and the majority decides; the table
-reports the agreement. Sequential repeats stop as soon as the majority is certain.
+several identical requests are sent per size and they combine one-sidedly (issue 12):
+the size is GARBAGE when any reply is garbage -- a healthy build essentially never
+produces garbage, so a majority vote would only hide a bug that shows in a minority of
+runs. The table reports the share of replies that agreed with the outcome. Sequential
+repeats stop at the first garbage reply.
 A server error (connection refused, HTTP 5xx, timeout) stops the search with status
 ``error`` -- never ``garbage``. A rejection as longer than the context is recorded as
 "over the limit" (``ERROR``); ``max_size`` is clamped below ``max_model_len`` when the
@@ -87,8 +90,8 @@ class SizeResult:
 
     ``requested`` is the target size (tokens); ``prompt_tokens`` the server's real count
     (``usage.prompt_tokens``, else ``/tokenize``; for a command reproducer the size
-    passed). ``votes`` counts outcomes of the ``requests`` sent; ``agreement`` is the
-    winning share (0..1). ``seconds`` is wall time; ``excerpt`` the start of one reply.
+    passed). ``votes`` counts outcomes of the ``requests`` sent (combined one-sidedly,
+    :func:`one_sided`); ``agreement`` is the share of replies equal to the outcome (0..1). ``seconds`` is wall time; ``excerpt`` the start of one reply.
     ``error_kind`` is set for ``ERROR`` (``over-limit`` = longer than the context).
     """
 
@@ -145,7 +148,7 @@ class ThresholdResult:
     ``transient`` (status ``error`` only): the error may pass on its own (connection,
     timeout, HTTP 429/5xx after the bounded retries) -- never cache it as a verdict.
     ``flaky``: sizes (tokens) whose boundary confirmation disagreed (evidence of a flaky
-    corruption for the search; the status stays what the majority said).
+    corruption for the search; the status stays what the combined replies said).
     """
 
     status: str
@@ -396,16 +399,19 @@ def effective_repeats(spec: ReproducerSpec) -> int:
     return n
 
 
-def majority(outcomes: list[Outcome]) -> tuple[Outcome, float]:
-    """(winner, agreement) over OK/GARBAGE votes; a tie counts as GARBAGE (a corruption that
-    shows in half the identical requests is real); no votes -> INCONCLUSIVE."""
+def one_sided(outcomes: list[Outcome]) -> tuple[Outcome, float]:
+    """(outcome, agreement) of identical requests at one size, combined one-sidedly (issue 12):
+    GARBAGE when any reply is garbage (a healthy build essentially never produces it, so one
+    garbage reply is evidence of the bug; the search's flake rates are per probe after this
+    combination), else OK when any reply is OK, else INCONCLUSIVE (no votes). ``agreement``
+    is the share of OK/GARBAGE replies equal to the outcome."""
     g = sum(o == Outcome.GARBAGE for o in outcomes)
     k = sum(o == Outcome.OK for o in outcomes)
-    if g + k == 0:
-        return Outcome.INCONCLUSIVE, 0.0
-    if g >= k:
+    if g:
         return Outcome.GARBAGE, g / (g + k)
-    return Outcome.OK, k / (g + k)
+    if k:
+        return Outcome.OK, 1.0
+    return Outcome.INCONCLUSIVE, 0.0
 
 
 def vote(classes: list[Classification], replies: list[Reply], requested: int, prompt_tokens: int | None,
@@ -423,7 +429,7 @@ def vote(classes: list[Classification], replies: list[Reply], requested: int, pr
             ev["transient"] = True
         return SizeResult(requested, prompt_tokens, Outcome.ERROR, c.reasons, 1.0, votes, len(replies), seconds,
                           "", error_kind=r.error_kind, evidence=ev)
-    outcome, agreement = majority([c.outcome for c in classes])
+    outcome, agreement = one_sided([c.outcome for c in classes])
     pick = next((i for i, c in enumerate(classes) if c.outcome == outcome), 0)
     reasons = classes[pick].reasons if outcome != Outcome.OK else []
     text = replies[pick].content or replies[pick].reasoning
@@ -436,7 +442,8 @@ def vote(classes: list[Classification], replies: list[Reply], requested: int, pr
 
 class HttpProbe:
     """``probe(size)`` against one server: build a prompt of ``size`` tokens, send the
-    identical request ``effective_repeats(spec)`` times (``concurrency`` at once), classify, vote.
+    identical request ``effective_repeats(spec)`` times (``concurrency`` at once), classify, combine
+    one-sidedly (:func:`one_sided`).
     A size that comes out ``INCONCLUSIVE`` (cut off inside the reasoning) is asked once more
     with ``max_tokens * inconclusive_retry_factor`` (default 4; 1 = no retry). Without
     ``/tokenize`` the first prompt is sized by a guess; when the server's ``prompt_tokens``
@@ -462,7 +469,6 @@ class HttpProbe:
     def _ask(self, size: int, prompt: Prompt, max_tokens: int) -> SizeResult:
         t0 = time.monotonic()
         n = effective_repeats(self.spec)
-        need = n // 2 + 1
         replies: list[Reply] = []
         classes: list[Classification] = []
         conc = max(1, self.spec.concurrency)
@@ -473,11 +479,8 @@ class HttpProbe:
                 for r in got:
                     replies.append(r)
                     classes.append(classify(r, self.spec, prompt.needles))
-                if any(c.outcome == Outcome.ERROR for c in classes):
-                    break
-                outs = [c.outcome for c in classes]
-                if max(outs.count(Outcome.OK), outs.count(Outcome.GARBAGE)) >= need:
-                    break  # the majority is certain; skip the rest
+                if any(c.outcome in (Outcome.ERROR, Outcome.GARBAGE) for c in classes):
+                    break  # an error ends the size; one garbage reply decides it (one-sided)
         usage = next((r.prompt_tokens for r in replies if r.prompt_tokens), None)
         measured = usage or prompt.measured_tokens
         res = vote(classes, replies, size, measured, time.monotonic() - t0)

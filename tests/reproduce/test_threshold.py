@@ -96,14 +96,32 @@ def test_server_crash_on_a_prompt_is_error(engine_factory):
 
 
 @pytest.mark.slow
-def test_flaky_server_majority_and_agreement(engine_factory):
+def test_flaky_server_one_sided_repeats_and_agreement(engine_factory):
     e = engine_factory(threshold=30000, flaky=0.1, seed=11)
     spec = ReproducerSpec(min_size=2000, max_size=100000, repeats=5, tolerance_tokens=64)
     res = search_threshold(e.url, spec)
     assert res.status == "garbage" and res.last_ok < 30000 <= res.first_garbage
     assert res.requests == e.stats()["chat_requests"] <= 5 * 12
-    assert any(r.agreement < 1.0 for r in res.table)  # the flips show in the table
     assert all(r.votes for r in res.table)
+    for r in res.table:  # a garbage size stops at its first garbage reply; an OK size asks all 5
+        assert r.votes.get("GARBAGE", 0) <= 1 and (r.outcome != "OK" or r.votes == {"OK": 5})
+
+
+def test_bug_in_a_minority_of_replies_is_garbage_not_outvoted(engine_factory):
+    """Issue 12 input 2, prefill form: the bug shows in 30 % of replies above the threshold.
+    A majority of 5 calls such a size OK 84 % of the time; one-sided repeats miss it only
+    when all 5 miss (0.7^5 = 17 %). Over 6 seeded engines: garbage at least 4 times, and a
+    healthy size is never garbage."""
+    seen = 0
+    for seed in range(6):
+        e = engine_factory(threshold=8000, flaky=0.7, seed=seed)
+        res = search_threshold(e.url, ReproducerSpec(sizes=[4000, 16000], repeats=5, tolerance_tokens=64))
+        rows = {r.requested: r for r in res.table}
+        assert rows[4000].outcome == "OK" and rows[4000].votes == {"OK": 5}
+        above = rows[16000]
+        seen += above.outcome == "GARBAGE"
+        assert above.votes.get("GARBAGE", 0) <= 1 and sum(above.votes.values()) <= 5
+    assert seen >= 4, seen
 
 
 def test_concurrency_sends_identical_requests_at_once(engine_factory):
