@@ -16,7 +16,11 @@ whose reasoning looks sane is ``INCONCLUSIVE``. An answer found only in the reas
 (empty content, sane reasoning with the answer, finish ``stop``) is a reasoning-parser
 routing fault, not corruption: ``INCONCLUSIVE`` with reason ``misrouted``, or judged as
 the answer when the recipe sets ``classifier.accept_reasoning``. No content and no
-reasoning is ``GARBAGE`` with reason "empty reply". Reasoning and content are scored
+reasoning is ``GARBAGE`` with reason "empty reply" -- unless the reply says why it is
+empty: tool calls instead of content are ``INCONCLUSIVE`` (``misrouted: tool call``), a
+refusal (``content_filter``, ``message.refusal``) or an aborted request is ``ERROR``
+(``refused: ...``), a cut by ``max_tokens`` before any text is ``INCONCLUSIVE``; none of
+these is corruption (issue 11, kind 3). Reasoning and content are scored
 together for collapse: garbage can hide in either.
 
 Classifiers (thresholds from :class:`bisectbot.recipe.ClassifierSettings`, tuned on
@@ -380,11 +384,15 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
     content = reply.content if isinstance(reply.content, str) else ""
     reasoning = reply.reasoning if isinstance(reply.reasoning, str) else ""
     text = (reasoning + "\n" + content).strip()
+    no_content = not content.strip()
+    signals = text_signals(text, cs) if text else []
+    collapse = any(s.strong for s in signals)
+    if no_content and not collapse:
+        odd = _not_an_answer(reply)
+        if odd is not None:
+            return odd
     if not text:
         return Classification(Outcome.GARBAGE, [Signal("empty", 0.0, "empty reply (no content, no reasoning)", True)])
-    signals = text_signals(text, cs)
-    collapse = any(s.strong for s in signals)
-    no_content = not content.strip()
     if no_content and not collapse:
         if reply.finish_reason == "length":
             return Classification(Outcome.INCONCLUSIVE, signals,
@@ -406,6 +414,45 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
     if any(s.strong for s in signals):
         return Classification(Outcome.GARBAGE, signals)
     return Classification(Outcome.OK, signals)
+
+
+#: ``finish_reason`` values of a request the server gave up on (vLLM ``abort``, gateways ``error``).
+ABORT_FINISH = ("abort", "aborted", "error", "cancelled")
+
+
+def _not_an_answer(reply: Reply) -> Classification | None:
+    """The verdict on a reply without content that is a routing, refusal or server fault rather
+    than prefill corruption (issue 11, kind 3), or ``None``:
+
+    * tool/function calls instead of content (``finish_reason`` ``tool_calls`` /
+      ``function_call``, or ``message.tool_calls``): ``INCONCLUSIVE``, ``misrouted: tool call``;
+    * a refusal (``finish_reason`` ``content_filter`` or ``message.refusal``): ``ERROR``,
+      ``refused: ...`` -- the server declined, the prefill is not shown broken;
+    * a request the server aborted (:data:`ABORT_FINISH`): ``ERROR``;
+    * cut off by ``max_tokens`` before any visible text (``finish_reason`` ``length``, no
+      content, no reasoning): ``INCONCLUSIVE`` -- a hidden reasoning or a too small
+      ``max_tokens``, not word salad (the probe asks once more with more room).
+    """
+    finish = reply.finish_reason if isinstance(reply.finish_reason, str) else None
+    calls = reply.tool_calls if isinstance(reply.tool_calls, int) and not isinstance(reply.tool_calls, bool) else 0
+    refusal = reply.refusal.strip() if isinstance(reply.refusal, str) else ""
+    if finish == "content_filter" or refusal:
+        why = f"message.refusal {refusal[:120]!r}" if refusal else "finish_reason 'content_filter'"
+        return Classification(Outcome.ERROR, [Signal("refused", 0.0, why, False)],
+                              f"refused: the server refused to answer ({why}); not evidence of corruption")
+    if calls or finish in ("tool_calls", "function_call"):
+        return Classification(Outcome.INCONCLUSIVE, [Signal("misrouted", float(calls), "tool call", False)],
+                              f"misrouted: tool call (content empty, {calls} tool call(s), finish {finish!r}): "
+                              "the answer went to a tool call, a request/template routing fault, not corruption")
+    if finish in ABORT_FINISH:
+        return Classification(Outcome.ERROR, [], f"aborted: the server ended the request (finish_reason {finish!r})")
+    if finish == "length" and not (reply.reasoning or "").strip():
+        ntok = reply.completion_tokens
+        return Classification(Outcome.INCONCLUSIVE, [],
+                              f"cut off by max_tokens before any visible text ({ntok} completion tokens, no "
+                              "content, no reasoning): reasoning hidden by the server or max_tokens too small; "
+                              "raise max_tokens")
+    return None
 
 
 def _correct(answer: str, spec: ReproducerSpec, needles: list[str],

@@ -94,6 +94,8 @@ class Reply:
 
     ``content`` and ``reasoning`` (``reasoning_content`` or ``reasoning``) are text;
     ``prompt_tokens``/``completion_tokens`` come from ``usage`` (``None`` if absent);
+    ``tool_calls`` counts the message's tool/function calls and ``refusal`` is its refusal
+    text -- a reply routed to a tool or refused is not evidence of corruption (issue 11);
     ``seconds`` is wall time of the request. A failed request has ``error`` (one line)
     and ``error_kind`` (one of :data:`ERROR_KINDS`; ``over-limit`` = the server rejected
     the prompt as longer than its context) and ``status_code`` when HTTP answered.
@@ -110,6 +112,10 @@ class Reply:
     status_code: int | None = None
     attempts: int = 1
     retry_after_s: float | None = None
+    #: Tool/function calls in the message (``tool_calls`` entries, or 1 for a legacy ``function_call``).
+    tool_calls: int = 0
+    #: The message's ``refusal`` text (OpenAI's field for a refused request), ``""`` when none.
+    refusal: str = ""
 
     @property
     def ok(self) -> bool:
@@ -363,6 +369,12 @@ def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
     finish = choice.get("finish_reason")
     if finish is not None and not isinstance(finish, str):
         raise BadReply(f"finish_reason is {type(finish).__name__} {_one_line(repr(finish), 40)}")
+    calls = msg.get("tool_calls")
+    ncalls = len(calls) if isinstance(calls, list) else 0
+    if not ncalls and isinstance(msg.get("function_call"), dict):
+        ncalls = 1
+    refusal = msg.get("refusal")
+    refusal = refusal if isinstance(refusal, str) else ""
     usage = data.get("usage")
     if usage is None:
         usage = {}
@@ -371,4 +383,4 @@ def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
     return Reply(content=content, reasoning=reasoning, finish_reason=finish,
                  prompt_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
                  completion_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
-                 seconds=seconds, status_code=200)
+                 seconds=seconds, status_code=200, tool_calls=ncalls, refusal=refusal)

@@ -244,3 +244,59 @@ def test_reproducer_cost_benchmark_prints_its_rows():
     for r in out["rows"]:
         assert r["inside"] and r["width_ok"] and r["requests"] <= 12 and r["tokenize_per_request"] <= 1
         assert r["ratio_to_sweep"] <= 2.0  # below ~20K; the high thresholds are printed, see notes/11.md
+
+
+# ----------------------------------------------------------------------------- kind 3: not an answer, not garbage
+
+
+def _chat_body(finish: str, message: dict, completion_tokens: int = 3) -> str:
+    return json.dumps({"choices": [{"index": 0, "finish_reason": finish,
+                                    "message": {"role": "assistant", **message}}],
+                       "usage": {"completion_tokens": completion_tokens}})  # no prompt_tokens: no size check
+
+
+TOOL_CALL = {"content": None, "tool_calls": [{"id": "t", "type": "function",
+                                              "function": {"name": "answer", "arguments": "42"}}]}
+
+
+@pytest.mark.parametrize("finish,message", [
+    ("tool_calls", TOOL_CALL),  # the attacker's input (log 21:00)
+    ("stop", TOOL_CALL),  # some servers say stop with tool calls
+    ("function_call", {"content": None, "function_call": {"name": "answer", "arguments": "{}"}}),
+])
+def test_tool_call_instead_of_content_is_misrouted_inconclusive_not_garbage(engine_factory, finish, message):
+    e = engine_factory(threshold=None, script=True)
+    _post(e.url, "/_script", {"chat": [_chat_body(finish, message)] * 20})
+    rc, res, _ = _probe(e.url, "--min-size", "500", "--max-size", "2000")
+    assert rc == 3 and res["status"] == "inconclusive", res
+    assert all(row["outcome"] != "GARBAGE" for row in res["table"])
+    assert res["table"][0]["reasons"][0].startswith("misrouted: tool call"), res["table"][0]
+    assert res["requests"] == 1  # more max_tokens would not change the routing
+
+
+@pytest.mark.parametrize("message", [{"content": ""}, {"content": None, "refusal": "I can't help with that."}])
+def test_refusal_is_an_error_verdict_not_garbage(engine_factory, message):
+    e = engine_factory(threshold=None, script=True)
+    finish = "content_filter" if "refusal" not in message else "stop"
+    _post(e.url, "/_script", {"chat": [_chat_body(finish, message, 0)] * 20})
+    rc, res, _ = _probe(e.url, "--min-size", "500", "--max-size", "2000")
+    assert rc == 4 and res["status"] == "error", res
+    assert all(row["outcome"] != "GARBAGE" for row in res["table"])
+    assert res["table"][0]["reasons"][0].startswith("refused"), res["table"][0]
+
+
+def test_cut_by_max_tokens_before_any_text_is_inconclusive_not_garbage(engine_factory):
+    e = engine_factory(threshold=None, script=True)
+    _post(e.url, "/_script", {"chat": [_chat_body("length", {"content": None}, 64)] * 20})
+    rc, res, _ = _probe(e.url, "--min-size", "500", "--max-size", "2000")
+    assert rc == 3 and res["status"] == "inconclusive", res
+    assert "before any visible text" in res["table"][0]["reasons"][0]
+    assert res["requests"] == 2  # asked once more with more max_tokens
+
+
+def test_aborted_request_is_an_error_not_garbage(engine_factory):
+    e = engine_factory(threshold=None, script=True)
+    _post(e.url, "/_script", {"chat": [_chat_body("abort", {"content": ""}, 0)] * 20})
+    rc, res, _ = _probe(e.url, "--min-size", "500", "--max-size", "2000")
+    assert rc == 4 and res["status"] == "error", res
+    assert res["table"][0]["reasons"][0].startswith("aborted")
