@@ -191,7 +191,7 @@ def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle 
                                            echo)
             for line in noise.table(ref):
                 echo(line)
-            session.oracle = Oracle(client, noise, f"last-good {good.label or good.ref}")
+            session.oracle = Oracle(client, noise, f"the good end {good.label or good.ref} (last-good reference)")
             try:
                 yield session.oracle
             finally:

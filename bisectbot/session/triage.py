@@ -18,7 +18,7 @@ class Triage:
         if not toggles:
             return {}
         executor = self.executor or LocalExecutor(self.recipe, self.runner, self.recipe.bisect.parallel,
-                                                  prefetch=False)
+                                                  prefetch=False, oracle=getattr(self, "oracle", None))
         try:
             results = self.probe_batch([(c, 1, t) for t in toggles], executor)
         finally:
@@ -27,7 +27,8 @@ class Triage:
         out: dict[str, str] = {}
         for t, (res, origin) in zip(toggles, results):
             gone = res.verdict is Verdict.GOOD
-            out[t.name] = res.verdict.value + (" (problem disappears)" if gone else "")
+            out[t.name] = res.verdict.value + (" (problem disappears)" if gone else
+                                               f" ({res.reason})" if res.verdict is Verdict.SKIP and res.reason else "")
             self.ledger.log_event(self.session_id, "triage", {"toggle": t.name, "verdict": res.verdict.value,
                                                               "reason": res.reason, "origin": origin})
             self.echo(f"triage {t.name} on {c.label or c.ref}: {out[t.name]}; {res.reason}")
