@@ -61,14 +61,27 @@ BASE_ENV: tuple[str, ...] = (
     "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "HSA_OVERRIDE_GFX_VERSION",
 )
 """Host variables a candidate build or server needs (plus every ``LC_*``); nothing else is inherited.
-Proxies are passed only when they carry no credentials (``user:pass@`` is dropped)."""
+Proxies are passed only when they carry no credentials (``user:pass@`` is dropped); other URLs
+(``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``) lose their ``user:pass@`` part."""
 
 _TOKEN_SHAPES = [
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})\b"),  # GitHub
     re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),  # Hugging Face
 ]
-_AUTH_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization:\s*(?:token|bearer|basic)\s+)[^\s'\"]+")
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^/\s@'\"]+@")
+_AUTH_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:token|bearer|basic)\s+)[^\s'\"]+")
+# the password may itself hold "@": the credentials run to the LAST "@" before the path/space
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^/\s'\"]+@")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s'\"]+@")
+QUERY_SECRET_PARAMS = (
+    "api_key", "api-key", "apikey", "access_token", "access-token", "refresh_token", "id_token",
+    "token", "auth", "auth_token", "key", "secret", "client_secret", "password", "passwd", "pwd",
+    "sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
+)
+"""Query-string parameters whose values are credentials (Azure OpenAI and other gateways take
+``?api-key=``; OAuth ``access_token=``; pre-signed URLs ``sig=``/``X-Amz-Signature=``)."""
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in QUERY_SECRET_PARAMS) + r")=)[^&;#\s'\"<>]+")
 
 _registered: set[str] = set()
 
@@ -78,12 +91,23 @@ def is_secret_name(name: str) -> bool:
     return name in SECRET_ENV or bool(SECRET_NAME.search(name))
 
 
+def _forms(value: str) -> set[str]:
+    """``value`` as it may appear in text: verbatim, JSON-escaped, percent-encoded (``quote`` and
+    ``quote_plus``, upper- and lower-case hex)."""
+    from urllib.parse import quote, quote_plus
+
+    out = {value, value.replace("\\", "\\\\").replace('"', '\\"')}
+    for enc in (quote(value, safe=""), quote_plus(value, safe=""), quote(value)):
+        out.add(enc)
+        out.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), enc))
+    return out
+
+
 def register_secret(value: str | None) -> None:
-    """Remember a secret held at run time (a token read from a file, an API key) for :func:`redact`."""
+    """Remember a secret held at run time (a token read from a file, an API key) for :func:`redact`;
+    its percent-encoded and JSON-escaped forms are redacted too."""
     if value and len(value) >= MIN_SECRET_LEN:
-        _registered.add(value)
-        # the same secret as it appears percent-encoded or JSON-escaped
-        _registered.add(value.replace("\\", "\\\\").replace('"', '\\"'))
+        _registered.update(_forms(value))
 
 
 def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -93,15 +117,18 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     for k, v in env.items():
         if v and ((k in SECRET_ENV and len(v) >= MIN_SECRET_LEN)
                   or (len(v) >= MIN_NAMED_SECRET_LEN and SECRET_NAME.search(k))):
-            found.add(v)
+            found.update(_forms(v))
     return sorted(found, key=len, reverse=True)
 
 
 def redact(text: str) -> str:
     """``text`` with every secret replaced by ``***`` (see the module docstring for what is secret).
 
-    Also removes GitHub/Hugging Face token shapes, ``Authorization:`` header values and the
-    password of ``scheme://user:password@host`` URLs. Non-strings are returned unchanged.
+    Also removes GitHub/Hugging Face token shapes, ``Authorization:`` header values (also in
+    their JSON form), the password of ``scheme://user:password@host`` URLs (a password holding
+    ``@`` included) and the values of credential query parameters (:data:`QUERY_SECRET_PARAMS`,
+    e.g. ``?api_key=``). Known secrets are also found percent-encoded and JSON-escaped.
+    Non-strings are returned unchanged.
     """
     if not text or not isinstance(text, str):
         return text
@@ -112,6 +139,7 @@ def redact(text: str) -> str:
         text = pat.sub("***", text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + "***", text)
     text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + "***@", text)
+    text = _QUERY_SECRET.sub(lambda m: m.group(1) + "***", text)
     return text
 
 
@@ -130,12 +158,21 @@ def _clean_proxy(value: str) -> str | None:
     return None if _URL_CREDENTIALS.search(value) else value
 
 
+def strip_url_credentials(value: str) -> str:
+    """``value`` with the ``user[:password]@`` part of every URL in it removed
+    (``https://u:p@pypi.corp/simple`` -> ``https://pypi.corp/simple``); query credentials
+    (:data:`QUERY_SECRET_PARAMS`) are removed too."""
+    value = _URL_USERINFO.sub(lambda m: m.group(1), value)
+    return _QUERY_SECRET.sub(lambda m: m.group(1)[:1], value).replace("?&", "?")
+
+
 def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] = (),
                   environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a candidate process (build, server, command reproducer).
 
     Starts from :data:`BASE_ENV` and every ``LC_*`` variable of ``environ`` (default
-    ``os.environ``), skipping secret-looking names and proxies with credentials; adds each name
+    ``os.environ``), skipping secret-looking names and proxies with credentials and stripping
+    ``user:pass@`` from other URLs (pip index URLs); adds each name
     of ``passthrough`` present in ``environ`` (a recipe's ``env_passthrough``: honoured even for
     secret-looking names, the recipe author asked for it); then ``layers`` in order (runner
     profile env, recipe env, triage env, the runner's own ``BISECTBOT_SOURCE*``), later layers
@@ -149,6 +186,8 @@ def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] 
                 cleaned = _clean_proxy(v)
                 if cleaned is None:
                     continue
+            else:  # index URLs (PIP_INDEX_URL, ...): keep the index, not its credentials
+                v = strip_url_credentials(v)
             out[k] = v
     for k in passthrough:
         if k in env_in:

@@ -568,21 +568,43 @@ def command_lines(text: str) -> list[str]:
     """Lines of a comment that may carry a command: plain paragraph lines (CommonMark, via
     markdown-it-py) outside fenced or indented code, block quotes and HTML blocks or comments.
 
-    A line that starts inside inline code (a backtick) or after other text is not a command line
-    either, because :data:`_CMD_RE` only matches ``/bisectbot`` at the start of a line.
+    Each paragraph's inline children are walked: a line is kept only when it is made of plain
+    ``text`` (emphasis allowed) from its start, so the inside of a code span, an inline HTML
+    comment or tag, a link (text or title) or an image's alt text is never a command line, even
+    when it spans lines (issue 13 class 4). After inline HTML, the rest of the paragraph is
+    dropped (a tag may hide what follows). :data:`_CMD_RE` then only matches ``/bisectbot`` at the
+    start of a kept line.
     """
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark")
     lines: list[str] = []
     quote = 0
+    plain = {"text", "em_open", "em_close", "strong_open", "strong_close"}
     for tok in md.parse(text or ""):
         if tok.type == "blockquote_open":
             quote += 1
         elif tok.type == "blockquote_close":
             quote -= 1
         elif tok.type == "inline" and quote == 0:
-            lines.extend(ln for ln in tok.content.splitlines() if not ln.lstrip().startswith("<"))
+            line: list[str] = []
+            ok, link = True, 0
+            for child in tok.children or []:
+                link += child.type == "link_open"
+                link -= child.type == "link_close"
+                if child.type in ("softbreak", "hardbreak"):
+                    if ok and line:
+                        lines.append("".join(line))
+                    line, ok = [], True
+                elif child.type == "html_inline":
+                    ok, line = False, []
+                    break
+                elif child.type in plain and not link:
+                    line.append(child.content)
+                else:  # code_inline, link_open/close (and the link's text), image, ...
+                    ok = False
+            if ok and line:
+                lines.append("".join(line))
     return lines
 
 

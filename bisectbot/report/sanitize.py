@@ -63,10 +63,18 @@ def visible(text: str, *, keep_newlines: bool = True, keep_tabs: bool = True) ->
     return "".join(out)
 
 
+_GITHUB_REF_URL = re.compile(
+    r"(?i)github(?=\.com/[\w.-]+/[\w.-]+/(?:issues|pull|pulls|discussions)/\d)")
+"""A full issue / pull-request / discussion URL (``https://github.com/o/r/issues/123``): GitHub
+turns it into a cross-reference ("mentioned this") just like ``o/r#123`` (issue 13)."""
+
+
 def _inline_tokens(text: str, refs: bool = True) -> list[str]:
     """Split sanitized output into atomic tokens (an entity or escape is never cut in half)."""
     text = text.replace("\r\n", "\n")
     tokens: list[str] = []
+    # a zero-width space after "github" of a github.com issue/PR URL: no longer a link or a reference
+    ref_urls = {m.end() - 1 for m in _GITHUB_REF_URL.finditer(text)} if refs else set()
     n = len(text)
     for i, ch in enumerate(text):
         nxt = text[i + 1] if i + 1 < n else ""
@@ -90,6 +98,8 @@ def _inline_tokens(text: str, refs: bool = True) -> list[str]:
             tokens.append("\\" + ch)
         elif ch in _LINE_START_SPECIAL and not tokens:
             tokens.append("\\" + ch)  # would start a heading/quote/list/table rule
+        elif i in ref_urls:
+            tokens.append(ch + _ZWSP)
         elif ch == ":" and nxt == "/" and prev.isalpha():
             tokens.append(ch)  # keep URLs readable; autolinks are harmless
         else:
@@ -108,8 +118,9 @@ def sanitize(text: object, limit: int, *, refs: bool = True) -> str:
     What it does, in order: control characters (C0, DEL, C1) become ``\\xNN`` and invisible
     bidi/zero-width characters ``\\uNNNN`` (shown literally); ``& < > "`` become HTML entities;
     ``\\ ` * _ [ ] | ~`` are backslash-escaped; a leading ``# > - + = !`` is escaped;
-    ``@name`` becomes ``@&#8203;name`` and ``#123`` becomes ``\\#&#8203;123`` so GitHub neither
-    notifies nor cross-links. ``refs=False`` leaves ``#123`` as is (local files that GitHub never
+    ``@name`` becomes ``@&#8203;name``, ``#123`` becomes ``\\#&#8203;123`` and a full
+    ``https://github.com/o/r/issues/123`` (or ``pull``) URL gets a ``&#8203;`` after ``github``,
+    so GitHub neither notifies nor cross-links. ``refs=False`` leaves ``#123`` as is (local files that GitHub never
     renders as issue content); mentions are always neutralised.
     """
     if limit < 1:

@@ -196,3 +196,61 @@ def test_server_logs_are_redacted_as_they_stream(tmp_path: Path) -> None:
     assert logs and any("SERVER-ENV" in t and "VENDOR_API_TOKEN" in t for t in logs)
     assert not any(secret in t or "GITHUB_TOKEN" in t for t in logs)
     assert _files_containing(tmp_path, secret) == [] and _files_containing(tmp_path, GH_TOKEN_VALUE) == []
+
+
+# ------------------------------------------------ attacker's inputs (log.md 20:56-21:01): more of class 1
+
+def test_query_string_credentials_are_redacted() -> None:
+    for url in ("http://127.0.0.1:1/?api_key=querysecret12345",
+                "https://gw.example/openai/deployments/x/chat?api-version=2024&api-key=querysecret12345",
+                "https://h/v1?access_token=querysecret12345&x=1",
+                "https://h/v1?token=querysecret12345",
+                "https://h/v1?foo=1&key=querysecret12345#frag",
+                "https://bucket.s3/x?X-Amz-Signature=querysecret12345"):
+        out = redact(f"could not reach {url}: refused")
+        assert "querysecret12345" not in out, url
+        assert "***" in out
+    assert redact("https://h/v1?api-version=2024-02-01") == "https://h/v1?api-version=2024-02-01"
+
+
+def test_percent_encoded_and_json_forms_of_a_known_secret_are_redacted(monkeypatch) -> None:
+    monkeypatch.setenv("BISECTBOT_GITHUB_TOKEN", "s3cr3t+tok/en=XYZ123abc")
+    for form in ("s3cr3t%2Btok%2Fen%3DXYZ123abc", "s3cr3t%2btok%2fen%3dXYZ123abc", "s3cr3t%2Btok/en%3DXYZ123abc"):
+        assert "XYZ123abc" not in redact(f"GET /x?t={form} failed"), form
+    from bisectbot.secrets import register_secret
+    register_secret('runtime"sec ret\\77')
+    assert redact("u=runtime%22sec%20ret%5C77 q=runtime%22sec+ret%5C77") == "u=*** q=***"
+    assert redact(json.dumps({"k": 'runtime"sec ret\\77'})) == '{"k": "***"}'
+
+
+def test_url_password_holding_an_at_sign_is_redacted() -> None:
+    out = redact("clone https://u:pa@ss-secret-part@host/repo.git failed")
+    assert "ss-secret-part" not in out and "pa@" not in out
+    assert "host/repo.git" in out
+
+
+def test_authorization_header_in_json_form_is_redacted() -> None:
+    for text in ('{"Authorization": "Bearer hdrsecret-1234567"}', "{'authorization': 'token hdrsecret-1234567'}",
+                 "Proxy-Authorization: Basic hdrsecret-1234567"):
+        assert "hdrsecret-1234567" not in redact(text), text
+
+
+def test_probe_endpoint_query_credential_is_not_printed() -> None:
+    # the attacker's exact command: a dead server named by a URL with ?api_key=
+    p = run_cli("--json", "probe", "--endpoint", "http://127.0.0.1:1/?api_key=querysecret12345", "--timeout", "2",
+                "--sizes", "100", "--min-size", "50", "--max-size", "300", timeout=120)
+    assert p.returncode != 0
+    assert "querysecret12345" not in p.stdout + p.stderr
+    assert "127.0.0.1:1" in p.stdout + p.stderr  # the error still names the endpoint
+
+
+def test_pip_index_credentials_do_not_reach_candidates() -> None:
+    host = {"PATH": "/usr/bin", "PIP_INDEX_URL": "https://user:pipsecretpw@pypi.corp/simple",
+            "PIP_EXTRA_INDEX_URL": "https://a:pw2secret@x.corp/simple https://__token__@y.corp/simple?token=tksecret99"}
+    env = candidate_env(environ=host)
+    assert env["PIP_INDEX_URL"] == "https://pypi.corp/simple"
+    assert "pw2secret" not in env["PIP_EXTRA_INDEX_URL"] and "__token__" not in env["PIP_EXTRA_INDEX_URL"]
+    assert "tksecret99" not in env["PIP_EXTRA_INDEX_URL"]
+    assert env["PIP_EXTRA_INDEX_URL"].startswith("https://x.corp/simple https://y.corp/simple")
+    plain = {"PIP_INDEX_URL": "https://pypi.org/simple"}
+    assert candidate_env(environ=plain) == plain

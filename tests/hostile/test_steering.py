@@ -123,6 +123,17 @@ NOT_COMMANDS = {
     "html-details": "<details>\n/bisectbot retract\n</details>\n",
     "mid-line": "you could say /bisectbot retract here",
     "unclosed-fence": "```\n/bisectbot retract\n",
+    # the attacker's inputs (log.md 20:57): inline constructs that span lines
+    "inline-code-multiline": "Example: `\n/bisectbot retract\n` would re-run.",
+    "inline-html-comment": "LGTM <!--\n/bisectbot bad deadbeef\n-->",
+    "link-title": '[x](http://y "\n/bisectbot retract\n")',
+    "a-title": '<a title="\n/bisectbot retract\n">x</a>',
+    "image-alt": "![\n/bisectbot retract\n](u)",
+    # more of the kind
+    "link-text": "[\n/bisectbot retract\n](http://y)",
+    "reference-link-text": "[\n/bisectbot retract\n][r]\n\n[r]: http://y",
+    "inline-span-tag": "ok <span hidden>\n/bisectbot retract\n</span>",
+    "double-backtick-code": "see ``\n/bisectbot bad deadbeef\n`` above",
 }
 
 
@@ -135,6 +146,9 @@ def test_plain_line_commands_still_work() -> None:
     assert parse_command("Thanks!\n\n/bisectbot retract\n")[0] == "retract"
     assert parse_command("```\n/bisectbot retract\n```\n/bisectbot good abc1234\n")[:2] == ("good", "abc1234")
     assert parse_command("- /bisectbot bad abc1234")[:2] == ("bad", "abc1234")  # a list item is a plain line
+    assert parse_command("LGTM `x` [a](b)\n/bisectbot retract")[0] == "retract"  # next plain line
+    assert parse_command("**/bisectbot** retract")[0] == "retract"
+    assert parse_command("/bisectbot bisect good=abc1234 bad=def5678")[2] == {"good": "abc1234", "bad": "def5678"}
 
 
 def test_quoted_command_from_a_maintainer_is_not_read(fake_github, target, client) -> None:
@@ -151,3 +165,23 @@ def test_bot_own_comment_is_never_a_command(fake_github, target, client, tmp_pat
                           author=fake_github.bot_login)
     fake_github.add_comment(REPO, 1, "/bisectbot retract", author=fake_github.bot_login, association="MEMBER")
     assert read_commands(target, TOKEN, [1], client=client) == []
+
+
+# ----------------------------------------------------------------------------- cross-references by URL
+
+@pytest.mark.parametrize("url", [
+    "https://github.com/vllm-project/vllm/issues/123",  # the attacker's input (log.md 20:57)
+    "https://github.com/ROCm/aiter/pull/45",
+    "http://www.github.com/o/r/pull/7/files",
+    "github.com/o/r.js/discussions/9",
+    "HTTPS://GITHUB.COM/o/r/issues/1",
+])
+def test_full_issue_and_pull_urls_are_not_cross_references(url: str) -> None:
+    from bisectbot.report.sanitize import sanitize
+
+    out = sanitize(f"see {url} now", 300)
+    low = out.lower()
+    assert "github.com/" not in low  # neither an autolink nor a reference GitHub recognises
+    assert "github&#8203;.com/" in low
+    # other GitHub URLs stay readable
+    assert "https://github.com/o/r/blob/main/x.py" in sanitize("at https://github.com/o/r/blob/main/x.py", 300)
