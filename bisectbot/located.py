@@ -181,6 +181,27 @@ def _check_tree(node: yaml.Node) -> None:
     size(node)
 
 
+def read_regular(path: str | Path, limit: int) -> bytes:
+    """Read at most ``limit`` + 1 bytes of a **regular** file (issue 13: bounded input).
+
+    A FIFO, device (``/dev/zero``), socket or directory is refused before it is opened for
+    reading, so nothing blocks on a FIFO or reads an endless device. Raises :class:`OSError`
+    (``strerror`` says why); the caller compares the length with ``limit``.
+    """
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
 def read_text(path: str | Path, what: str = "(file)") -> str:
     """Read a YAML file as UTF-8 text, at most :data:`MAX_YAML_BYTES` bytes.
 
@@ -189,8 +210,7 @@ def read_text(path: str | Path, what: str = "(file)") -> str:
     """
     p = Path(path)
     try:
-        with open(p, "rb") as fh:
-            raw = fh.read(MAX_YAML_BYTES + 1)
+        raw = read_regular(p, MAX_YAML_BYTES)
     except OSError as e:
         raise LocatedErrors([f"{p}:1:1: {what}: cannot read: {e.strerror or e}"]) from None
     if len(raw) > MAX_YAML_BYTES:

@@ -635,13 +635,15 @@ def load_result(path: Path) -> tuple[RunResult, NightlyResult | None]:
     Raises :class:`bisectbot.errors.BadInput` with the file and the field on bad input.
     """
     from ..errors import BadInput
+    from ..located import read_regular
     from .result_file import check_result_shape
 
     p = Path(path)
     try:
-        if p.stat().st_size > MAX_RESULT_BYTES:
-            raise BadInput(f"{path}: {p.stat().st_size} bytes: larger than {MAX_RESULT_BYTES} bytes, not a result file")
-        data = json.loads(p.read_bytes().decode("utf-8"))
+        raw = read_regular(p, MAX_RESULT_BYTES)
+        if len(raw) > MAX_RESULT_BYTES:
+            raise BadInput(f"{path}: larger than {MAX_RESULT_BYTES} bytes, not a result file")
+        data = json.loads(raw.decode("utf-8"))
     except OSError as e:
         raise BadInput(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
@@ -650,6 +652,8 @@ def load_result(path: Path) -> tuple[RunResult, NightlyResult | None]:
         raise BadInput(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
     except RecursionError:
         raise BadInput(f"{path}: JSON nested too deeply: not a result file") from None
+    except ValueError as e:  # e.g. an integer beyond Python's digit limit
+        raise BadInput(f"{path}: not a result file: {str(e)[:120]}") from None
     if not isinstance(data, dict):
         raise BadInput(f"{path}: expected a JSON object (a RunResult)")
     nightly = None

@@ -110,3 +110,14 @@ def test_probe_max_size_1e26_is_exit_2(tmp_path: Path) -> None:
     p = run_cli("probe", "--endpoint", "http://127.0.0.1:9", "--max-size", "1" + "0" * 26, timeout=60)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_recipe_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    f = tmp_path / "r.yaml"
+    os.mkfifo(f)  # nobody writes: opening it for reading would block forever
+    p = run_cli("recipe", "validate", str(f), timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode == 2 and "Traceback" not in out, out[-3000:]
+    assert f"{f}:1:1:" in out and "not a regular file" in out, out[-3000:]

@@ -77,3 +77,27 @@ def test_a_valid_result_still_renders(tmp_path: Path) -> None:
     p = run_cli("report", "render", str(f), "--out", str(tmp_path / "out"))
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "out" / "report.md").is_file()
+
+
+# found by the hostile review: inputs that are not regular files, or JSON Python refuses to convert
+def test_result_with_a_100000_digit_integer_is_exit_2(tmp_path: Path) -> None:
+    f = tmp_path / "result.json"
+    f.write_text('{"recipe": "x", "tp": ' + "9" * 100000 + "}")
+    p = run_cli("report", "render", str(f), "--out", str(tmp_path / "out"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_result_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    import os
+
+    if kind == "fifo":
+        f = tmp_path / "result.json"
+        os.mkfifo(f)  # nobody writes: opening it for reading would block forever
+    elif kind == "dev-zero":
+        f = Path("/dev/zero")  # endless: reading it would exhaust memory
+    else:
+        f = tmp_path
+    p = run_cli("report", "render", str(f), "--out", str(tmp_path / "out"), timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert "not a regular file" in p.stderr or "is a directory" in p.stderr, p.stderr[-2000:]
