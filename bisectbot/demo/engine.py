@@ -52,7 +52,9 @@ per chat request, before serving normally, with ``Retry-After: retry_after_s``),
 "tokenize": raw body}`` makes the next chat replies those raw bodies -- any bytes,
 valid JSON or not -- for property tests of odd reply shapes); ``raw_reply`` (a string:
 every chat request is answered 200 with exactly these bytes, like a server whose replies
-have an unexpected shape).
+have an unexpected shape); ``dribble`` (a list of paths, e.g. ``["/tokenize"]`` or
+``["/v1/models"]``: their replies send the headers, then one body byte every ``dribble_s``
+seconds -- a stalled server that a per-read timeout never cuts off, issue 13).
 
 Oracles beyond the classifier (issue 18, :mod:`bisectbot.demo.oracles`): ``grounded``
 (summaries quote the document), ``subtle`` (above ``threshold`` fluent replies built
@@ -104,6 +106,8 @@ DEFAULTS: dict[str, Any] = {
     "retry_after_s": None,
     "script": False,
     "raw_reply": None,
+    "dribble": None,
+    "dribble_s": 1.5,
     # issue 18 (bisectbot.demo.oracles): reference comparison and decode control
     "grounded": False,
     "subtle": False,
@@ -391,6 +395,9 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, code: int, data: Any) -> None:
             blob = data if isinstance(data, bytes) else json.dumps(data).encode()
+            if self.path.split("?")[0] in (engine.s.get("dribble") or []):
+                self._dribble(code, blob)
+                return
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(blob)))
@@ -398,6 +405,21 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Retry-After", str(engine.s["retry_after_s"]))
             self.end_headers()
             self.wfile.write(blob)
+
+        def _dribble(self, code: int, blob: bytes) -> None:
+            """Headers at once, then one byte of ``blob`` every ``dribble_s`` seconds."""
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(blob)))
+            self.end_headers()
+            try:
+                self.wfile.flush()
+                for i in range(len(blob)):
+                    time.sleep(float(engine.s.get("dribble_s") or 1.5))
+                    self.wfile.write(blob[i:i + 1])
+                    self.wfile.flush()
+            except OSError:  # the client gave up
+                self.close_connection = True
 
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
             path = self.path.split("?")[0]

@@ -41,6 +41,11 @@ ERROR_KINDS = ("connection", "timeout", "http", "over-limit", "bad-response")
 TRANSIENT_STATUS = (429, 500, 502, 503, 504)
 #: Largest prompt/completion token count accepted from a server (anything above is a bad reply).
 MAX_TOKEN_COUNT = 10**9
+#: Caps of the metadata requests (seconds, whole request): ``GET /v1/models`` and ``POST /tokenize``.
+#: Each is also bounded by the client's ``timeout_s`` (the probe's ``--timeout``), so a server
+#: that dribbles its metadata cannot hold a probe longer than its chat requests (issue 13, kind 5).
+MODELS_TIMEOUT_S = 30.0
+TOKENIZE_TIMEOUT_S = 120.0
 
 
 class BadReply(ValueError):
@@ -157,7 +162,9 @@ class Client:
     """Client of one OpenAI-compatible server at ``base_url`` (``http://host:port``, no ``/v1``).
 
     ``timeout_s`` bounds each chat request (seconds; default 600, a long prefill of a
-    large model); ``connect_timeout_s`` the TCP connect. ``model`` ``None`` = the first
+    large model) and each metadata request too (``/v1/models`` at most
+    :data:`MODELS_TIMEOUT_S`, ``/tokenize`` at most :data:`TOKENIZE_TIMEOUT_S`);
+    ``connect_timeout_s`` the TCP connect. ``model`` ``None`` = the first
     model of ``/v1/models``. ``api_key`` (optional) is sent as a bearer token and never logged.
     """
 
@@ -212,7 +219,7 @@ class Client:
         from ..errors import ServerError
 
         try:
-            r = self._request("GET", "/v1/models", timeout=30)
+            r = self._request("GET", "/v1/models", timeout=min(MODELS_TIMEOUT_S, self.timeout_s))
         except requests.RequestException as e:
             raise ServerError(f"{self.base_url}/v1/models: {_one_line(str(e))}") from None
         if r.status_code != 200:
@@ -258,6 +265,8 @@ class Client:
     def tokenize(self, messages: list[dict[str, Any]]) -> int | None:
         """Prompt tokens of ``messages`` by ``POST /tokenize`` (vLLM's shape), or ``None``
         when the server has no such endpoint (404/405/501) or it fails. Sets ``max_model_len``.
+        The request is bounded by ``min(TOKENIZE_TIMEOUT_S, timeout_s)``; a timeout turns the
+        endpoint off for this client (noted in :attr:`problems`): the next sizes do not pay it again.
         A count that is not a non-negative integer (``Infinity``, a string...) turns the
         endpoint off for this client and is noted in :attr:`problems`."""
         if self._tokenize_missing:
@@ -266,8 +275,15 @@ class Client:
         if self.model:
             body["model"] = self.model
         self.tokenize_requests += 1
+        limit = min(TOKENIZE_TIMEOUT_S, self.timeout_s)
         try:
-            r = self._request("POST", "/tokenize", timeout=120, json=body)
+            r = self._request("POST", "/tokenize", timeout=limit, json=body)
+        except requests.exceptions.Timeout:
+            # a stalled or dribbling /tokenize would cost the same again at every size: off for the run
+            self._tokenize_missing = True
+            self.problems.append(f"/tokenize gave no complete reply within {limit:g} s: not used for the rest "
+                                 "of the run (sizes from usage.prompt_tokens)")
+            return None
         except requests.RequestException:
             return None
         if r.status_code in (404, 405, 501):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -300,3 +301,32 @@ def test_aborted_request_is_an_error_not_garbage(engine_factory):
     rc, res, _ = _probe(e.url, "--min-size", "500", "--max-size", "2000")
     assert rc == 4 and res["status"] == "error", res
     assert res["table"][0]["reasons"][0].startswith("aborted")
+
+
+# ----------------------------------------------------------------------------- issue 13 kind 5: metadata bounds
+
+
+def _stats(url: str) -> dict:
+    with urllib.request.urlopen(url + "/stats", timeout=10) as r:  # noqa: S310 - local URL
+        return json.loads(r.read())
+
+
+def test_dribbling_tokenize_is_bounded_by_the_probe_timeout_and_turned_off(engine_factory):
+    # the attacker's input (log 21:02): /tokenize sends headers, then one byte every 1.5 s
+    e = engine_factory(threshold=3000, dribble=["/tokenize"])
+    t0 = time.monotonic()
+    rc, res, _ = _probe(e.url, "--timeout", "3", "--min-size", "1000", "--max-size", "8000")
+    wall = time.monotonic() - t0
+    assert wall < 60, wall  # was 120 s per /tokenize call
+    assert _stats(e.url)["tokenize_requests"] == 1  # off for the rest of the run after one timeout
+    assert any("/tokenize gave no complete reply within 3 s" in n for n in res["notes"]), res["notes"]
+    assert rc == 1 and res["status"] == "garbage" and res["last_ok"] < 3000 <= res["first_garbage"], res
+
+
+def test_dribbling_models_is_bounded_by_the_probe_timeout(engine_factory):
+    e = engine_factory(threshold=3000, dribble=["/v1/models"])
+    t0 = time.monotonic()
+    rc, res, _ = _probe(e.url, "--timeout", "3", "--min-size", "1000", "--max-size", "8000")
+    wall = time.monotonic() - t0
+    assert wall < 20, wall  # was 30 s
+    assert rc != 0 and res["status"] == "error" and "/v1/models" in res["error"], res
