@@ -134,7 +134,9 @@ def _docker(client: Any = None) -> Any:
 def ensure_image(image: str, client: Any = None, pull: bool = True) -> Any:
     """The local ``docker.models.images.Image`` for ``image``, pulled when missing and ``pull``.
 
-    Raises :class:`BisectbotError` (one line) when it is neither local nor pullable.
+    Raises :class:`BisectbotError` (one line) when it is neither local nor pullable, and
+    :class:`bisectbot.errors.UpstreamUnreachable` (exit code 5) when the pull failed because the
+    registry's name did not resolve or its connection was refused (offline, like ``nightlies list``).
     """
     import docker
 
@@ -150,7 +152,13 @@ def ensure_image(image: str, client: Any = None, pull: bool = True) -> Any:
         log.info("pulling %s", image)
         return client.images.pull(image)
     except docker.errors.APIError as e:
-        raise BisectbotError(f"cannot pull {image}: {e.explanation or e}") from None
+        from .net import is_unreachable, unreachable
+
+        why = str(e.explanation or e)
+        if is_unreachable(RuntimeError(why)):
+            raise unreachable(f"cannot pull {image}", RuntimeError(why),
+                              "images already pulled and digests in the ledger still work offline") from None
+        raise BisectbotError(f"cannot pull {image}: {why}") from None
 
 
 def image_digest(image: str, client: Any = None, pull: bool = True) -> str:

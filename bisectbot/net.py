@@ -22,8 +22,12 @@ __all__ = ["announce_retry", "is_unreachable", "reason", "unreachable"]
 
 log = logging.getLogger("bisectbot.net")
 
+#: Texts of a failed name resolution / refused connection, matched case-insensitively: Python's
+#: (glibc ``getaddrinfo``, urllib3) and Go's (the Docker daemon's pull errors relay its net package:
+#: ``dial tcp: lookup HOST on DNS:53: no such host``, ``dial tcp ...: connect: connection refused``).
 _DNS_TEXT = ("Name or service not known", "Temporary failure in name resolution", "nodename nor servname",
-             "No address associated with hostname", "Failed to resolve", "getaddrinfo failed")
+             "No address associated with hostname", "Failed to resolve", "getaddrinfo failed",
+             ": no such host", "server misbehaving")
 _REFUSED_TEXT = ("Connection refused", "[Errno 111]", "[WinError 10061]")
 
 
@@ -46,10 +50,10 @@ def _kind(exc: BaseException) -> str | None:
             return "dns"
         if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
             return "refused"
-    text = str(exc)
-    if any(t in text for t in _DNS_TEXT):
+    text = str(exc).lower()
+    if any(t.lower() in text for t in _DNS_TEXT):
         return "dns"
-    if any(t in text for t in _REFUSED_TEXT):
+    if any(t.lower() in text for t in _REFUSED_TEXT):
         return "refused"
     return None
 

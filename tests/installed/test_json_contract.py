@@ -156,6 +156,33 @@ def test_unreachable_registry_fails_within_seconds_with_exit_5(tmp_path, registr
     assert elapsed < 20, elapsed
 
 
+@pytest.mark.parametrize("image", ["no-such-host.invalid/rocm/vllm-dev:nightly_main_20260412",
+                                   "127.0.0.1:1/bisectbot-fixrepro/none:nightly_main_20260412"])
+def test_unreachable_registry_is_exit_5_for_nightlies_show(tmp_path, image):
+    # newuser (log 20:59): offline 'nightlies show rocm/vllm-dev:...' exited 1 with Docker's raw
+    # 'dial tcp: lookup ... no such host'; the real Docker daemon pulls here (Go's error texts)
+    t0 = time.monotonic()
+    r = bb("--state", str(tmp_path / "s"), "--json", "nightlies", "show", image, cwd=tmp_path)
+    doc = one_document(r)
+    assert r.returncode == EXIT_UNREACHABLE, (r.stdout, r.stderr)
+    assert doc["error"]["kind"] == "upstream-unreachable"
+    reason = "connection refused" if image.startswith("127.") else "name resolution failed"
+    assert reason in doc["error"]["message"] and "dial tcp" not in doc["error"]["message"]
+    assert time.monotonic() - t0 < 60
+
+
+def test_top_level_help_lists_every_exit_code():
+    import re
+
+    from bisectbot import errors
+
+    r = bb("--help", cwd=ROOT)
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_") and isinstance(v, int)}
+    listed = {int(m) for m in re.findall(r"^\s+(\d+)\s+\S", r.stdout.split("Exit codes:")[1].split("\n\n")[0], re.M)}
+    assert codes == listed, (sorted(codes), sorted(listed))
+    assert {0, 1, 2, 3, 4, 5, 6, 130} <= codes
+
+
 def test_unreachable_upstream_is_exit_5_for_run_and_bisect_plan(tmp_path):
     rec = offline_recipe(tmp_path)
     for args in (["run", str(rec), "--dry-run"], ["bisect", "plan", str(rec)],
