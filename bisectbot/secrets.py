@@ -80,6 +80,15 @@ QUERY_SECRET_PARAMS = (
 )
 """Query-string parameters whose values are credentials (Azure OpenAI and other gateways take
 ``?api-key=``; OAuth ``access_token=``; pre-signed URLs ``sig=``/``X-Amz-Signature=``)."""
+_NAMED_SECRET = (r"(?:api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|refresh[_-]?token|client[_-]?secret"
+                 r"|hf[_-]?token|token|secret|password|passwd)")
+# {"api_key": "v"}, 'token': 'v', api_key='v' (vLLM logs its non-default args as a Python dict)
+_QUOTED_SECRET = re.compile(r"(?i)([\"']" + _NAMED_SECRET + r"[\"']\s*:\s*[\"']|\b" + _NAMED_SECRET
+                            + r"\s*=\s*[\"'])[^\"'\s]{4,}")
+# --api-key v, --api-key=v, --hf-token v (a server's command line, echoed in its logs)
+_FLAG_SECRET = re.compile(r"(?i)(--" + _NAMED_SECRET + r"(?:=|\s+))(?!-)[^\s'\"]+")
+# X-Api-Key: v / api-key: v (gateway headers)
+_KEY_HEADER = re.compile(r"(?im)^(\s*(?:x-)?api-key:\s*)\S+")
 _QUERY_SECRET = re.compile(
     r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in QUERY_SECRET_PARAMS) + r")=)[^&;#\s'\"<>]+")
 
@@ -127,7 +136,8 @@ def redact(text: str) -> str:
     Also removes GitHub/Hugging Face token shapes, ``Authorization:`` header values (also in
     their JSON form), the password of ``scheme://user:password@host`` URLs (a password holding
     ``@`` included) and the values of credential query parameters (:data:`QUERY_SECRET_PARAMS`,
-    e.g. ``?api_key=``). Known secrets are also found percent-encoded and JSON-escaped.
+    e.g. ``?api_key=``), quoted values of secret-named keys (``{"api_key": "…"}``,
+    ``token='…'``), ``--api-key VALUE`` flags and ``X-Api-Key:`` headers. Known secrets are also found percent-encoded and JSON-escaped.
     Non-strings are returned unchanged.
     """
     if not text or not isinstance(text, str):
@@ -140,6 +150,8 @@ def redact(text: str) -> str:
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + "***", text)
     text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + "***@", text)
     text = _QUERY_SECRET.sub(lambda m: m.group(1) + "***", text)
+    for pat in (_QUOTED_SECRET, _FLAG_SECRET, _KEY_HEADER):
+        text = pat.sub(lambda m: m.group(1) + "***", text)
     return text
 
 

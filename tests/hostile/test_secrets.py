@@ -254,3 +254,21 @@ def test_pip_index_credentials_do_not_reach_candidates() -> None:
     assert env["PIP_EXTRA_INDEX_URL"].startswith("https://x.corp/simple https://y.corp/simple")
     plain = {"PIP_INDEX_URL": "https://pypi.org/simple"}
     assert candidate_env(environ=plain) == plain
+
+
+def test_secret_named_values_in_logs_are_redacted() -> None:
+    # more of the kind: a server under test logs its own arguments (vLLM prints its non-default
+    # args as a dict), a command line or a gateway header carries a key the bot never held
+    cases = {
+        "non-default args: {'model': '/m', 'api_key': 'sk-unknown-777', 'port': 8000}": "sk-unknown-777",
+        '{"api_key": "sk-unk-888", "n": 1}': "sk-unk-888",
+        "vllm serve /m --api-key sk-abc999 --port 8000": "sk-abc999",
+        "--hf-token=hfshort12345": "hfshort12345",
+        "X-Api-Key: abc123456": "abc123456",
+        "client_secret='cs-1234567'": "cs-1234567",
+    }
+    for text, secret in cases.items():
+        assert secret not in redact(text), text
+    for benign in ('"max_tokens": 512', "max_tokens: 100", "tokenizer_mode=auto", "--tokenizer /m",
+                   '{"prompt_tokens": 7, "completion_tokens": 9}'):
+        assert redact(benign) == benign
