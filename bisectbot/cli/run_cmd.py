@@ -214,19 +214,24 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     else:
         if final is not None:
             if final.first_bad is not None and final.status.value == "culprit":
-                click.echo(f"culprit: {final.first_bad.component} {final.first_bad.ref} ({final.first_bad.label}), "
-                           f"confidence {final.confidence:.1%}, {'verified' if recipe.bisect.verify else 'not verified'}")
+                from ..report.render import culprit_word, patch_message
+
+                click.echo(f"{culprit_word(result).lower()}: {final.first_bad.component} {final.first_bad.ref} "
+                           f"({final.first_bad.label}), confidence {final.confidence:.1%}, "
+                           f"{'verified' if recipe.bisect.verify else 'not verified'}")
                 if final.message.startswith("first-bad:"):  # patch modes: which release, which state
-                    click.echo(final.message)
+                    click.echo(patch_message(result, final.message))
             else:
                 click.echo(f"{final.status.value}: {final.message}")
                 if final.culprits:
                     from ..report.render import ends_words
 
-                    click.echo(f"{ends_words(result.kind)['first']} is one of: "
+                    click.echo(f"{ends_words(result.kind, result.regress)['first']} is one of: "
                                + " ".join(c.ref for c in final.culprits))
+        from ..report.render import note_words
+
         for n in result.notes:
-            click.echo(n)
+            click.echo(note_words(result, n))
         click.echo(f"report: {paths[1]} ({paths[0].name})")
     if file_issue:
         # After a retraction the new answer has its own fingerprint: it is filed (a new issue, or a

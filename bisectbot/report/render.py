@@ -33,6 +33,7 @@ from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Ver
 from .fingerprint import fingerprint, marker
 from .history import NightlyResult, Streak
 from .sanitize import GITHUB_BODY_LIMIT, code_block, github_length, redact, sanitize, shorten_paths, visible
+from .words import ends_words, patch_mode, verdict_word
 
 TEMPLATES = Path(__file__).parent / "templates"
 DEFAULT_BLAME_CONFIDENCE = 0.66
@@ -138,10 +139,12 @@ class _StageView:
     component: str
     status: str
     probes: list[ProbeResult]
+    kind: str = "regression"
+    regress: Any = ""
 
     def rows(self, max_rows: int) -> list[dict[str, Any]]:
         rows = [
-            {"n": i + 1, "candidate": candidate_link(p.candidate), "verdict": p.verdict.value,
+            {"n": i + 1, "candidate": candidate_link(p.candidate), "verdict": verdict_word(p.verdict.value, self.kind, self.regress),
              "threshold": format_threshold(p.threshold), "time": format_duration(p.duration_s),
              "reason": p.reason, "exit": _exit_text(p)}
             for i, p in enumerate(self.probes)
@@ -188,8 +191,13 @@ def _exit_text(p: ProbeResult) -> str:
 
 def is_command_result(result: RunResult) -> bool:
     """A run whose verdicts are a command's exit codes (``regress: command``): its report speaks of
-    runs and exit codes with stdout/stderr tails, not of chat requests, tokens and GARBAGE."""
-    return str(result.regress).strip() == "command"
+    runs and exit codes with stdout/stderr tails, not of chat requests, tokens and GARBAGE.
+    A fix bisection (``regress: success``) with a command reproducer that takes no ``{size}`` is
+    one too: its probes carry ``returncode`` (newuser defect 6)."""
+    if str(result.regress).strip() == "command":
+        return True
+    judged = [p for st in result.stages for p in st.probes if p.verdict is not Verdict.SKIP]
+    return bool(judged) and all("returncode" in p.extra for p in judged)
 
 
 def _excerpts(result: RunResult) -> list[Any]:
@@ -280,45 +288,110 @@ def _mentions(mentions: Iterable[str]) -> str:
     return " ".join("@" + m for m in ok)
 
 
-def ends_words(kind: str) -> dict[str, str]:
-    """What the two ends of a search are called: ``last good`` / ``first bad`` for a regression,
-    ``last broken`` / ``first fixed`` for a fix bisection (issue 14: never "first good" beside
-    "first bad"). Keys ``last``, ``first``, ``Last``, ``First``."""
-    last, first = ("last broken", "first fixed") if kind == "fix" else ("last good", "first bad")
-    return {"last": last, "first": first, "Last": last.capitalize(), "First": first.capitalize()}
+def _in(component: str, c: Candidate) -> str:
+    """``vllm 0.23.0`` for a release labelled ``vllm 0.23.0`` of component ``vllm`` (never
+    ``vllm vllm 0.23.0``), ``vllm f9a0845c9397 subject`` for a commit."""
+    short = _short(c)
+    if not component or short == component or short.startswith(component + " "):
+        return short
+    return f"{component} {short}"
+
+
+def kind_word(result: RunResult) -> str:
+    """``Regression``, ``Fix bisection``, ``Patch retirement`` (patch-upstream) or ``Patch conflict``."""
+    pm = patch_mode(result.regress)
+    if pm is not None:
+        return "Patch retirement" if pm[0] == "patch-upstream" else "Patch conflict"
+    return "Fix bisection" if result.kind == "fix" else "Regression"
+
+
+def culprit_word(result: RunResult) -> str:
+    """Title of the answer's table: ``Culprit``, ``Fix`` or (patch modes) ``Upstream since`` /
+    ``First conflicting``."""
+    if patch_mode(result.regress) is not None:
+        return ends_words(result.kind, result.regress)["First"]
+    return "Fix" if result.kind == "fix" else "Culprit"
 
 
 def heading(result: RunResult, blame: Blame) -> str:
     """One-line title (plain text, control characters escaped, at most 200 characters)."""
-    kind = "Fix" if result.kind == "fix" else "Regression"
     final = result.final
+    pm = patch_mode(result.regress)
+    comp = final.component if final is not None else ""
+    if pm is not None:  # a question about the patch stack: nobody is blamed (newuser defect 5)
+        mode, pid = pm
+        verb = "upstream" if mode == "patch-upstream" else "conflicts"
+        w = ends_words(result.kind, result.regress)
+        if final is not None and final.first_bad is not None and final.status == Status.CULPRIT:
+            lg = f" ({w['last']}: {_in(comp, final.last_good)})" if final.last_good else ""
+            text = f"Patch {pid} {verb} since {_in(comp, final.first_bad)}{lg}"
+        elif final is not None and (final.last_good or final.first_bad):
+            lg = _in(comp, final.last_good) if final.last_good else "?"
+            fb = _in(comp, final.first_bad) if final.first_bad else "?"
+            text = f"Patch {pid} {verb} between {lg} and {fb}"
+        else:
+            text = f"Patch {pid} {verb}: {result.status.value}"
+        text = visible(redact(f"{result.recipe}: {text}"), keep_newlines=False, keep_tabs=False)
+        return text if len(text) <= 200 else text[:199] + "…"
+    kind = "Fix" if result.kind == "fix" else "Regression"
     if final is not None and blame.ok:
-        c = final.culprits[0]
-        comp = f"{final.component} " if final.component else ""
-        text = f"{kind} in {comp}{_short(c)}"
+        text = f"{kind} in {_in(comp, final.culprits[0])}"
     elif final is not None and (final.last_good or final.first_bad):
         lg = _short(final.last_good) if final.last_good else "?"
         fb = _short(final.first_bad) if final.first_bad else "?"
-        comp = f" ({final.component})" if final.component else ""
-        text = f"{kind} between {lg} and {fb}{comp}"
+        comp_txt = f" ({final.component})" if final.component else ""
+        text = f"{kind} between {lg} and {fb}{comp_txt}"
     else:
         text = f"{kind}: {result.status.value}"
     text = visible(redact(f"{result.recipe}: {text}"), keep_newlines=False, keep_tabs=False)
     return text if len(text) <= 200 else text[:199] + "…"
 
 
+def _status_word(result: RunResult, status: str) -> str:
+    """A status as the report prints it: a patch mode's ``culprit`` is an answer ``found``."""
+    return "found" if status == Status.CULPRIT.value and patch_mode(result.regress) is not None else status
+
+
+def note_words(result: RunResult, note: str) -> str:
+    """A run note in the patch modes' words (no "culprit" for a release that ships a patch)."""
+    if patch_mode(result.regress) is None:
+        return note
+    return note.replace("may blame: culprit verified", "answer verified").replace("culprit", "answer")
+
+
+def patch_message(result: RunResult, message: str) -> str:
+    """The patch judge's ``first-bad: X (...); last-good: Y`` in the patch mode's words
+    (``upstream since: X (...); last needed: Y``); any other message unchanged."""
+    if patch_mode(result.regress) is None:
+        return message
+    w = ends_words(result.kind, result.regress)
+    if message.startswith("first-bad:"):
+        message = w["first"] + ":" + message[len("first-bad:"):]
+    return message.replace("; last-good:", f"; {w['last']}:")
+
+
 def _summary(result: RunResult, blame: Blame) -> str:
     final = result.final
     if final is None:
         return ""
+    w = ends_words(result.kind, result.regress)
+    pm = patch_mode(result.regress)
+    if pm is not None:
+        if final.first_bad is None or final.status != Status.CULPRIT:
+            return f"No single release named: {blame.reason}."
+        lg = f" ({w['last']}: {candidate_link(final.last_good)})" if final.last_good else ""
+        return (f"Patch `{sanitize(pm[1], 100)}` {w['first']}: {candidate_link(final.first_bad)}{lg}, confidence "
+                f"{final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} checks of the patch stack.")
     if blame.ok:
         c = final.culprits[0]
-        return (f"{ends_words(result.kind)['First']}: {candidate_link(c)} by {_author(c)}, "
+        author = _author(c)
+        by = f" by {author}" if author != "—" else ""
+        return (f"{w['First']}: {candidate_link(c)}{by}, "
                 f"confidence {final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} "
                 f"{'runs of the command' if is_command_result(result) else 'probes'}.")
     if len(final.culprits) == 1 and final.status is Status.CULPRIT:
         # a Culprit table follows: say what it is, and why nobody is blamed (issue 12)
-        return (f"Culprit {candidate_link(final.culprits[0])} found, not blamed: {blame.reason}.")
+        return (f"{culprit_word(result)} {candidate_link(final.culprits[0])} found, not blamed: {blame.reason}.")
     return f"No single culprit named: {blame.reason}."
 
 
@@ -417,7 +490,7 @@ def render_markdown(
             "confidence": f"{final.confidence:.2f}",
             "last_good": candidate_link(final.last_good) if final.last_good else "",
             "first_bad": candidate_link(final.first_bad) if final.first_bad else "",
-            "message": final.message, "flags": final.flags,
+            "message": patch_message(result, final.message), "flags": final.flags,
             # issue 18: the decode control's verdict, next to the first bad (its threshold)
             "decode_path": next((n for n in result.notes if n.startswith("decode path:")), ""),
         }
@@ -426,10 +499,11 @@ def render_markdown(
         "marker": marker(fp) if for_issue else "",
         "fingerprint": fp,
         "heading": sanitize(heading(result, blame), 250),
-        "kind_word": "Fix bisection" if result.kind == "fix" else "Regression",
-        "words": ends_words(result.kind),
+        "kind_word": kind_word(result), "culprit_word": culprit_word(result),
+        "patch": patch_mode(result.regress) is not None,
+        "words": ends_words(result.kind, result.regress),
         "recipe": result.recipe, "model": result.model, "tp": result.tp, "runner": result.runner,
-        "regress": result.regress, "status": result.status.value,
+        "regress": result.regress, "status": _status_word(result, result.status.value),
         "summary": _summary(result, blame),
         "final": final_view, "blame": blame,
         "streak": nightly.streak() if nightly is not None and nightly.probes else None,
@@ -437,9 +511,11 @@ def render_markdown(
         "reproduce": redact(result.reproduce),
         "env_rows": _env_rows(result), "patches": _patch_rows(result),
         "triage": sorted(result.triage.items()),
-        "stages": [_StageView(s.name, s.component, s.status.value, s.probes) for s in result.stages],
+        "stages": [_StageView(s.name, s.component, _status_word(result, s.status.value), s.probes, result.kind, result.regress)
+                   for s in result.stages],
         "command": is_command_result(result),
-        "notes": [n for n in result.notes if not (final_view and n == final_view.get("decode_path"))],
+        "notes": [note_words(result, n) for n in result.notes
+                  if not (final_view and n == final_view.get("decode_path"))],
         "excerpts": _excerpts(result),
         "mentions": _mentions(mentions) if for_issue else "",
         "session_id": result.session_id,
@@ -525,7 +601,7 @@ def render_comment(
     ctx = {
         "seen_marker": seen_marker(what, key), "what": what,
         "kind_word": "Fix" if result is not None and result.kind == "fix" else "Regression",
-        "words": ends_words(result.kind if result is not None else "regression"),
+        "words": ends_words(result.kind, result.regress) if result is not None else ends_words("regression"),
         "when": sanitize(when, 60) if when else "tonight",
         "newest": _probe_view(newest) if newest is not None else None,
         "streak": nightly.streak() if nightly is not None and nightly.probes else None,
@@ -582,7 +658,7 @@ def render_summary(result: RunResult, nightly: NightlyResult | None, files: Sequ
     return _template("summary.md.j2").render(
         recipe=result.recipe, status=result.status.value, summary=sanitize(heading(result, blame), 250) + ". "
         + _summary(result, blame), streak=nightly.streak() if nightly and nightly.probes else None,
-        files=[str(p) for p in files], words=ends_words(result.kind),
+        files=[str(p) for p in files], words=ends_words(result.kind, result.regress),
     )
 
 
@@ -699,7 +775,8 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
 
 
 __all__ = [
-    "Blame", "NightlyResult", "ReportPaths", "Streak", "blame_decision", "load_result", "render_comment",
+    "Blame", "NightlyResult", "ReportPaths", "culprit_word", "ends_words", "heading", "kind_word", "note_words", "patch_message",
+    "Streak", "blame_decision", "load_result", "render_comment",
     "render_issue", "render_json", "render_markdown", "render_summary", "run_result_from_dict", "seen_marker",
     "write_report",
 ]

@@ -53,14 +53,23 @@ def test_patch_upstream_finds_first_release_shipping_the_fix(index: Index, patch
     out = tmp_path / "out"
     r = _run(tmp_path, patches_dir, "run", str(recipe), "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "first-bad: vllm 1.6 (demo-workspace already upstream); last-good: vllm 1.5" in r.stdout
+    assert "upstream since: vllm 1.6 (demo-workspace already upstream); last needed: vllm 1.5" in r.stdout
     res = json.loads((out / "result.json").read_text())
     st = res["stages"][0]
     assert res["status"] == "culprit" and st["first_bad"]["ref"] == "1.6" and st["last_good"]["ref"] == "1.5"
     cands = [c["ref"] for c in st["candidates"]]
     assert cands == ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8"]  # no rc, max honoured
     report = (out / "report.md").read_text()
-    assert "**first-bad: vllm 1.6 (demo-workspace already upstream); last-good: vllm 1.5**" in report
+    assert "**upstream since: vllm 1.6 (demo-workspace already upstream); last needed: vllm 1.5**" in report
+    # a release that ships the patch upstream is no regression and blames nobody (newuser defect 5)
+    title = (out / "issue.md").read_text().splitlines()[0]
+    assert title == ("# [bisectbot] demo-patch-upstream: Patch demo-workspace upstream since vllm 1.6 "
+                     "(last needed: vllm 1.5)"), title
+    for text in (report, (out / "issue.md").read_text(), r.stdout):
+        for wrong in ("Regression", "Culprit", "culprit", "First bad", "first-bad", "vllm vllm", " by —"):
+            assert wrong not in text, (wrong, text)
+    assert "**Patch retirement**" in report and "### Upstream since" in report
+    assert "| vllm 1.5 | needed |" in report
     verdicts = {p["candidate"]["ref"]: p["verdict"] for p in st["probes"]}
     assert all(verdicts[v] == "good" for v in verdicts if v < "1.6")
     assert all(verdicts[v] == "bad" for v in verdicts if v >= "1.6")
@@ -91,7 +100,10 @@ def test_patch_conflict_finds_first_release_where_patch_breaks(index: Index, pat
     cands = [c["ref"] for c in st["candidates"]]
     assert cands[0] == "1.0" and cands[-1] == "2.0" and "1.8.post1" not in cands and "1.6rc1" not in cands
     assert (st["first_bad"]["ref"], st["last_good"]["ref"]) == ("1.9", "1.8")
-    assert "first-bad: vllm 1.9 (demo-workspace conflict: hunk #1" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "first conflicting: vllm 1.9 (demo-workspace conflict: hunk #1" in report
+    assert "Patch demo-workspace conflicts since vllm 1.9 (last applies: vllm 1.8)" in report
+    assert "Regression" not in report and "Culprit" not in report
     bad = [p for p in st["probes"] if p["verdict"] == "bad"]
     assert bad and all(p["signature"] == "patch (conflict)" for p in bad)
     visited = set(_probed(res))

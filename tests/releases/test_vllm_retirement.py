@@ -36,8 +36,11 @@ def test_workspace_patch_retired_in_vllm_0_23_0(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(RECIPE),
                         "--out", str(out)], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
-    line = "first-bad: vllm 0.23.0 (vllm-sparse-mla-workspace already upstream); last-good: vllm 0.22.1"
+    line = "upstream since: vllm 0.23.0 (vllm-sparse-mla-workspace already upstream); last needed: vllm 0.22.1"
     assert line in r.stdout and line in (out / "report.md").read_text()
+    title = (out / "issue.md").read_text().splitlines()[0]
+    assert title == ("# [bisectbot] vllm-workspace-fix-retirement: Patch vllm-sparse-mla-workspace upstream since "
+                     "vllm 0.23.0 (last needed: vllm 0.22.1)"), title
     res = json.loads((out / "result.json").read_text())
     st = res["stages"][0]
     assert res["status"] == "culprit" and st["first_bad"]["ref"] == "0.23.0" and st["last_good"]["ref"] == "0.22.1"
