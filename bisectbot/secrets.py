@@ -72,6 +72,8 @@ _AUTH_HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:token|bearer|basic)\s+)[^\s'\"]+")
 # the password may itself hold "@": the credentials run to the LAST "@" before the path/space
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^/\s'\"]+@")
+# a token as the whole user part (https://TOKEN@pypi.fury.io/..., https://x-oauth-token@host): long ones only
+_URL_USER_TOKEN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@'\"]{16,}@")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s'\"]+@")
 QUERY_SECRET_PARAMS = (
     "api_key", "api-key", "apikey", "access_token", "access-token", "refresh_token", "id_token",
@@ -135,7 +137,8 @@ def redact(text: str) -> str:
 
     Also removes GitHub/Hugging Face token shapes, ``Authorization:`` header values (also in
     their JSON form), the password of ``scheme://user:password@host`` URLs (a password holding
-    ``@`` included) and the values of credential query parameters (:data:`QUERY_SECRET_PARAMS`,
+    ``@`` included), a long user part standing alone (``https://TOKEN@host``, 16+ characters) and
+    the values of credential query parameters (:data:`QUERY_SECRET_PARAMS`,
     e.g. ``?api_key=``), quoted values of secret-named keys (``{"api_key": "…"}``,
     ``token='…'``), ``--api-key VALUE`` flags and ``X-Api-Key:`` headers. Known secrets are also found percent-encoded and JSON-escaped.
     Non-strings are returned unchanged.
@@ -149,6 +152,7 @@ def redact(text: str) -> str:
         text = pat.sub("***", text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + "***", text)
     text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + "***@", text)
+    text = _URL_USER_TOKEN.sub(lambda m: m.group(1) + "***@", text)
     text = _QUERY_SECRET.sub(lambda m: m.group(1) + "***", text)
     for pat in (_QUOTED_SECRET, _FLAG_SECRET, _KEY_HEADER):
         text = pat.sub(lambda m: m.group(1) + "***", text)

@@ -272,3 +272,10 @@ def test_secret_named_values_in_logs_are_redacted() -> None:
     for benign in ('"max_tokens": 512', "max_tokens: 100", "tokenizer_mode=auto", "--tokenizer /m",
                    '{"prompt_tokens": 7, "completion_tokens": 9}'):
         assert redact(benign) == benign
+
+
+def test_url_with_a_token_as_user_is_redacted() -> None:
+    # more of the kind: index URLs carry a token as the whole user part (Gemfury, GitLab deploy tokens)
+    out = redact("Looking in indexes: https://AbCdEf0123456789xyz@pypi.fury.io/acme/")
+    assert "AbCdEf0123456789xyz" not in out and "pypi.fury.io/acme/" in out
+    assert redact("ssh://git@github.com/o/r.git") == "ssh://git@github.com/o/r.git"  # a plain user name stays
