@@ -1,6 +1,7 @@
 """Root test configuration shared by every area.
 
-Area fixtures live in ``tests/<area>/conftest.py``. Docker tests use the
+Area fixtures live in ``tests/<area>/conftest.py``; ``engine_factory`` and ``ledger``, used by
+several areas, are here. Docker tests use the
 ``docker_required`` marker logic below: they *fail* when ``BISECTBOT_REQUIRE_DOCKER=1``
 (set by ``scripts/test-all.sh``, hence in CI) and Docker is unreachable, and skip
 otherwise (a developer's laptop without Docker).
@@ -13,7 +14,9 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,3 +50,30 @@ def require_docker() -> None:
     if os.environ.get("BISECTBOT_REQUIRE_DOCKER") == "1":
         pytest.fail("Docker daemon unreachable but BISECTBOT_REQUIRE_DOCKER=1 (CI): start dockerd")
     pytest.skip("Docker daemon unreachable (set BISECTBOT_REQUIRE_DOCKER=1 to make this a failure)")
+
+
+@pytest.fixture
+def engine_factory() -> Iterator[Callable[..., Any]]:
+    """``engine_factory(threshold=T, ...)`` starts a real reference engine
+    (``bisectbot.demo.engine.start_engine``); all are stopped after the test."""
+    from bisectbot.demo.engine import start_engine
+
+    started: list[Any] = []
+
+    def make(**kw: Any) -> Any:
+        e = start_engine(**kw)
+        started.append(e)
+        return e
+
+    yield make
+    for e in started:
+        e.stop()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Any]:
+    """An open :class:`bisectbot.ledger.Ledger` under ``tmp_path/state``, closed after the test."""
+    from bisectbot.ledger import Ledger
+
+    with Ledger(tmp_path / "state") as led:
+        yield led

@@ -3,24 +3,17 @@
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterator
 
 import pytest
 
-from tests.report.fake_github import FakeGitHub
+from tests.report.fake_github import FakeGitHub, serving
 
 TOKEN = "ghp_NIGHTtoken1234567890abcdefghijklmnopq"
 GH_REPO = "octo-org/vllm"
 
 
 @pytest.fixture
-def fake_github():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    fake = FakeGitHub(token=TOKEN)
-    fake.start()
-    fake.add_repo(GH_REPO)
-    try:
+def fake_github() -> Iterator[FakeGitHub]:
+    with serving(TOKEN, GH_REPO) as fake:
         yield fake
-    finally:
-        fake.stop()
-    assert fake.problems == [], "\n".join(fake.problems)

@@ -1,8 +1,8 @@
-"""Fixtures of the report area: results, nightly histories, the fake GitHub server."""
+"""Fixtures of the report area: results, nightly histories, the fake GitHub server
+(``ledger`` comes from tests/conftest.py)."""
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_github import FakeGitHub  # noqa: E402
-from report_helpers import REPO, TOKEN  # noqa: E402
+from fake_github import FakeGitHub, serving  # noqa: E402
+from report_helpers import REPO, TOKEN, github_client  # noqa: E402
 
-from bisectbot.ledger import Ledger  # noqa: E402
 from bisectbot.recipe import GitHubTarget  # noqa: E402
 
 
@@ -24,15 +23,8 @@ def fake_github() -> Iterator[FakeGitHub]:
 
     Fails the test when any request or response broke the OpenAPI description.
     """
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    fake = FakeGitHub(token=TOKEN)
-    fake.start()
-    fake.add_repo(REPO)
-    try:
+    with serving(TOKEN, REPO) as fake:
         yield fake
-    finally:
-        fake.stop()
-    assert fake.problems == [], "\n".join(fake.problems)
 
 
 @pytest.fixture
@@ -43,13 +35,4 @@ def target(fake_github: FakeGitHub) -> GitHubTarget:
 
 @pytest.fixture
 def client(target: GitHubTarget):
-    from bisectbot.report.github import GitHubClient
-
-    return GitHubClient(target, TOKEN, seconds_between_requests=0, seconds_between_writes=0, max_wait_s=5,
-                        backoff_factor=0.05)
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    with Ledger(tmp_path / "state") as led:
-        yield led
+    return github_client(target)

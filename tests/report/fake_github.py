@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -472,3 +475,21 @@ class FakeGitHub:
                   "statuses", "subscribers", "subscription", "tags", "teams", "trees"):
             r[f"{k}_url"] = f"{base}/{k}"
         return r
+
+
+@contextmanager
+def serving(token: str, repo: str) -> Iterator[FakeGitHub]:
+    """A started :class:`FakeGitHub` accepting ``token``, with repository ``repo``; stopped on exit.
+
+    The body of every area's ``fake_github`` fixture: after the test it raises ``AssertionError``
+    listing every request or response that broke the OpenAPI description.
+    """
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    fake = FakeGitHub(token=token)
+    fake.start()
+    fake.add_repo(repo)
+    try:
+        yield fake
+    finally:
+        fake.stop()
+    assert fake.problems == [], "\n".join(fake.problems)

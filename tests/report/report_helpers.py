@@ -57,3 +57,11 @@ def make_result(*, status: Status = Status.CULPRIT, confidence: float = 0.995, f
 
 TOKEN = "ghp_SECRETtoken1234567890abcdefghijklmnop"
 REPO = "octo-org/vllm"
+
+
+def github_client(target):
+    """A ``GitHubClient`` for ``target`` with ``TOKEN`` and no pacing (tests against the fake GitHub)."""
+    from bisectbot.report.github import GitHubClient
+
+    return GitHubClient(target, TOKEN, seconds_between_requests=0, seconds_between_writes=0, max_wait_s=5,
+                        backoff_factor=0.05)
