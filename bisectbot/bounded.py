@@ -183,26 +183,6 @@ class ProcessRun:
     stderr_bytes: int = 0
 
 
-def redact_file(path: str | Path) -> None:
-    """Rewrite a log file written by a candidate process with :func:`redact_bytes` applied line by
-    line (streamed: memory stays bounded however large the log)."""
-    p = Path(path)
-    if not p.is_file() or p.is_symlink():
-        return
-    tmp = p.with_name(p.name + ".redacting")
-    pending = b""
-    with open(p, "rb") as src, open(tmp, "wb") as dst:
-        while True:
-            block = src.read(1 << 20)
-            data = pending + block
-            cut = len(data) if not block or len(data) > (4 << 20) else data.rfind(b"\n") + 1
-            dst.write(redact_bytes(data[:cut]))
-            pending = data[cut:]
-            if not block:
-                break
-    os.replace(tmp, p)
-
-
 def redact_bytes(data: bytes) -> bytes:
     """:func:`bisectbot.secrets.redact` over bytes (undecodable bytes kept as they are)."""
     return redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")

@@ -48,14 +48,6 @@ def substitute(argv: list[str], size: int, source: Path | None) -> list[str]:
     return out
 
 
-def _tail(data: bytes | str | None) -> str:
-    if not data:
-        return ""
-    if isinstance(data, str):
-        data = data.encode("utf-8", "replace")
-    return data[-TAIL_BYTES:].decode("utf-8", "replace")
-
-
 def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, cwd: str | Path | None = None,
              env: dict[str, str] | None = None, passthrough: list[str] | tuple[str, ...] = (),
              log_path: str | Path | None = None) -> CommandRun:
