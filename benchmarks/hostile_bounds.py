@@ -4,7 +4,7 @@ Usage: ``python benchmarks/hostile_bounds.py``
 
 Starts each hostile server of ``tests/hostile/hostile_server.py`` in its own process, runs
 ``bisectbot probe`` against it in another, and prints the probe process's wall time and peak RSS
-(``wait4``: that process and the children it waited for). The tests in ``tests/hostile/`` assert
+(``wait4`` in a small launcher: that process and the children it waited for). The tests in ``tests/hostile/`` assert
 the bounds (peak RSS < 512 MiB, dribbling servers cut off at the timeout); this prints the figures.
 Before issue 13: a 50 MB reply took 1.8 GB, 500 MB of reproducer output 1 GB, and a server
 sending one byte every 1.5 s held ``--timeout 3`` for more than 45 s.
@@ -16,28 +16,23 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "hostile" / "hostile_server.py"
+sys.path.append(str(ROOT))
+
+from tests.hostile.peak_rss import run_measured  # noqa: E402
 
 
 def measure(args: list[str], timeout: float = 300) -> tuple[int, float, float]:
-    """(exit code, wall seconds, peak RSS MiB) of ``bisectbot ARGS``."""
+    """(exit code, wall seconds, peak RSS MiB) of ``bisectbot ARGS`` (its own peak, read in a small
+    launcher: ``tests/hostile/peak_rss.py`` says why ``wait4`` from here would report this script's)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    t0 = time.monotonic()
-    p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--json", *args], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killer = threading.Timer(timeout, p.kill)
-    killer.start()
-    try:
-        _, status, usage = os.wait4(p.pid, 0)
-    finally:
-        killer.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, time.monotonic() - t0, usage.ru_maxrss / 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, rss, wall = run_measured([sys.executable, "-m", "bisectbot", "--json", *args], Path(tmp), env=env,
+                                     timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return rc, wall, rss / 1024
 
 
 def server(mode: str) -> tuple[subprocess.Popen, str]:

@@ -1,7 +1,8 @@
 """Classes 5 and 6 of issue 13: time and memory bounds against hostile servers and reproducers.
 
 Each hostile server is a real process (``hostile_server.py``); the probe runs as the installed CLI
-in its own process, and its peak RSS is read from ``wait4`` (that process and what it waited for).
+in its own process, and its peak RSS is read from ``wait4`` in a small launcher (``peak_rss.py``:
+that process and what it waited for, never the test runner's).
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.hostile import peak_rss
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -43,23 +45,15 @@ def run_measured(args: list[str], tmp: Path, env: dict[str, str] | None = None,
                  timeout: float = 300) -> tuple[int, str, str, int, float]:
     """(exit code, stdout, stderr, peak RSS in KiB, wall seconds) of ``bisectbot ARGS`` in its own process.
 
-    The peak RSS comes from ``wait4`` on that process: its own peak (and that of the children it
-    waited for), not the test runner's.
+    The peak RSS is that process's own (and that of the children it waited for), not the test
+    runner's: see ``peak_rss.py`` for why ``wait4`` from the runner itself would not do.
     """
     e = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
     out_p, err_p = tmp / "stdout.txt", tmp / "stderr.txt"
-    t0 = time.monotonic()
     with open(out_p, "wb") as fo, open(err_p, "wb") as fe:
-        p = subprocess.Popen([sys.executable, "-m", "bisectbot", *args], env=e, stdout=fo, stderr=fe)
-        killer = threading.Timer(timeout, p.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            killer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - t0
-    return p.returncode, out_p.read_text(errors="replace"), err_p.read_text(errors="replace"), usage.ru_maxrss, wall
+        rc, rss, wall = peak_rss.run_measured([sys.executable, "-m", "bisectbot", *args], tmp, env=e,
+                                              timeout=timeout, stdout=fo, stderr=fe)
+    return rc, out_p.read_text(errors="replace"), err_p.read_text(errors="replace"), rss, wall
 
 
 PROBE = ["--json", "probe", "--sizes", "200", "--max-tokens", "10"]
