@@ -362,6 +362,16 @@ def _text_field(msg: dict[str, Any], key: str) -> str:
     return v
 
 
+def _object_field(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """``parent[key]`` as an object (absent or null: ``{}``); :class:`BadReply` for anything else."""
+    v = parent.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise BadReply(f"{key} is {type(v).__name__} {_one_line(repr(v), 60)}, expected an object")
+    return v
+
+
 def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
     """The :class:`Reply` of a decoded 200 chat-completion body. Raises :class:`BadReply`
     naming the field for any unexpected shape (no choices, ``message`` not an object,
@@ -375,11 +385,7 @@ def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
     choice = choices[0]
     if not isinstance(choice, dict):
         raise BadReply(f"choices[0] is {type(choice).__name__}, expected an object")
-    msg = choice.get("message")
-    if msg is None:
-        msg = {}
-    if not isinstance(msg, dict):
-        raise BadReply(f"message is {type(msg).__name__} {_one_line(repr(msg), 60)}, expected an object")
+    msg = _object_field(choice, "message")
     content = _text_field(msg, "content")
     reasoning = _text_field(msg, "reasoning_content") or _text_field(msg, "reasoning")
     finish = choice.get("finish_reason")
@@ -391,11 +397,7 @@ def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
         ncalls = 1
     refusal = msg.get("refusal")
     refusal = refusal if isinstance(refusal, str) else ""
-    usage = data.get("usage")
-    if usage is None:
-        usage = {}
-    if not isinstance(usage, dict):
-        raise BadReply(f"usage is {type(usage).__name__} {_one_line(repr(usage), 60)}, expected an object")
+    usage = _object_field(data, "usage")
     return Reply(content=content, reasoning=reasoning, finish_reason=finish,
                  prompt_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
                  completion_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
