@@ -391,6 +391,11 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
         odd = _not_an_answer(reply)
         if odd is not None:
             return odd
+    if reply.finish_reason == "content_filter" and not collapse:
+        # the filter cut the reply short: missing needles or answer are the filter's doing, not evidence
+        return Classification(Outcome.ERROR, [Signal("refused", 0.0, "finish_reason 'content_filter'", False)],
+                              "refused: the server's content filter cut the reply short (finish_reason "
+                              "'content_filter'); not evidence of corruption")
     if not text:
         return Classification(Outcome.GARBAGE, [Signal("empty", 0.0, "empty reply (no content, no reasoning)", True)])
     if no_content and not collapse:

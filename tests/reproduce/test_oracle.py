@@ -275,10 +275,12 @@ def test_tool_call_instead_of_content_is_misrouted_inconclusive_not_garbage(engi
     assert res["requests"] == 1  # more max_tokens would not change the routing
 
 
-@pytest.mark.parametrize("message", [{"content": ""}, {"content": None, "refusal": "I can't help with that."}])
+@pytest.mark.parametrize("message", [{"content": ""}, {"content": None, "refusal": "I can't help with that."},
+                                     {"content": "The document lists the following"}])  # cut short by the filter
 def test_refusal_is_an_error_verdict_not_garbage(engine_factory, message):
     e = engine_factory(threshold=None, script=True)
     finish = "content_filter" if "refusal" not in message else "stop"
+    # (a filtered partial reply lacks the answer and the needles: GARBAGE before this fix)
     _post(e.url, "/_script", {"chat": [_chat_body(finish, message, 0)] * 20})
     rc, res, _ = _probe(e.url, "--min-size", "500", "--max-size", "2000")
     assert rc == 4 and res["status"] == "error", res
