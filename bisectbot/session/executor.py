@@ -54,7 +54,11 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
     r = recipe
     if is_patch_mode(r.regress):
         return judge_patches(r.regress, prepared.patches), {}
-    if r.regress.mode == "command":
+    # a fix bisection (regress: success) with a command that takes no {size} is judged from the
+    # exit code, inverted, as 'regress: command' is: no token sizes (newuser defect 6)
+    sizeless_fix = (r.regress.mode == "success" and r.reproducer.kind == "command"
+                    and not any("{size}" in a for a in (r.reproducer.command or [])))
+    if r.regress.mode == "command" or sizeless_fix:
         if not r.reproducer.command:
             raise BadInput("regress mode 'command' needs reproducer.command (an argv; exit 0 good, "
                            "1..127 bad, 125 skip)")
@@ -68,7 +72,7 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
                 cr = run_command(prepared, argv, r.reproducer.command_timeout_s, env=env)  # type: ignore[call-arg]
             except TypeError:  # runners without an env argument
                 cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
-            j = judge_command(cr.returncode, cr.timed_out)
+            j = judge_command(cr.returncode, cr.timed_out, invert=sizeless_fix)
             extra = {"returncode": cr.returncode, "stdout_tail": cr.stdout_tail[-2000:],
                      "stderr_tail": cr.stderr_tail[-2000:]}
             if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():

@@ -170,7 +170,13 @@ class RoundLoop:
         return st
 
     def _progress(self, b: Bisection, c: Candidate, res: ProbeResult, eff: Verdict, origin: str) -> None:
-        v = res.verdict.value if eff is res.verdict else f"{res.verdict.value} -> {eff.value}"
+        from ..report.words import verdict_word  # fixed / still broken in a fix bisection (newuser defect 6)
+
+        r = self.recipe
+        kind = "fix" if r.regress.is_fix else "regression"
+        v = verdict_word(res.verdict.value, kind, r.regress)
+        if eff is not res.verdict:
+            v = f"{v} -> {verdict_word(eff.value, kind, r.regress)}"
         src = "" if origin == "probe" else f" [{origin}]"
         left = b.steps_left()
         self.echo(f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res.threshold)}; {res.reason} "

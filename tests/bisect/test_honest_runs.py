@@ -91,7 +91,28 @@ def test_fix_bisection_is_not_misled_by_an_unrelated_failure(tmp_path, kit) -> N
     final = result(tmp_path)["stages"][-1]
     assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[4], p.stderr
     assert final["last_good"]["ref"] == shas[3]
-    assert "good -> skip" in p.stderr, p.stderr  # c5..c8 were used as skip, not as "still broken"
+    assert "still broken -> skip" in p.stderr, p.stderr  # c5..c8 were used as skip, not as "still broken"
+
+
+def test_fix_bisection_with_a_sizeless_command_speaks_of_fixed_and_exit_codes(tmp_path, kit) -> None:
+    """newuser defect 6: 'grep -q fixed state' over 12 commits, fixed at commit 7. Fixed commits
+    read 'fixed', broken ones 'still broken'; a 'Fix' table; exit codes, no invented token sizes."""
+    repo = init_repo(kit, tmp_path / "repo")
+    shas = [commit_files(kit, repo, {"state": "fixed\n" if i >= 6 else "broken\n", "n": str(i)}, f"c{i + 1}")
+            for i in range(12)]
+    r = write_recipe(tmp_path, repo, {"command": ["sh", "-c", "grep -q fixed state"]}, "success",
+                     bisect={"good": shas[0], "bad": shas[11]})
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
+    assert p.returncode == 0, p.stdout + p.stderr
+    final = result(tmp_path)["stages"][-1]
+    assert final["first_bad"]["ref"] == shas[6] and final["last_good"]["ref"] == shas[5]
+    assert ": fixed; command exit 0" in p.stderr and ": still broken; command exit 1" in p.stderr, p.stderr
+    assert ": bad" not in p.stderr and ": good" not in p.stderr and "tokens" not in p.stderr, p.stderr
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "### Fix\n" in md and "Culprit" not in md, md
+    assert "| exit code |" in md and "| fixed | 0 |" in md and "| still broken | 1 |" in md, md
+    for wrong in ("tokens", "garbage", "| bad |", "| good |", "32000"):
+        assert wrong not in md, (wrong, md)
 
 
 # ----------------------------------------------------------------- 2: one-sided flaky bug
