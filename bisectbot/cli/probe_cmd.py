@@ -183,7 +183,9 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     base: dict = {}
     passthrough: list[str] = []  # host variables the recipe hands to its command on purpose (issue 13)
     if recipe_path is not None:
-        recipe = load_recipe(recipe_path)  # RecipeError -> one located line per problem, exit 2
+        from ..shipped import find_recipe  # a path, or a shipped recipe's name (as run takes it)
+
+        recipe = load_recipe(find_recipe(recipe_path))  # RecipeError -> one located line per problem, exit 2
         passthrough = list(recipe.env_passthrough)
         base = recipe.reproducer.model_dump(exclude_unset=True)  # unset max_size: derived from the server
         model = model or recipe.model or None

@@ -37,6 +37,28 @@ def _target(recipe: Path | None, repo: str | None, api_url: str | None):
         raise BadInput(f"--repo/--api-url: {str(e).splitlines()[-1].strip()}") from None
 
 
+def _recipe_arg(recipe: Path | None) -> Path | None:
+    """``--recipe``: a path, or a shipped recipe's name as ``run``/``round`` take it (:func:`find_recipe`)."""
+    if recipe is None:
+        return None
+    from ..shipped import find_recipe
+
+    return find_recipe(recipe)
+
+
+def _same_recipe(result, result_file: Path, recipe: Path | None) -> None:
+    """Refuse (BadInput, exit 2) a result of another recipe than ``--recipe``: it would be filed in
+    that recipe's repository under the wrong name (newuser defect 10)."""
+    if recipe is None:
+        return
+    from ..recipe import load_recipe
+
+    name = load_recipe(recipe).name
+    if result.recipe != name:
+        raise BadInput(f"{result_file}: result is of recipe {result.recipe!r}, not {name!r} (--recipe {recipe}); "
+                       f"pass the recipe the result came from")
+
+
 def _load(path: Path):
     from ..report.render import load_result
 
@@ -105,6 +127,8 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
     from ..report.github import file_or_update, token_from_env
 
     result, nightly = _load(result_file)
+    recipe = _recipe_arg(recipe)
+    _same_recipe(result, result_file, recipe)
     target = _target(recipe, repo, api_url)
     newest = None
     if newest_file is not None:
@@ -156,6 +180,7 @@ def reply_cmd(ctx: Ctx, result_file: Path | None, issue_number: int, comment_id:
 
     if (result_file is None) == (run_url is None):
         raise BadInput("give RESULT.json or --failed URL (one of them)")
+    recipe = _recipe_arg(recipe)
     target = _target(recipe, repo, api_url)
     if run_url is not None:
         out = reply_failure(target, token_from_env(), issue_number, comment_id, run_url, out_dir or Path("."),
@@ -188,7 +213,7 @@ def commands_cmd(ctx: Ctx, recipe: Path | None, repo: str | None, api_url: str |
     token = token_from_env()
     if not token:
         raise BadInput("reading commands needs a token in $BISECTBOT_GITHUB_TOKEN or $GITHUB_TOKEN")
-    cmds = read_commands(_target(recipe, repo, api_url), token, list(issues) or None,
+    cmds = read_commands(_target(_recipe_arg(recipe), repo, api_url), token, list(issues) or None,
                          include_acknowledged=include_ack)
     lines = [f"#{c.issue} {c.kind}{' ' + c.ref if c.ref else ''}"
              f"{''.join(f' {k}={v}' for k, v in sorted(c.args.items()))} by {c.author} ({c.association})"
