@@ -355,11 +355,10 @@ def _acknowledge(recipe, commands, result, filed=None) -> list[str]:
             continue
         if c.kind == "retract":
             msg = f"the culprit is excluded and the search was run again. Now: {now}"
-            if filed is not None and filed.url:
-                msg += f" (filed as {filed.url})"
         else:
             msg = f"{c.ref} is taken as {c.kind} on this and later runs. Now: {now}"
-        o = acknowledge(c, recipe.report.github, token, msg)
+        link = filed.url if c.kind == "retract" and filed is not None and filed.url else None
+        o = acknowledge(c, recipe.report.github, token, msg, filed_url=link)
         out.append(f"{o.action}: {o.message}")
     return out
 

@@ -68,6 +68,7 @@ from .render import (
     seen_marker,
 )
 from .sanitize import GITHUB_BODY_LIMIT, redact, register_secret, sanitize
+from .sanitize import link as api_link
 
 log = logging.getLogger(__name__)
 
@@ -568,11 +569,12 @@ def command_lines(text: str) -> list[str]:
     """Lines of a comment that may carry a command: plain paragraph lines (CommonMark, via
     markdown-it-py) outside fenced or indented code, block quotes and HTML blocks or comments.
 
-    Each paragraph's inline children are walked: a line is kept only when it is made of plain
-    ``text`` (emphasis allowed) from its start, so the inside of a code span, an inline HTML
-    comment or tag, a link (text or title) or an image's alt text is never a command line, even
-    when it spans lines (issue 13 class 4). After inline HTML, the rest of the paragraph is
-    dropped (a tag may hide what follows). :data:`_CMD_RE` then only matches ``/bisectbot`` at the
+    Each paragraph's inline children are walked: a line keeps only its plain ``text`` start
+    (emphasis allowed) up to the first code span, inline HTML, link or image, so the inside of a
+    code span, an inline HTML comment or tag, a link (text or title) or an image's alt text is
+    never a command line, even when it spans lines (issue 13 class 4); ``/bisectbot bisect
+    good=A bad=B `note``` still reads ``good=A bad=B``. After inline HTML, the rest of the
+    paragraph is dropped (a tag may hide what follows). :data:`_CMD_RE` then only matches ``/bisectbot`` at the
     start of a kept line.
     """
     from markdown_it import MarkdownIt
@@ -597,12 +599,17 @@ def command_lines(text: str) -> list[str]:
                         lines.append("".join(line))
                     line, ok = [], True
                 elif child.type == "html_inline":
+                    if ok and line:  # the visible plain text before the tag still counts
+                        lines.append("".join(line))
                     ok, line = False, []
                     break
                 elif child.type in plain and not link:
-                    line.append(child.content)
+                    if ok:
+                        line.append(child.content)
                 else:  # code_inline, link_open/close (and the link's text), image, ...
-                    ok = False
+                    if ok and line:  # a line that starts plain keeps its plain start
+                        lines.append("".join(line))
+                    ok, line = False, []
             if ok and line:
                 lines.append("".join(line))
     return lines
@@ -681,8 +688,10 @@ def read_commands(
 
 
 def acknowledge(command: Command, target: GitHubTarget, token: str, message: str, *,
-                client: GitHubClient | None = None) -> FilingOutcome:
-    """Reply to ``command`` on its issue with ``message`` (sanitised) and the ack marker.
+                client: GitHubClient | None = None, filed_url: str | None = None) -> FilingOutcome:
+    """Reply to ``command`` on its issue with ``message`` (sanitised) and the ack marker;
+    ``filed_url`` (the bot's own new issue, from GitHub's API reply) is appended as
+    "(filed as URL)" unsanitised, so it stays a working link.
 
     Idempotent: when the ack marker for this comment exists already, nothing is posted
     (action ``unchanged``). Raises :class:`GitHubError`.
@@ -698,7 +707,8 @@ def acknowledge(command: Command, target: GitHubTarget, token: str, message: str
         f" {k}={v}" for k, v in sorted(command.args.items()))
     body = (f"{mark}\n> /bisectbot {sanitize(what, 300)}\n\n"
             f"{'Not understood' if command.error else 'Acknowledged'} (from {sanitize(command.author, 60)}): "
-            f"{sanitize(command.error or message, 2000)}\n")
+            f"{sanitize(command.error or message, 2000)}"
+            f"{f' (filed as {api_link(filed_url)})' if filed_url and not command.error else ''}\n")
     c = client.comment(issue, body[:GITHUB_BODY_LIMIT])
     return FilingOutcome("commented", "", command.issue, getattr(c, "html_url", None),
                          message=f"acknowledged command {command.comment_id} on #{command.issue}")

@@ -19,6 +19,7 @@ from .github import TRUSTED_ASSOCIATIONS, FilingOutcome, GitHubClient, _already_
 from .history import NightlyResult
 from .render import DEFAULT_BLAME_CONFIDENCE, blame_decision, heading, render_markdown
 from .sanitize import GITHUB_BODY_LIMIT, github_length, sanitize
+from .sanitize import link as api_link
 
 
 def ack_marker(comment_id: int) -> str:
@@ -38,7 +39,7 @@ def render_reply(result: RunResult, nightly: NightlyResult | None, *, comment_id
     """Body of the answer (at most ``limit`` characters as GitHub counts them): the marker, the
     request (first line, sanitised) quoted, who asked, the verdict line and the report."""
     head = (f"{ack_marker(comment_id)}\n> `{_code(request)}`\n\n"
-            f"Answer to [this request]({sanitize(link, 300)}) from {sanitize(author, 60)}: "
+            f"Answer to [this request]({api_link(link)}) from {sanitize(author, 60)}: "
             f"**{heading(result, blame_decision(result, blame_confidence))}**\n")
     room = limit - github_length(head) - 200
     if room < 2000:
@@ -56,8 +57,8 @@ def failed_marker(comment_id: int) -> str:
 def render_failure(*, comment_id: int, request: str, author: str, link: str, run_url: str) -> str:
     """Body of the reply saying the requested bisection failed, with the job log's address."""
     return (f"{failed_marker(comment_id)}\n> `{_code(request)}`\n\n"
-            f"The bisection asked for in [this request]({sanitize(link, 300)}) from {sanitize(author, 60)} "
-            f"failed before it had a result; the job log says why: {sanitize(run_url, 300)}\n")
+            f"The bisection asked for in [this request]({api_link(link)}) from {sanitize(author, 60)} "
+            f"failed before it had a result; the job log says why: {api_link(run_url)}\n")
 
 
 def _request(client: GitHubClient, target: GitHubTarget, issue_number: int, comment_id: int):

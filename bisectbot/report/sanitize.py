@@ -149,6 +149,20 @@ def sanitize(text: object, limit: int, *, refs: bool = True) -> str:
     return "".join(out) + mark
 
 
+_API_LINK = re.compile(r"(?:https://[A-Za-z0-9.-]+(?::\d+)?/[A-Za-z0-9._~/%#?=&+-]*|#\d+)")
+
+
+def link(url: object, limit: int = 300) -> str:
+    """A link the bot got from GitHub's API (an issue, comment or run address) or ``#N``, kept
+    as a working link when it is a plain ``https`` URL of safe characters (no spaces, quotes,
+    brackets or markup); anything else goes through :func:`sanitize`. Never use it for text
+    from model output or comments: those are :func:`sanitize` d, cross-reference URLs broken."""
+    text = str(url)
+    if len(text) <= limit and _API_LINK.fullmatch(text):
+        return text
+    return sanitize(text, limit)
+
+
 def truncate_text(text: str, limit: int, keep: str = "tail") -> str:
     """Cut plain text to at most ``limit`` characters, keeping ``head``, ``tail`` or ``both`` ends.
 

@@ -185,3 +185,20 @@ def test_full_issue_and_pull_urls_are_not_cross_references(url: str) -> None:
     assert "github&#8203;.com/" in low
     # other GitHub URLs stay readable
     assert "https://github.com/o/r/blob/main/x.py" in sanitize("at https://github.com/o/r/blob/main/x.py", 300)
+
+
+def test_command_line_keeps_its_plain_start_before_inline_code() -> None:
+    # found by the suite after the plain-lines rule: a maintainer's request with a code span after it
+    from bisectbot.report.github import parse_command
+
+    got = parse_command("please\n/bisectbot bisect good=nightly_a bad=nightly_b `rm -rf` <b>@here</b>")
+    assert got is not None and got[0] == "bisect" and got[2] == {"good": "nightly_a", "bad": "nightly_b"}
+    assert parse_command("`x` /bisectbot retract") is None  # the command must start the line
+
+
+def test_bot_links_from_the_api_stay_working_links() -> None:
+    from bisectbot.report.sanitize import link, sanitize
+
+    url = "https://github.com/octo-org/vllm/issues/2"
+    assert link(url) == url and sanitize(url, 300) != url  # model output is still broken
+    assert link('https://x.y/a" onclick="b') != 'https://x.y/a" onclick="b'
