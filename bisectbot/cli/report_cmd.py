@@ -73,7 +73,7 @@ def report() -> None:
     Examples:
       bisectbot demo     # writes bisectbot-demo-out/result.json
       bisectbot report render bisectbot-demo-out/result.json --out rendered/
-      bisectbot report file bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+      bisectbot report file bisectbot-demo-out/result.json --recipe bisectbot-demo-out/work/demo-engine-prefill.yaml --dry-run
       bisectbot report reply bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --issue 12 --comment 2345678
       bisectbot report commands --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
     """
