@@ -132,7 +132,7 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
-def redact(text: str) -> str:
+def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     """``text`` with every secret replaced by ``***`` (see the module docstring for what is secret).
 
     Also removes GitHub/Hugging Face token shapes, ``Authorization:`` header values (also in
@@ -141,11 +141,12 @@ def redact(text: str) -> str:
     the values of credential query parameters (:data:`QUERY_SECRET_PARAMS`,
     e.g. ``?api_key=``), quoted values of secret-named keys (``{"api_key": "…"}``,
     ``token='…'``), ``--api-key VALUE`` flags and ``X-Api-Key:`` headers. Known secrets are also found percent-encoded and JSON-escaped.
-    Non-strings are returned unchanged.
+    Non-strings are returned unchanged. ``secrets``: :func:`known_secrets` computed once by a
+    caller redacting many strings (default: looked up on each call).
     """
     if not text or not isinstance(text, str):
         return text
-    for s in known_secrets():
+    for s in known_secrets() if secrets is None else secrets:
         if s in text:
             text = text.replace(s, "***")
     for pat in _TOKEN_SHAPES:
@@ -159,14 +160,17 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_data(data: Any) -> Any:
-    """:func:`redact` applied to every string (keys and values) of a JSON-like structure (a copy)."""
+def redact_data(data: Any, secrets: list[str] | None = None) -> Any:
+    """:func:`redact` applied to every string (keys and values) of a JSON-like structure (a copy);
+    the secrets are looked up once per call, not once per string."""
+    if secrets is None:
+        secrets = list(known_secrets())
     if isinstance(data, str):
-        return redact(data)
+        return redact(data, secrets)
     if isinstance(data, dict):
-        return {redact(k) if isinstance(k, str) else k: redact_data(v) for k, v in data.items()}
+        return {redact(k, secrets) if isinstance(k, str) else k: redact_data(v, secrets) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [redact_data(v) for v in data]
+        return [redact_data(v, secrets) for v in data]
     return data
 
 
