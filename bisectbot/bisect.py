@@ -17,7 +17,10 @@ bad (boundary failed), ``h = n`` means none is bad (no regression).
 It keeps a posterior over the hypotheses (log domain) and updates it with each verdict
 given the false-positive rate ``P(bad | good candidate)`` and the false-negative rate
 ``P(good | bad candidate)``. The next probe maximises the expected information gain
-(mutual information between the verdict and the hypothesis, in bits). With zero flake
+(mutual information between the verdict and the hypothesis, in bits) until one class
+holds half the posterior; from there it confirms: Chernoff's rule picks the candidate
+whose verdict best tells the leading class from the rest (:meth:`Bisection._confirmation_pick`,
+Burnashev's two phases). With zero flake
 rates the posterior is uniform over the hypotheses consistent with the verdicts, the
 information gain picks the testable candidate nearest the midpoint (ties to the lower
 index) and the search is exactly plain binary search with skip: at most
@@ -91,6 +94,9 @@ __all__ = [
 ]
 
 _TIE = 1e-12  # information-gain ties (bits) go to the lower index
+#: Posterior mass of the leading class from which the search confirms instead of locating
+#: (:meth:`Bisection._confirmation_pick`); Burnashev's scheme switches at 1/2.
+CONFIRMATION_MASS = 0.5
 
 
 # --------------------------------------------------------------------------- information theory
@@ -265,6 +271,15 @@ def estimate_hit_rate(hits: int, runs: int) -> float:
     if not 0 < hits <= runs:
         raise ValueError(f"need 0 < hits <= runs, got {hits} of {runs}")
     return hits / (runs + 2)
+
+
+def _kl_vec(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Elementwise D(Bernoulli(p) || Bernoulli(q)) in bits (q kept inside (0, 1))."""
+    q = np.clip(q, 1e-300, 1.0 - 1e-16)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t1 = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0) / q), 0.0)
+        t0 = np.where(p < 1, (1 - p) * np.log2(np.where(p < 1, 1 - p, 1.0) / (1 - q)), 0.0)
+    return np.nan_to_num(t1 + t0, nan=0.0)
 
 
 def _h_vec(x: np.ndarray) -> np.ndarray:
@@ -488,6 +503,40 @@ class Bisection:
         self._ig = ig
         return ig
 
+    def _confirmation_pick(self) -> int | None:
+        """The probe of the confirmation phase, or None while no class holds half the mass.
+
+        Once one class (first-bad ``a..b``) holds at least :data:`CONFIRMATION_MASS` of the
+        posterior, the search stops asking "where is the first bad?" (information gain) and
+        asks "is it really this one?": it probes the testable candidate ``j`` whose verdict
+        distribution under the leading class differs most from the mixture of the others,
+        ``max_j D(P(. | class) || P(. | not class))`` in bits -- Chernoff's rule for the
+        sequential design of experiments (Chernoff 1959), the confirmation phase of
+        Burnashev's scheme (Burnashev 1976; Naghshvar & Javidi, Ann. Statist. 2013). On an
+        asymmetric channel it weighs the predecessor's weak "good" evidence against the
+        culprit's strong "bad" evidence instead of maximising bits about the location
+        (``benchmarks/bisect_sim.py``: 1-3 % fewer probes at one-sided hit rates 0.2-0.5).
+        Exact mode never needs it (None).
+        """
+        if self.exact:
+            return None
+        a, b, mass = self._best_class()
+        if mass < CONFIRMATION_MASS or mass >= 1.0 - 1e-12:
+            return None
+        q = self._cdf()
+        j = np.arange(self.n)
+        own = np.where(j >= b, 1.0 - self.fn, self.fp)  # P(bad verdict | first bad in a..b)
+        rest = np.clip((q - np.where(j >= b, mass, 0.0)) / (1.0 - mass), 0.0, 1.0)
+        mix = rest * (1.0 - self.fn) + (1.0 - rest) * self.fp  # P(bad verdict | another class)
+        d = _kl_vec(own, mix)
+        d[self.untestable | ((j >= a) & (j < b))] = -1.0
+        if not self.check_boundary:
+            d[0] = d[self.n - 1] = -1.0
+        best = float(d.max())
+        if best <= _TIE:
+            return None
+        return int(np.flatnonzero(d >= best - _TIE)[0])
+
     def _quantile_picks(self, k: int, exclude: set[int]) -> list[int]:
         q = self._cdf()
         ok = ~self.untestable & (q > 1e-15) & (q < 1 - 1e-15)
@@ -518,7 +567,8 @@ class Bisection:
                 ig = self._info_gain()
                 best = float(ig.max())
                 if best > _TIE:
-                    out.append(int(np.flatnonzero(ig >= best - _TIE)[0]))
+                    focus = self._confirmation_pick()
+                    out.append(focus if focus is not None else int(np.flatnonzero(ig >= best - _TIE)[0]))
             else:
                 out += self._quantile_picks(k - len(out), set(out))
         if self.verify and len(out) < k and out and not self._ends_left:
@@ -686,8 +736,8 @@ class Bisection:
         same (it counts as bad all along); where the threshold moved is a second question,
         answered by a second search with :func:`judge_drift`.
         """
-        pts = sorted((st.index, Signature.parse(st.signature)) for st in self.history
-                     if st.effective is Verdict.BAD and st.signature)
+        pts = sorted(((st.index, Signature.parse(st.signature)) for st in self.history
+                      if st.effective is Verdict.BAD and st.signature), key=lambda p: p[0])
         pts = [(i, sg.threshold) for i, sg in pts if sg is not None and sg.threshold]
         if len(pts) < 2:
             return None

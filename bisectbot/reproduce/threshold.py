@@ -399,6 +399,26 @@ def effective_repeats(spec: ReproducerSpec) -> int:
     return n
 
 
+def hit_counts(table: list[SizeResult], first_garbage: int | None) -> tuple[int, int]:
+    """``(runs, hits)`` on the garbage side of a threshold search: over the sizes at or above
+    ``first_garbage`` (tokens), the OK and GARBAGE replies sent and how many were garbage.
+
+    For the bad end's per-run hit rate when the recipe gives no flake rates (issue 12,
+    :func:`bisectbot.bisect.estimate_hit_rate`). Sequential repeats stop at the first
+    garbage reply; ``hits / runs`` stays the maximum-likelihood estimate under such a
+    stopping rule (the likelihood is ``h ** hits * (1 - h) ** (runs - hits)`` either way).
+    ``(0, 0)`` when no garbage was seen."""
+    if first_garbage is None:
+        return 0, 0
+    runs = hits = 0
+    for r in table:
+        if r.size >= first_garbage and r.outcome in (Outcome.OK, Outcome.GARBAGE):
+            g = int(r.votes.get(Outcome.GARBAGE.value, 0))
+            runs += g + int(r.votes.get(Outcome.OK.value, 0))
+            hits += g
+    return runs, hits
+
+
 def one_sided(outcomes: list[Outcome]) -> tuple[Outcome, float]:
     """(outcome, agreement) of identical requests at one size, combined one-sidedly (issue 12):
     GARBAGE when any reply is garbage (a healthy build essentially never produces it, so one

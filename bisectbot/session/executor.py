@@ -122,6 +122,12 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
         extra["transient"] = True  # a transient server error: never cached as a verdict (issue 11)
     if getattr(tr, "flaky", None):
         extra["flaky_sizes"] = list(tr.flaky)
+    if r.bisect.flake is None and tr.table:  # the bad end's hit rate (issue 12; session.honesty.adapt_rates)
+        from ..reproduce.threshold import hit_counts
+
+        runs, hits = hit_counts([t for t in tr.table if hasattr(t, "votes")], tr.first_garbage)
+        if runs:
+            extra["runs"], extra["hits"] = runs, hits
     if r.reproducer.kind == "prefill":
         extra.update(oracle_extra)  # issue 18: control, reference
     return j, extra

@@ -4,10 +4,13 @@
   end is re-checked on the good end, as ``git bisect run`` does since git 2.36; when it
   cannot run there either the run stops with :class:`bisectbot.errors.BadInput` (exit 2,
   no issue) naming the command. A candidate that merely lacks the script stays a skip.
-* :func:`adapt_rates`: with ``reproducer.repeats > 1`` and no ``bisect.flake`` rates, the
-  per-run hit rate is estimated from the bad end's repeats
-  (:func:`bisectbot.bisect.estimate_hit_rate`) and the per-probe rates derived from it
-  (:func:`bisectbot.bisect.per_probe_rates`).
+* :func:`adapt_rates`: with repeats (``reproducer.repeats > 1``; for a threshold search
+  the requests per size, :func:`bisectbot.reproduce.threshold.effective_repeats`) and no
+  ``bisect.flake`` rates, the per-run hit rate is estimated from the bad end's repeats
+  (:func:`bisectbot.bisect.estimate_hit_rate`; a command's runs, or a threshold search's
+  replies at and above the first-garbage size,
+  :func:`bisectbot.reproduce.threshold.hit_counts`) and the per-probe rates derived from
+  it (:func:`bisectbot.bisect.per_probe_rates`).
 * :func:`run_repeats`: the repeats of one command probe, combined one-sidedly
   (:func:`bisectbot.bisect.combine_repeats`: bad if any run is bad).
 
@@ -49,11 +52,27 @@ def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
         "(chmod +x), fix its path, or run it through an interpreter, e.g. ['sh', './repro.sh']")
 
 
+def repeats_per_probe(recipe: Recipe) -> int:
+    """Runs that one probe combines: ``reproducer.repeats`` for ``regress: command`` (and a
+    size-less fix bisection), else the requests per size of the threshold search
+    (:func:`bisectbot.reproduce.threshold.effective_repeats`; a command reproducer runs
+    sequentially, so its ``concurrency`` does not count)."""
+    spec = recipe.reproducer
+    sizeless = spec.kind == "command" and not any("{size}" in a for a in (spec.command or []))
+    if recipe.regress.mode == "command" or (recipe.regress.mode == "success" and sizeless):
+        return spec.repeats
+    from ..reproduce.threshold import effective_repeats
+
+    if spec.kind == "command":
+        spec = spec.model_copy(update={"concurrency": 1})
+    return effective_repeats(spec)
+
+
 def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
                 echo: Callable[[str], None]) -> None:
     """With repeats and no recipe flake rates: once the bad end (``index == b.n - 1``) was
     probed, set the search's per-probe rates from its hit rate; a line says what was derived."""
-    reps = recipe.reproducer.repeats
+    reps = repeats_per_probe(recipe)
     if recipe.bisect.flake is not None or reps <= 1 or index != b.n - 1 or b.done:
         return
     runs, hits = int(res.extra.get("runs") or 0), int(res.extra.get("hits") or 0)
@@ -92,4 +111,4 @@ def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeat
     return j, {**extra, "runs": runs, "hits": hits}
 
 
-__all__ = ["adapt_rates", "check_runnable", "is_unrunnable", "run_repeats"]
+__all__ = ["adapt_rates", "check_runnable", "is_unrunnable", "repeats_per_probe", "run_repeats"]

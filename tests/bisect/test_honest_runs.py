@@ -9,6 +9,7 @@ that cannot run; 4 a bug from a topic branch (and from the main line); 5 thresho
 from __future__ import annotations
 
 import json
+import re
 import stat
 import sys
 from pathlib import Path
@@ -168,6 +169,38 @@ def test_flaky_bug_without_rates_estimates_them_from_the_bad_end(tmp_path, kit) 
                     env={"FLAKY_DIR": str(tmp_path), "FLAKY_SEED": "1"})  # 2 of 5 runs bad at the bad end
     assert p.returncode in (0, 3), p.stderr
     assert "hit rate" in p.stderr and "of 5 runs" in p.stderr
+    final = result(tmp_path)["stages"][-1]
+    assert final["status"] != "culprit" or final["first_bad"]["ref"] == shas[14]
+
+
+FLAKY_THRESHOLD = """\
+import os, random, sys
+size = int(sys.argv[1])
+idx = int(open("src/idx").read())
+d = os.environ["FLAKY_DIR"]
+n_file = os.path.join(d, f"runs-{idx}")
+n = int(open(n_file).read()) if os.path.exists(n_file) else 0
+open(n_file, "w").write(str(n + 1))
+rng = random.Random(f"{os.environ['FLAKY_SEED']}-{idx}-{n}")
+bug = idx >= 14 and size > 8000 and rng.random() < 0.40
+sys.exit(1 if bug else 0)
+"""
+
+
+def test_flaky_threshold_bug_without_rates_estimates_them_from_the_bad_ends_replies(tmp_path, kit) -> None:
+    # the same estimate for a threshold search (not only 'regress: command'): the garbage-side
+    # runs of the bad end's search give the per-run hit rate
+    repo = init_repo(kit, tmp_path / "repo")
+    shas = [commit_files(kit, repo, {"flaky.py": FLAKY_THRESHOLD, "src/idx": str(i)}, f"c{i}") for i in range(20)]
+    r = write_recipe(tmp_path, repo, {"command": [PY, "flaky.py", "{size}"], "repeats": 5, "min_size": 1000,
+                                      "max_size": 32000}, "garbage", bisect={"good": shas[0], "bad": shas[19]})
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r),
+                    env={"FLAKY_DIR": str(tmp_path), "FLAKY_SEED": "3"})
+    assert p.returncode in (0, 3), p.stdout + p.stderr
+    line = next(ln for ln in p.stderr.splitlines() if "hit rate at the bad end" in ln)
+    hits, runs = (int(x) for x in re.search(r"(\d+) of (\d+) runs", line).groups())
+    assert 0 < hits <= runs and runs >= 2, line
+    assert "per probe (5 runs, bad if any)" in line, line
     final = result(tmp_path)["stages"][-1]
     assert final["status"] != "culprit" or final["first_bad"]["ref"] == shas[14]
 

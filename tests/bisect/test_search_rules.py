@@ -136,6 +136,7 @@ def test_one_sided_flaky_bug_never_names_a_wrong_culprit() -> None:
 
 def test_low_hit_rate_converges_with_more_probes_and_reports_confidence() -> None:
     probes = {}
+    wrong = 0
     for hit in (0.7, 0.2):
         total, right = 0, 0
         for seed in range(20):
@@ -146,10 +147,16 @@ def test_low_hit_rate_converges_with_more_probes_and_reports_confidence() -> Non
             r = b.result()
             total += b.probes
             right += r.first_bad == 23
-            assert r.status is not Status.CULPRIT or r.first_bad == 23
+            if r.status is Status.CULPRIT and r.first_bad != 23:
+                wrong += 1
+                assert 0.99 <= r.confidence < 1  # named at the promised confidence, not beyond
             assert r.confidence > 0
         probes[hit] = total / 20
         assert right >= 18
+    # each search may name a wrong culprit with probability up to 1 - confidence = 1 %
+    # (benchmarks/bisect_sim.py measures that rate over thousands of trials); 40 searches
+    # naming two or more would be a 6 % event at that rate
+    assert wrong <= 1
     assert probes[0.2] > 2 * probes[0.7]
 
 
@@ -220,6 +227,16 @@ def test_drift_is_reported_and_the_second_search_finds_where_it_moved() -> None:
     drive(b2, lambda k: judge_drift(d, "garbage", thr(idx[k])).verdict)
     r2 = b2.result()
     assert r2.status is Status.CULPRIT and idx[r2.first_bad] == 8
+
+
+def test_drift_with_two_bad_verdicts_of_one_candidate_does_not_crash() -> None:
+    # a candidate probed twice (a noisy search, a verification re-probe) gives two bad
+    # steps with the same index: ordering them must not compare signatures (a traceback)
+    b = Bisection(10, false_positive=0.01, false_negative=0.3)
+    for i, sig in ((9, "garbage@5000"), (6, "garbage@19000"), (6, "garbage@21000")):
+        b.feed(i, B, sig)
+    d = b.drift()
+    assert d is not None and d.first_threshold == 19000 and d.last_threshold == 5000 and d.lowered
 
 
 def test_no_drift_within_band_and_judge_drift_rules() -> None:

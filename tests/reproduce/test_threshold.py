@@ -295,3 +295,18 @@ def test_result_round_trips_through_json(engine_factory):
     res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=12000))
     back = ThresholdResult.from_dict(json.loads(json.dumps(res.to_dict())))
     assert back.to_dict() == res.to_dict() and back.interval == res.interval
+
+
+def test_hit_counts_count_the_garbage_side_replies_only() -> None:
+    # issue 12: the bad end's per-run hit rate of a threshold search (no recipe flake rates)
+    from bisectbot.reproduce.threshold import hit_counts
+
+    table = [
+        SizeResult(32000, 32010, Outcome.GARBAGE, votes={"OK": 2, "GARBAGE": 1}, requests=3),
+        SizeResult(4000, 4004, Outcome.OK, votes={"OK": 5}, requests=5),  # below the threshold: not counted
+        SizeResult(12000, 12003, Outcome.OK, votes={"OK": 5}, requests=5),  # above it, missed: counted
+        SizeResult(9000, 9002, Outcome.GARBAGE, votes={"GARBAGE": 1}, requests=1),
+        SizeResult(20000, 20001, Outcome.ERROR, votes={"ERROR": 1}, requests=1),  # not a run of the bug
+    ]
+    assert hit_counts(table, 9002) == (9, 2)
+    assert hit_counts(table, None) == (0, 0)
