@@ -21,7 +21,8 @@ class ComponentStage:
 
     # ------------------------------------------------------------------ components
     def components(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
-                   repos: dict[str, Any] | None = None, base: Candidate | None = None) -> list[StageResult]:
+                   repos: dict[str, Any] | None = None, base: Candidate | None = None,
+                   bad_base: Candidate | None = None) -> list[StageResult]:
         """Attribute a regression between two component tuples, then bisect the guilty component.
 
         ``old``/``new`` map component -> commit (last-good and first-bad). When several
@@ -34,6 +35,11 @@ class ComponentStage:
         :class:`bisectbot.sources.git.GitRepo` (default: the runner's ``repos``). ``base`` is
         the last-good nightly when the components live in images: candidates then carry
         ``meta["base"]`` (that image) for overlay builds, and ``ref`` is the overlaid commit.
+        ``bad_base`` is the first-bad nightly: when the others must be pinned at the bad end
+        (the guilty component needs their new versions), the guilty component's commits are
+        overlaid onto that image instead (its own files rolled back or forward from the
+        first-bad commit), so the others stay at their bad-end versions. Without it such a
+        stage is refused with a message.
         """
         from ..models import CandidateKind
 
@@ -44,6 +50,7 @@ class ComponentStage:
                                 message="no component changed between last-good and first-bad")]
 
         base_img = base.meta.get("image") if base is not None else None
+        bad_img = bad_base.meta.get("image") if bad_base is not None else None
 
         def combo(commits: dict[str, str], label: str, overlay: str | None = None) -> Candidate:
             if base_img and overlay:  # an overlay of one component's commit on the last-good image
@@ -85,7 +92,7 @@ class ComponentStage:
                 att.status = Status.CULPRIT
             guilty = [decision.component]
             pin_new = decision.pin == "new"
-            if pin_new and base_img:  # overlays go onto the last-good image: the others stay old there
+            if pin_new and base_img and not bad_img:  # overlays on the last-good image keep the others old
                 att.status = Status.INCONCLUSIVE
                 att.message += ("; overlay builds on the last-good image cannot pin the others at the bad end: "
                                 "bisect with --good/--bad component pins instead")
@@ -99,6 +106,8 @@ class ComponentStage:
         commits = repo.commits(old[g], new[g], first_parent=True)
         pinned = {k: v for k, v in (new if pin_new else old).items() if k != g}
         extra = {"base": base_img, "base_commit": old[g]} if base_img else {}
+        if base_img and pin_new:  # the others at the bad end: overlay g's commits onto the first-bad image
+            extra = {"base": bad_img, "base_commit": new[g]}
         cands = [Candidate(c.kind, c.ref, c.label, g, {**c.meta, "commits": {g: c.ref, **pinned}, **extra})
                  for c in commits]
 
@@ -141,7 +150,7 @@ class ComponentStage:
         repos = {c: GitRepo(self.recipe.bisect.components[c].repo, c) for c in old}
         for c in old:  # resolve refs (tags, short SHAs) to full commits in the clones
             old[c], new[c] = repos[c].resolve(old[c]), repos[c].resolve(new[c])
-        return self.components(old, new, stage1_done=True, repos=repos, base=lg)
+        return self.components(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb)
 
 
 
