@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from bisectbot.bisect import (
@@ -308,3 +309,22 @@ def test_command_threshold_repeats_combine_one_sided() -> None:
     tr = search_threshold_command(run, spec)
     assert tr.status == "garbage" and tr.last_ok is not None and tr.last_ok <= 8000 < tr.first_garbage
     assert calls[16000] == 3 and calls[2000] == 5  # stopped at the first failing run; all 5 when healthy
+
+
+def test_confirmation_phase_probes_the_leaders_predecessor_not_the_most_informative_point() -> None:
+    # one-sided channel (a bug in 30 % of runs, healthy builds ~never garbage): once one
+    # first-bad holds half the posterior, Chernoff's rule asks "is it really this one?"
+    b = Bisection(12, false_positive=0.001, false_negative=0.7, check_boundary=False, verify=False)
+    for j, v in [(7, B), (6, G), (8, G), (5, B), (4, G), (4, G), (6, G), (4, G), (2, G), (5, G), (1, G),
+                 (9, G), (9, G), (2, G), (7, G), (9, G), (10, G), (6, G), (8, B)]:
+        b.feed(j, v)
+    first, last, mass = b._best_class()
+    assert (first, last) == (5, 5) and 0.5 <= mass < 0.99
+    ig = b._info_gain()
+    assert int(np.argmax(ig)) == 3  # where the bits about the location are
+    assert b.next_probes(1) == [4]  # the predecessor: its "good" is what the leader still lacks
+    # before the leader holds half the mass the search still locates (information gain)
+    early = Bisection(12, false_positive=0.001, false_negative=0.7, check_boundary=False, verify=False)
+    early.feed(7, B)
+    assert early._best_class()[2] < 0.5
+    assert early.next_probes(1) == [int(np.flatnonzero(early._info_gain() >= early._info_gain().max() - 1e-12)[0])]
