@@ -94,6 +94,11 @@ __all__ = [
 ]
 
 _TIE = 1e-12  # information-gain ties (bits) go to the lower index
+#: Largest factor between the first-garbage thresholds of two bad probes of one build that an
+#: exact search accepts as the same measurement (:meth:`Bisection._threshold_moved`): a
+#: deterministic reproducer finds the same interval again (issue 11: <= 3 % wide); 1.25
+#: leaves room for a boundary that wobbles on real GPUs.
+REPROBE_BAND = 1.25
 #: Posterior mass of the leading class from which the search confirms instead of locating
 #: (:meth:`Bisection._confirmation_pick`); Burnashev's scheme switches at 1/2.
 CONFIRMATION_MASS = 0.5
@@ -699,12 +704,39 @@ class Bisection:
             self._verify_targets.remove(index)
             if eff is Verdict.SKIP:
                 self._verify_skip = f"the re-probe of candidate {index} was skip"
+            elif self.exact and eff is Verdict.BAD:
+                moved = self._threshold_moved(index, sig)
+                if moved:
+                    self._verify_skip = moved
         if eff is Verdict.SKIP:
             self.untestable[index] = True
         else:
             self._update(index, eff is Verdict.BAD)
         self._advance()
         return eff
+
+    def _threshold_moved(self, index: int, sig: Signature | None) -> str:
+        """Why the re-probe of ``index`` (a bad verdict with ``sig``) contradicts its first bad
+        probe, or ``""``: an exact search assumes a deterministic reproducer, and a
+        deterministic reproducer finds the same first-garbage threshold on the same build
+        again. A threshold that moved by more than :data:`REPROBE_BAND` shows a flaky bug
+        (its OK replies above the true threshold pushed one measurement up) whose "good"
+        verdicts cannot be trusted either: the verification fails (issue 12's flaky kind
+        with no repeats and no flake rates: 1 run in 25 named a later commit, verified)."""
+        if sig is None or not sig.threshold:
+            return ""
+        for st in self.history[:-1]:
+            if st.index != index or st.effective is not Verdict.BAD:
+                continue
+            first = Signature.parse(st.signature)
+            if first is None or not first.threshold or not first.same_failure(sig):
+                continue
+            lo, hi = sorted((first.threshold, sig.threshold))
+            if hi > lo * REPROBE_BAND:
+                return (f"the re-probe of candidate {index} found garbage from {sig.threshold} tokens, its first "
+                        f"probe from {first.threshold} tokens: the reproducer is not deterministic (a flaky bug); "
+                        "set reproducer.repeats (runs per size, combined one-sidedly) or bisect.flake rates")
+        return ""
 
     def set_rates(self, false_positive: float, false_negative: float, parallel: int = 1) -> None:
         """Change the per-probe flake rates (e.g. once the bad end's repeats gave the hit rate,

@@ -328,3 +328,27 @@ def test_confirmation_phase_probes_the_leaders_predecessor_not_the_most_informat
     early.feed(7, B)
     assert early._best_class()[2] < 0.5
     assert early.next_probes(1) == [int(np.flatnonzero(early._info_gain() >= early._info_gain().max() - 1e-12)[0])]
+
+
+def test_exact_verification_fails_when_the_culprits_threshold_moved_on_its_re_probe() -> None:
+    # a deterministic reproducer finds the same threshold on the same build again
+    def run(reprobe_threshold: int) -> Bisection:
+        b = Bisection(8)
+        thr = {i: 10000 for i in range(8)}
+        while not b.done:
+            (i,) = b.next_probes(1)
+            if i < 5:
+                b.feed(i, G)
+            else:
+                seen = any(st.index == i for st in b.history)
+                b.feed(i, B, f"garbage@{reprobe_threshold if seen and i == 5 else thr[i]}")
+        return b
+
+    assert run(10200).result().status is Status.CULPRIT  # within REPROBE_BAND: the same measurement
+    r = run(22000).result()
+    assert r.status is Status.INCONCLUSIVE and "not deterministic" in r.message and "22000" in r.message
+    # the rule compares any two bad probes of one build (a noisy search only uses it as evidence)
+    b = Bisection(8, false_positive=0.01, false_negative=0.1)
+    b.feed(7, B, "garbage@10000")
+    b.feed(0, G)
+    assert b._threshold_moved(7, Signature("garbage", 30000))  # the rule itself still sees it
