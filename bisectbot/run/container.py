@@ -344,6 +344,18 @@ class ContainerRunner:
             return image_ref(src.registry, src.repository, c.ref)
         raise BisectbotError(f"candidate {c.label or c.ref} names no image (meta 'image' or 'base')")
 
+    def build_key(self, c: Candidate) -> str:
+        """What will run, computed without Docker (part of the probe cache key).
+
+        A commit candidate is an overlay: ``image|<base image reference>|<component>@<commit>|
+        from:<base commit>``, so one commit overlaid onto two nightlies (the last-good one for
+        attribution, the first-bad one when the others are pinned at the bad end) is two
+        probes, never one cached verdict. A nightly's ``ref`` is its digest already: ``""``.
+        """
+        if c.kind != CandidateKind.COMMIT or not c.meta.get("base"):
+            return ""
+        return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}"
+
     def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
         try:
             base = self._base_ref(candidate)

@@ -190,6 +190,26 @@ def test_expand():
     assert expand("${HOME_X}/a", env) == "/h/a" and expand("$HOME_X/b", env) == "/h/b"
 
 
+def test_overlay_probe_key_names_the_base_nightly(tmp_path):
+    """One vLLM commit overlaid onto the last-good nightly (attribution) and onto the first-bad
+    one (the others pinned at the bad end) are two builds: their build keys, hence probe keys,
+    differ (they were one cached verdict). A nightly's own key stays empty (its ref is the digest)."""
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.recipe import parse_recipe
+    from bisectbot.run.container import ContainerRunner
+
+    recipe = parse_recipe("name: k\nmodel: demo\nsource: {kind: registry, registry: r, repository: x}\n"
+                          "server: {command: [serve]}\nrunner: cpu\n")
+    runner = ContainerRunner(recipe, load_profile("cpu"), tmp_path)
+    lg, fb, sha = "r/x@sha256:" + "1" * 64, "r/x@sha256:" + "2" * 64, "c" * 40
+    on_lg = Candidate(CandidateKind.COMMIT, sha, "", "vllm", {"base": lg, "base_commit": "a" * 40})
+    on_fb = Candidate(CandidateKind.COMMIT, sha, "", "vllm", {"base": fb, "base_commit": sha})
+    assert runner.build_key(on_lg) != runner.build_key(on_fb)
+    assert lg in runner.build_key(on_lg) and runner.build_key(on_lg) == runner.build_key(
+        Candidate(CandidateKind.COMMIT, sha, "other label", "vllm", dict(on_lg.meta)))
+    assert runner.build_key(Candidate(CandidateKind.NIGHTLY, "sha256:" + "1" * 64, "n1", "", {"image": lg})) == ""
+
+
 @pytest.mark.docker
 def test_aiter_can_break_a_nightly(require_docker, base_image):
     """The factory's aiter axis: a lower aiter threshold makes the engine garbage at 3000 tokens."""
