@@ -330,6 +330,7 @@ class ContainerRunner:
         self.ledger = ledger
         self.lock_dir = lock_dir
         self.keep_images = keep_images
+        self._stack_hash: str | None = None
 
     def _base_ref(self, c: Candidate) -> str:
         if c.meta.get("base"):
@@ -351,10 +352,21 @@ class ContainerRunner:
         from:<base commit>``, so one commit overlaid onto two nightlies (the last-good one for
         attribution, the first-bad one when the others are pinned at the bad end) is two
         probes, never one cached verdict. A nightly's ``ref`` is its digest already: ``""``.
+        With a patch stack, ``|patches:<content hash>`` follows (:func:`stack_hash` of the
+        recipe's patch ids): the recipe's verdict hash names the patch ids only, so an edited
+        diff must not reuse the verdicts of the old one (the local runner's key has the same part).
         """
+        sh = self._patch_hash()
+        tail = f"|patches:{sh}" if sh else ""
         if c.kind != CandidateKind.COMMIT or not c.meta.get("base"):
-            return ""
-        return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}"
+            return f"image{tail}" if tail else ""
+        return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}{tail}"
+
+    def _patch_hash(self) -> str:
+        """:func:`stack_hash` of the recipe's patches, computed once per runner (``""`` for none)."""
+        if self._stack_hash is None:
+            self._stack_hash = stack_hash(self.stack_dir, list(self.recipe.patches))
+        return self._stack_hash
 
     def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
         try:
@@ -370,7 +382,7 @@ class ContainerRunner:
                 overlay = Overlay(comp, self._repos[comp], candidate.ref,
                                   base_commit=candidate.meta.get("base_commit"))
             ids = list(self.recipe.patches)
-            sh = stack_hash(self.stack_dir, ids)
+            sh = self._patch_hash()
             if overlay is None and not ids:
                 from ..components import image_digest
 

@@ -224,3 +224,37 @@ def test_aiter_can_break_a_nightly(require_docker, base_image):
             assert "the answer is 4" not in chat(srv.base_url, 3000)
     finally:
         subprocess.run(["docker", "rmi", "-f", ref], capture_output=True)
+
+
+def test_container_probe_key_follows_the_patch_stack_content(tmp_path):
+    """Editing a carried diff changes what a patched nightly runs, so it must change the probe
+    key: the recipe's verdict hash names the patch ids only (a patched nightly's key was ``""``
+    and an edited patch reused the old patch's cached verdicts)."""
+    import shutil
+
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.recipe import parse_recipe
+    from bisectbot.run.container import ContainerRunner
+
+    stack = tmp_path / "stack"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "patches", stack)
+    recipe = parse_recipe("name: k\nmodel: demo\nsource: {kind: registry, registry: r, repository: x}\n"
+                          "server: {command: [serve]}\nrunner: cpu\npatches: [aiter-chunkq-clamp]\n")
+    nightly = Candidate(CandidateKind.NIGHTLY, "sha256:" + "1" * 64, "n1", "", {"image": "r/x:n1"})
+    overlay = Candidate(CandidateKind.COMMIT, "c" * 40, "", "aiter",
+                        {"base": "r/x@sha256:" + "1" * 64, "base_commit": "a" * 40})
+
+    def keys() -> tuple[str, str]:
+        runner = ContainerRunner(recipe, load_profile("cpu"), tmp_path / "logs", stack_dir=stack)
+        return runner.build_key(nightly), runner.build_key(overlay)
+
+    before = keys()
+    assert all("|patches:" in k for k in before)
+    assert keys() == before  # stable for the same stack
+    diff = stack / "aiter-chunkq-clamp" / "v0.1.10.patch"
+    diff.write_text(diff.read_text() + "\n")
+    after = keys()
+    assert after[0] != before[0] and after[1] != before[1]
+    unpatched = parse_recipe("name: k\nmodel: demo\nsource: {kind: registry, registry: r, repository: x}\n"
+                             "server: {command: [serve]}\nrunner: cpu\n")
+    assert ContainerRunner(unpatched, load_profile("cpu"), tmp_path / "l", stack_dir=stack).build_key(nightly) == ""
