@@ -13,6 +13,8 @@ Errors are ``FILE:LINE:COL: field: message`` lines (:class:`bisectbot.errors.Bad
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -48,6 +50,14 @@ class RunnerProfile(BaseModel):
     cache_dirs: list[str] = Field(default_factory=list)
     network: str | None = Field(None, description="docker network (default: bridge)")
     init: bool = Field(True, description="run docker's init (tini) as PID 1 so the server gets SIGTERM")
+
+    def verdict_hash(self) -> str:
+        """SHA-256 (hex, 16 chars) of :data:`VERDICT_FIELDS` as written in the profile (an
+        ``env`` value such as ``VLLM_ROCM_USE_AITER=1`` changes what a server computes).
+        ``pass_env`` contributes its variable names only, never the host's values (tokens)."""
+        data = self.model_dump(mode="json", include=set(VERDICT_FIELDS))
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @field_validator("gpu_slots")
     @classmethod
@@ -85,6 +95,13 @@ class RunnerProfile(BaseModel):
 
 
 _VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+
+
+#: Profile fields that can change a verdict (hashed into container probe keys by
+#: :meth:`RunnerProfile.verdict_hash`); GPU slots, cache dirs, network, name and description
+#: only say where and how fast a probe runs.
+VERDICT_FIELDS = ("devices", "group_add", "ipc_mode", "shm_size", "security_opt", "cap_add", "ulimits",
+                  "visible_devices_env", "env", "mounts", "pass_env", "init")
 
 
 def expand(s: str, environ: dict[str, str] | None = None) -> str:

@@ -163,7 +163,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     The file holds the probe key, verdict, threshold table, evidence, runner name and
     timings; 'bisectbot round import' records it. Exit 0 when the file is written.
     """
-    from ..session.executor import build_key, probe_key, run_probe
+    from ..session.executor import build_key, probe_key, reproducer_key, run_probe
     from ..session.lock import probe_dir
     from ..session.plan import candidate_for, make_verdict
     from .run_cmd import _make_runner
@@ -178,7 +178,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     started = time.time()
     with probe_dir(_probe_root(ctx, recipe)) as work:
         runner = _make_runner(ctx, recipe, path, runner_kind, workdir=work)
-        k = key or probe_key(cand.ref, build_key(runner, cand), recipe.verdict_hash(), toggle, attempt)
+        k = key or probe_key(cand.ref, build_key(runner, cand), reproducer_key(recipe), toggle, attempt)
         res = run_probe(recipe, runner, cand, k, attempt, tog)
     doc = make_verdict(res, session=session_id, round_no=round_no, key=k, ref=ref, recipe=recipe,
                        attempt=attempt, toggle=toggle, runner=runner_name, started=started)

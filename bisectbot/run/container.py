@@ -351,15 +351,17 @@ class ContainerRunner:
         A commit candidate is an overlay: ``image|<base image reference>|<component>@<commit>|
         from:<base commit>``, so one commit overlaid onto two nightlies (the last-good one for
         attribution, the first-bad one when the others are pinned at the bad end) is two
-        probes, never one cached verdict. A nightly's ``ref`` is its digest already: ``""``.
+        probes, never one cached verdict. A nightly's ``ref`` is its digest already: ``image``.
         With a patch stack, ``|patches:<content hash>`` follows (:func:`stack_hash` of the
         recipe's patch ids): the recipe's verdict hash names the patch ids only, so an edited
         diff must not reuse the verdicts of the old one (the local runner's key has the same part).
+        Last comes ``|profile:<hash>`` (:meth:`RunnerProfile.verdict_hash`): the recipe names its
+        runner profile, whose ``env``, devices and docker options can change a verdict.
         """
         sh = self._patch_hash()
-        tail = f"|patches:{sh}" if sh else ""
+        tail = (f"|patches:{sh}" if sh else "") + f"|profile:{self.profile.verdict_hash()}"
         if c.kind != CandidateKind.COMMIT or not c.meta.get("base"):
-            return f"image{tail}" if tail else ""
+            return f"image{tail}"
         return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}{tail}"
 
     def _patch_hash(self) -> str:

@@ -20,6 +20,8 @@ allow-listed host environment (:func:`bisectbot.secrets.candidate_env`: no token
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -196,11 +198,17 @@ class LocalRunner:
         return self._stack, P.stack_hash(self._stack, list(self.recipe.patches))
 
     def build_key(self, candidate: Candidate) -> str:
-        """What will run, computed without a checkout: component trees + patch-stack hash + build command."""
+        """What will run, computed without a checkout: component trees + patch-stack hash + build
+        command, then ``|env:<SHA-256, 16 hex>`` of the runner profile's ``env`` when it sets any
+        (the recipe names its profile, whose variables can change a verdict)."""
         trees = ",".join(f"{c}:{self.repos[c].tree(s)}" for c, s in sorted(self.commits_of(candidate).items()))
         _, sh = self._stack_and_hash()
         build = " ".join(self.recipe.server.build_command or [])
-        return f"local|{trees}|patches:{sh}|build:{build}"
+        env = ""
+        if self.profile_env:
+            blob = json.dumps(self.profile_env, sort_keys=True).encode()
+            env = f"|env:{hashlib.sha256(blob).hexdigest()[:16]}"
+        return f"local|{trees}|patches:{sh}|build:{build}{env}"
 
     # ------------------------------------------------------------------ prepare / release
     def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:

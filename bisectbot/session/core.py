@@ -19,7 +19,7 @@ from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner
 from .components import ComponentStage
 from .drift import DriftStage
-from .executor import Echo, Executor, ProbeJob, build_key, probe_key, run_probe
+from .executor import Echo, Executor, ProbeJob, build_key, probe_key, reproducer_key, run_probe
 from .merges import MergeStage
 from .prefetch import Prefetcher
 from .replay import LogLine
@@ -58,7 +58,7 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
         self.executor = executor
         self.echo: Echo = echo or (lambda s: None)
         self.base_dir = base_dir
-        self.repro_key = recipe.verdict_hash()
+        self.repro_key = reproducer_key(recipe)
         self.replay: dict[str, list[LogLine]] = {}
         for ln in replay or []:
             self.replay.setdefault(ln.ref, []).append(ln)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..bisect import Judgement, is_patch_mode, judge_command, judge_patches, judge_threshold
@@ -35,6 +36,29 @@ def probe_key(ref: str, build_key: str, reproducer_key: str, toggle: str = "", a
     """Probe cache key: SHA-256 (hex, 32 chars) of candidate, build key, reproducer key, toggle, attempt."""
     blob = f"{ref}|{build_key}|{reproducer_key}|{toggle}|#{attempt}"
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def reproducer_key(recipe: Recipe) -> str:
+    """The reproducer part of every probe key: ``recipe.verdict_hash()`` (16 hex chars), then
+    ``|cmd:<SHA-256, 16 hex>`` when the reproducer's argv names files by absolute path (a
+    script kept outside the candidate's tree, e.g. ``command: [/opt/repro/run.sh]``): the
+    recipe names the script, not its content, so an edited script must not reuse the old
+    script's cached verdicts. A relative path runs from the candidate's tree, whose content
+    is in the build key already. A file that cannot be read is left out.
+    """
+    h = hashlib.sha256()
+    seen = False
+    for arg in recipe.reproducer.command or []:
+        if not arg.startswith("/") or "{" in arg:
+            continue
+        p = Path(arg)
+        try:
+            if p.is_file() and p.stat().st_size <= 16 * 1024 * 1024:
+                h.update(arg.encode() + b"\0" + p.read_bytes() + b"\0")
+                seen = True
+        except OSError:
+            continue
+    return recipe.verdict_hash() + (f"|cmd:{h.hexdigest()[:16]}" if seen else "")
 
 
 def build_key(runner: CandidateRunner, c: Candidate) -> str:

@@ -282,3 +282,32 @@ def test_next_candidates_are_the_two_branches_likely_first() -> None:
     p_bad = float(b.posterior[: j + 1].sum())
     first = next_candidates(b, j)[0]
     assert first == b.lookahead(j)[Verdict.BAD if p_bad >= 0.5 else Verdict.GOOD]
+
+
+def test_an_edited_reproducer_script_outside_the_tree_is_probed_again(tmp_path, kit, starts_file) -> None:
+    """A reproducer script named by absolute path lives outside the candidate's tree: the
+    recipe names it, not its content. Editing it (the bug now judged present from commit 4,
+    not 7) must not reuse the old script's cached verdicts: the second run names commit 4."""
+    repo = kit.make_engine_repo(tmp_path / "repo", n=12, k=7)
+    script = tmp_path / "judge.sh"
+
+    def judge_from(k: int) -> None:
+        script.write_text(f'#!/bin/sh\nn=$(sed "s/.*-//" version.txt)\n[ "$n" -lt {k} ]\n')
+        script.chmod(0o755)
+
+    out = tmp_path / "out"
+    recipe = kit.write_recipe(tmp_path / "r.yaml", repo, out, mode="command",
+                              reproducer={"kind": "command", "command": [str(script)], "command_timeout_s": 30})
+    state = str(tmp_path / "state")
+    judge_from(7)
+    p = kit.run_cli("--state", state, "run", str(recipe))
+    assert p.returncode == 0, p.stderr
+    assert json.loads((out / "result.json").read_text())["stages"][-1]["first_bad"]["ref"] == repo.shas[7]
+    judge_from(4)
+    p = kit.run_cli("--state", state, "run", str(recipe))
+    assert p.returncode == 0, p.stderr
+    final = json.loads((out / "result.json").read_text())["stages"][-1]
+    assert final["first_bad"]["ref"] == repo.shas[4] and final["last_good"]["ref"] == repo.shas[3]
+    # the same script again: everything is served from the ledger
+    p = kit.run_cli("--state", state, "run", str(recipe))
+    assert p.returncode == 0 and "[cache]" in p.stderr, p.stderr

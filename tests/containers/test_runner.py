@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -207,7 +208,9 @@ def test_overlay_probe_key_names_the_base_nightly(tmp_path):
     assert runner.build_key(on_lg) != runner.build_key(on_fb)
     assert lg in runner.build_key(on_lg) and runner.build_key(on_lg) == runner.build_key(
         Candidate(CandidateKind.COMMIT, sha, "other label", "vllm", dict(on_lg.meta)))
-    assert runner.build_key(Candidate(CandidateKind.NIGHTLY, "sha256:" + "1" * 64, "n1", "", {"image": lg})) == ""
+    n1 = runner.build_key(Candidate(CandidateKind.NIGHTLY, "sha256:" + "1" * 64, "n1", "", {"image": lg}))
+    n2 = runner.build_key(Candidate(CandidateKind.NIGHTLY, "sha256:" + "2" * 64, "n2", "", {"image": fb}))
+    assert n1 == n2 and n1.startswith("image|profile:")  # the ref (digest) names the nightly
 
 
 @pytest.mark.docker
@@ -257,4 +260,35 @@ def test_container_probe_key_follows_the_patch_stack_content(tmp_path):
     assert after[0] != before[0] and after[1] != before[1]
     unpatched = parse_recipe("name: k\nmodel: demo\nsource: {kind: registry, registry: r, repository: x}\n"
                              "server: {command: [serve]}\nrunner: cpu\n")
-    assert ContainerRunner(unpatched, load_profile("cpu"), tmp_path / "l", stack_dir=stack).build_key(nightly) == ""
+    assert "patches" not in ContainerRunner(unpatched, load_profile("cpu"), tmp_path / "l",
+                                            stack_dir=stack).build_key(nightly)
+
+
+def test_container_probe_key_follows_the_runner_profile_verdict_fields(tmp_path):
+    """The recipe names its runner profile; the profile's env and docker options can change a
+    verdict (e.g. ``VLLM_ROCM_USE_AITER``), so they are in the probe key. GPU slots only say
+    where a probe runs, and ``pass_env`` contributes names, never the host's values."""
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.recipe import parse_recipe
+    from bisectbot.run.container import ContainerRunner
+    from bisectbot.runner_profile import parse_profile
+
+    recipe = parse_recipe("name: k\nmodel: demo\nsource: {kind: registry, registry: r, repository: x}\n"
+                          "server: {command: [serve]}\nrunner: gpu\n")
+    nightly = Candidate(CandidateKind.NIGHTLY, "sha256:" + "1" * 64, "n1", "", {"image": "r/x:n1"})
+    base = "name: gpu\ndevices: [/dev/kfd]\ngpu_slots: ['0-3', '4-7']\npass_env: [HF_TOKEN]\n"
+
+    def key(text: str) -> str:
+        return ContainerRunner(recipe, parse_profile(text, "gpu.yaml"), tmp_path).build_key(nightly)
+
+    k0 = key(base)
+    assert key(base.replace("['0-3', '4-7']", "['0-1']")) == k0
+    assert key(base + "env: {VLLM_ROCM_USE_AITER: '1'}\n") != k0
+    assert key(base.replace("/dev/kfd", "/dev/dri")) != k0
+    monkey = dict(os.environ)
+    try:
+        os.environ["HF_TOKEN"] = "hf_secret_value"
+        assert key(base) == k0 and "hf_secret" not in key(base)
+    finally:
+        os.environ.clear()
+        os.environ.update(monkey)
