@@ -7,14 +7,16 @@ For each planted threshold T (prompt tokens) a real reference-engine process is 
 3 % / 64 tokens. Printed per T: chat requests (target <= 12, boundary confirmation
 included), the interval and its width, prompt tokens sent by the search beside a fixed
 5-size geometric sweep of the same range (the classic script's cost; issue 15 target
-<= 2x), and ``/tokenize`` calls per chat request (target <= 1). Figures come from the
-engine's own ``/stats`` (prompt tokens it served, requests it counted).
+<= 2x), the least any search meeting issue 11 can send (:func:`oracle_tokens`) and its
+ratio to the sweep, and ``/tokenize`` calls per chat request (target <= 1). Figures come
+from the engine's own ``/stats`` (prompt tokens it served, requests it counted).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,21 @@ def sweep_sizes(lo: int = MIN, hi: int = MAX, n: int = 5) -> list[int]:
     return [round(lo * (hi / lo) ** (i / (n - 1))) for i in range(n)]
 
 
+def oracle_tokens(threshold: int, tolerance: float = 0.03, tolerance_tokens: int = 64) -> int:
+    """Fewest prompt tokens (a lower bound) that any threshold search meeting issue 11 sends
+    for a planted threshold ``threshold`` (tokens), even one that knows it in advance.
+
+    Issue 11 asks for an interval ``last_ok < T <= first_garbage`` at most
+    ``w = max(tolerance * T, tolerance_tokens)`` wide, both ends sizes actually requested,
+    and a boundary confirmation: ``first_garbage`` again with a second filler seed and one
+    larger size. So at least four prompts are sent: ``last_ok >= T - w``,
+    ``first_garbage >= T`` twice, and a size ``> first_garbage`` (one already requested
+    during the search counts; it was still sent). Their sum is ``4 T - w + 1``.
+    """
+    w = max(tolerance * threshold, tolerance_tokens)
+    return max(1, math.ceil(threshold - w)) + 2 * threshold + threshold + 1
+
+
 def measure(threshold: int, terse: float = 0.3) -> dict[str, Any]:
     """One search against an engine with ``threshold``; the figures of the module docstring."""
     spec = ReproducerSpec(min_size=MIN, max_size=MAX, tolerance=0.03, tolerance_tokens=64)
@@ -51,6 +68,7 @@ def measure(threshold: int, terse: float = 0.3) -> dict[str, Any]:
             "requests": st["chat_requests"], "tokenize_calls": st["tokenize_requests"],
             "tokenize_per_request": st["tokenize_requests"] / max(1, st["chat_requests"]),
             "prompt_tokens": sent, "sweep_tokens": sweep, "ratio_to_sweep": sent / sweep,
+            "oracle_tokens": oracle_tokens(threshold), "oracle_ratio_to_sweep": oracle_tokens(threshold) / sweep,
             "flaky": res.flaky}
 
 
@@ -66,17 +84,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"threshold search over {MIN}-{MAX} tokens to 3 % / 64 tokens; sweep = {sweep_sizes()}")
     print(f"{'T':>7} {'status':>8} {'interval':>17} {'width':>6} {'req':>4} {'tok/req':>7} "
-          f"{'prompt tok':>10} {'sweep':>8} {'ratio':>6}")
+          f"{'prompt tok':>10} {'sweep':>8} {'ratio':>6} {'bound':>8} {'ratio':>6}")
     for r in rows:
         iv = f"[{r['interval'][0]}, {r['interval'][1]}]"
         print(f"{r['threshold']:>7} {r['status']:>8} {iv:>17} {r['width'] or 0:>6} {r['requests']:>4} "
               f"{r['tokenize_per_request']:>7.2f} {r['prompt_tokens']:>10} {r['sweep_tokens']:>8} "
-              f"{r['ratio_to_sweep']:>6.2f}")
+              f"{r['ratio_to_sweep']:>6.2f} {r['oracle_tokens']:>8} {r['oracle_ratio_to_sweep']:>6.2f}")
     print(f"inside 5/5: {sum(r['inside'] for r in rows)}/{len(rows)}; width within 3 % or 64 tokens: "
           f"{sum(r['width_ok'] for r in rows)}/{len(rows)}; max requests {max(r['requests'] for r in rows)} "
           f"(target <= 12); max /tokenize per request {max(r['tokenize_per_request'] for r in rows):.2f} "
           f"(target <= 1); prompt tokens vs sweep: mean {mean_ratio:.2f}x, max "
           f"{max(r['ratio_to_sweep'] for r in rows):.2f}x (target <= 2x)")
+    print("bound: the fewest prompt tokens any search meeting issue 11 sends (last OK >= T - 3 %, first "
+          "garbage, its second seed, one larger size: 4T - w + 1); ratio > 2 means the <= 2x target is "
+          "out of reach at that T")
     return 0
 
 

@@ -33,10 +33,28 @@ Rows (targets from issue 15):
 * prefetch: candidates prepared (probes + wasted prefetches) vs probes in ``bisectbot demo``; no
   numeric target (the issue asks to prepare only what the next step can need and to report waste);
 * ``bisectbot --version`` CPU seconds (best of 7, wall beside); target <= 0.2 s; the bare
-  interpreter start (``python -c pass``) is printed for scale.
+  interpreter start (``python -c pass``) is printed for scale;
+* prompt tokens of one threshold search (``benchmarks/reproducer_cost.py``: a real reference-engine
+  process per planted threshold T = 1.5K, 5K, 20K, 50K, 110K, 30 % terse replies, 1K-120K at 3 % /
+  64 tokens) vs a fixed 5-size geometric sweep of the same range; target <= 2. The row also holds
+  issue 11's constraints (T inside, width <= 3 % or 64 tokens, <= 12 chat requests) and prints the
+  fewest tokens any search meeting them can send (``oracle_tokens``: 4T - w + 1, an oracle that
+  knows T) and that bound's ratio to the sweep: where the bound is above 2 the target is out of
+  reach for every search, not only for this one (T = 110K: 2.55);
+* ``/tokenize`` calls per chat request over those searches; target <= 1;
+* probe budget at flake 0.2 (N = 1,000 and 5,000 candidates; whole ``Bisection`` runs, boundary
+  and verification included, every verdict flipped with probability 0.2): share of runs ending
+  inconclusive with the default budget (no ``max_probes``: ``default_budget``, ceil(2 B) + 4) vs
+  1 - confidence (1 %), target <= 1 (a run cut by the budget is a night without an answer; the
+  search already accepts a 1 - confidence error); the row also needs >= 99 % of runs right, and
+  prints the mean probes against B and the fixed ``max_probes: 64`` of before (same seeds);
+* default probe range: a recipe without ``max_size`` against a 131,072-token reference engine whose
+  output turns to garbage above 50K (over the old 32K default maximum): the ``max_size`` used vs
+  min(max_model_len - max_tokens - margin, 128K), and the threshold must be found.
 
 Run: ``python benchmarks/scale.py [--quick] [--latency-ms 20] [--tags 5000] [--probes 100000]
-[--only version,registry,git,ledger,prefetch]`` (``--quick``: 10,000 commits, 1,000 tags, 10,000 probes).
+[--budget-trials 1000] [--only version,registry,git,ledger,prefetch,prompt,tokenize,budget,range]``
+(``--quick``: 10,000 commits, 1,000 tags, 10,000 probes, 100 budget runs per setting).
 """
 
 from __future__ import annotations
@@ -70,14 +88,19 @@ class Row:
     unit: str
     target: float | None  # the ratio bot/ref must be <= target (absolute rows: ref is the limit); None: shown only
     note: str = ""
+    holds: bool | None = None  # a condition beside the ratio (e.g. issue 11's interval); None: none
 
     @property
     def ratio(self) -> float:
         return self.bot / self.ref if self.ref else float("inf")
 
     @property
+    def judged(self) -> bool:
+        return self.target is not None or self.holds is not None
+
+    @property
     def ok(self) -> bool:
-        return self.target is None or self.ratio <= self.target
+        return (self.target is None or self.ratio <= self.target) and self.holds is not False
 
 
 def _fmt(x: float, unit: str) -> str:
@@ -85,6 +108,8 @@ def _fmt(x: float, unit: str) -> str:
         return f"{x:.3f} s"
     if unit == "MiB":
         return f"{x:.1f} MiB"
+    if unit == "%":
+        return f"{x:.1f} %"
     return f"{x:,.0f} {unit}".strip()
 
 
@@ -341,6 +366,137 @@ def ledger_rows(tmp: Path, n: int) -> list[Row]:
     ]
 
 
+# --------------------------------------------------------------------------- reproducer and search
+
+_searches: dict[int, dict] = {}
+
+
+def _search_costs(thresholds: list[int]) -> list[dict]:
+    """One threshold search per planted threshold against the reference engine
+    (``benchmarks/reproducer_cost.py``: 1K-120K at 3 % / 64 tokens, 30 % terse replies);
+    shared by the prompt-token and ``/tokenize`` rows (one search each per run). The searches run
+    at once, each against its own engine process: their figures are counts, not times."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmarks.reproducer_cost import measure
+
+    todo = [t for t in dict.fromkeys(thresholds) if t not in _searches]
+    with ThreadPoolExecutor(max_workers=max(1, len(todo))) as ex:
+        _searches.update(zip(todo, ex.map(measure, todo)))
+    return [_searches[t] for t in thresholds]
+
+
+def prompt_rows(thresholds: list[int]) -> list[Row]:
+    """Prompt tokens of one threshold search vs a fixed 5-size sweep of the same range (issue 15:
+    <= 2 x), per planted threshold, with issue 11's constraints as the row's condition and the
+    least any search meeting them can send (:func:`benchmarks.reproducer_cost.oracle_tokens`)."""
+    from benchmarks.reproducer_cost import MAX, MIN
+
+    rows = []
+    for r in _search_costs(thresholds):
+        t, (lo, hi) = r["threshold"], r["interval"]
+        bound = r["oracle_tokens"] / r["sweep_tokens"]
+        reach = "out of reach" if bound > 2 else "attainable"
+        rows.append(Row(
+            f"prompt tokens, one threshold search, T = {t:,}", r["prompt_tokens"], r["sweep_tokens"], "tok", 2.0,
+            f"{r['requests']} requests (<= 12), [{lo}, {hi}] {'holds' if r['inside'] else 'MISSES'} T, width "
+            f"{r['width']} ({'within' if r['width_ok'] else 'OVER'} 3 % / 64); least any issue-11 search sends: "
+            f"{r['oracle_tokens']:,} tok = {bound:.2f} x sweep (<= 2 x {reach}); sweep {MIN:,}-{MAX:,}",
+            holds=bool(r["inside"] and r["width_ok"] and r["requests"] <= 12 and r["status"] == "garbage")))
+    return rows
+
+
+def tokenize_row(thresholds: list[int]) -> list[Row]:
+    """``/tokenize`` calls per chat request over the same searches (issue 15: <= 1)."""
+    got = _search_costs(thresholds)
+    chats = sum(r["requests"] for r in got)
+    calls = sum(r["tokenize_calls"] for r in got)
+    worst = max(got, key=lambda r: r["tokenize_per_request"])
+    return [Row(f"`/tokenize` calls per chat request ({len(got)} searches)", calls / chats, 1.0, "", 1.0,
+                f"{calls} calls for {chats} chat requests (worst search: {worst['tokenize_per_request']:.2f} at "
+                f"T = {worst['threshold']:,}); the issue measured 100 calls for 30 chat requests in the demo")]
+
+
+def _budget_trials(args: tuple[int, float, int | None, int | None, int, int]) -> list[tuple[int, str, bool]]:
+    """``trials`` whole searches (boundary and verification included) over ``n`` candidates with every
+    verdict flipped with probability ``p``; (probes, status, right) each."""
+    import random
+
+    from bisectbot.bisect import Bisection
+    from bisectbot.models import Status, Verdict
+
+    n, p, budget, max_probes, trials, seed = args
+    rng = random.Random(f"budget-{n}-{p}-{seed}")
+    out = []
+    for _ in range(trials):
+        first_bad = rng.randint(1, n - 1)
+        b = Bisection(n, false_positive=p, false_negative=p, confidence=0.99, budget=budget, max_probes=max_probes)
+        while not b.done:
+            (j,) = b.next_probes(1)
+            bad = (j >= first_bad) != (rng.random() < p)
+            b.feed(j, Verdict.BAD if bad else Verdict.GOOD)
+        r = b.result()
+        out.append((b.probes, r.status.value, r.status in (Status.CULPRIT, Status.RANGE) and first_bad in r.culprits))
+    return out
+
+
+def budget_rows(trials: int, sizes: tuple[int, ...] = (1000, 5000), flake: float = 0.2) -> list[Row]:
+    """Runs ending inconclusive at flake 0.2 with the default budget (no ``max_probes``:
+    :func:`bisectbot.bisect.default_budget`, 2 B + 4) vs 1 - confidence; the fixed
+    ``max_probes: 64`` of before beside it. Trials run in worker processes (2 chunks per setting)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from bisectbot.bisect import channel_bound, default_budget
+
+    jobs = []
+    for n in sizes:
+        for policy in ("derived", "fixed"):
+            budget, cap = (default_budget(n, flake, flake, 0.99), None) if policy == "derived" else (None, 64)
+            half = trials // 2
+            jobs += [((n, policy), (n, flake, budget, cap, k, seed)) for seed, k in ((1, half), (2, trials - half))]
+    with ProcessPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as ex:
+        done = list(ex.map(_budget_trials, [a for _, a in jobs]))
+    by: dict[tuple[int, str], list[tuple[int, str, bool]]] = {}
+    for (key, _), res in zip(jobs, done):
+        by.setdefault(key, []).extend(res)
+    rows = []
+    for n in sizes:
+        got, fixed = by[(n, "derived")], by[(n, "fixed")]
+        b = channel_bound(max(2, n - 1), flake, flake, 0.01)
+        inc = 100 * sum(s == "inconclusive" for _, s, _ in got) / len(got)
+        right = 100 * sum(ok for _, _, ok in got) / len(got)
+        mean = statistics.fmean(q for q, _, _ in got)
+        fixed_inc = 100 * sum(s == "inconclusive" for _, s, _ in fixed) / len(fixed)
+        rows.append(Row(
+            f"probe budget, flake {flake}, N = {n:,}: runs inconclusive", inc, 1.0, "%", 1.0,
+            f"default budget {default_budget(n, flake, flake, 0.99)} = ceil(2 B) + 4, B = {b:.1f}; mean {mean:.1f} "
+            f"probes = {mean / b:.2f} B (boundary + verification included); {right:.1f} % right; fixed max_probes 64: "
+            f"{fixed_inc:.1f} % inconclusive; {len(got)} runs each; reference = 1 - confidence",
+            holds=right >= 99.0))
+    return rows
+
+
+def range_row(threshold: int = 50_000) -> list[Row]:
+    """A recipe without ``max_size`` against a 131,072-token server whose output turns to garbage
+    above ``threshold`` (> 32K, the old default maximum): the search must find it. Compared: the
+    ``max_size`` the search used vs min(max_model_len - max_tokens - margin, 128K)."""
+    from bisectbot.demo.engine import DEFAULTS, start_engine
+    from bisectbot.recipe import ReproducerSpec
+    from bisectbot.reproduce.threshold import CONTEXT_MARGIN, DEFAULT_MAX_SIZE_CAP, search_threshold
+
+    spec = ReproducerSpec()
+    with start_engine(threshold=threshold, terse=0.3) as e:
+        res = search_threshold(e.url, spec)
+        chats = e.stats()["chat_requests"]
+    want = min(int(DEFAULTS["max_model_len"]) - spec.max_tokens - CONTEXT_MARGIN, DEFAULT_MAX_SIZE_CAP)
+    lo, hi = res.last_ok, res.first_garbage
+    found = res.status == "garbage" and lo is not None and hi is not None and lo < threshold <= hi
+    return [Row(f"default probe range: recipe without max_size, T = {threshold:,}", res.max_size or 0, want, "tok",
+                None, f"status {res.status}, [{lo}, {hi}] {'holds' if found else 'MISSES'} T, {chats} chat requests; "
+                f"max_model_len {DEFAULTS['max_model_len']:,}; before: 2K-32K, reported ok after one request",
+                holds=found and res.max_size == want)]
+
+
 # --------------------------------------------------------------------------- start-up
 
 
@@ -386,8 +542,11 @@ def main() -> int:
     ap.add_argument("--tags", type=int, default=5000)
     ap.add_argument("--probes", type=int, default=100_000)
     ap.add_argument("--commits", default="10000,50000", help="comma-separated history sizes")
-    ap.add_argument("--only", default="version,registry,git,ledger,prefetch",
+    ap.add_argument("--only", default="version,registry,git,ledger,prefetch,prompt,tokenize,budget,range",
                     help="comma-separated row groups to run")
+    ap.add_argument("--thresholds", default="1500,5000,20000,50000,110000",
+                    help="planted thresholds (tokens) of the prompt and /tokenize rows")
+    ap.add_argument("--budget-trials", type=int, default=1000, help="searches per setting of the budget rows")
     a = ap.parse_args()
     sizes = [10_000] if a.quick else [int(x) for x in a.commits.split(",")]
     tags, probes = (1000, 10_000) if a.quick else (a.tags, a.probes)
@@ -406,13 +565,22 @@ def main() -> int:
             rows += ledger_rows(tmp, probes)
         if "prefetch" in only:
             rows += prefetch_row(tmp)
+        thresholds = [int(x) for x in a.thresholds.split(",")]
+        if "prompt" in only:
+            rows += prompt_rows(thresholds)
+        if "tokenize" in only:
+            rows += tokenize_row(thresholds)
+        if "budget" in only:
+            rows += budget_rows(100 if a.quick else a.budget_trials)
+        if "range" in only:
+            rows += range_row()
     w = max(len(r.name) for r in rows)
     print(f"{'row':<{w}} | {'bot':>12} | {'reference':>12} | {'ratio':>6} | {'target':>6} | ok")
     print("-" * (w + 57))
     for r in rows:
         print(f"{r.name:<{w}} | {_fmt(r.bot, r.unit):>12} | {_fmt(r.ref, r.unit):>12} | {r.ratio:>6.2f} | "
               f"{'<= ' + format(r.target, 'g') if r.target else '-':>6} | "
-              f"{('yes' if r.ok else 'NO') if r.target else '-'}")
+              f"{('yes' if r.ok else 'NO') if r.judged else '-'}")
         if r.note:
             print(f"{'':<{w}}   {r.note}")
     print(f"({len(rows)} rows in {time.monotonic() - t0:.0f} s on {os.cpu_count()} CPUs; python {sys.version.split()[0]})")
