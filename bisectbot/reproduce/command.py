@@ -144,4 +144,6 @@ def search_threshold_command(run: Callable[[int], CommandRun], spec: ReproducerS
                           votes, len(runs), time.monotonic() - t0, excerpt=(text[-1] if text else "")[:120],
                           evidence=evidence)
 
-    return search(probe, spec, log=log)
+    # a command run's cost is mostly its start (a fresh process, often a model load), not the
+    # size: plain bisection, the fewest runs, rather than the prompt-token-saving low splits
+    return search(probe, spec, log=log, size_budget=None)

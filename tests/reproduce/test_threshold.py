@@ -14,7 +14,15 @@ from click.testing import CliRunner
 from bisectbot.cli import cli
 from bisectbot.models import Outcome
 from bisectbot.recipe import ReproducerSpec
-from bisectbot.reproduce.threshold import SizeResult, search, search_threshold, split_point
+from bisectbot.reproduce import threshold as threshold_mod
+from bisectbot.reproduce.threshold import (
+    SizeResult,
+    cheap_split,
+    search,
+    search_threshold,
+    split_point,
+    splits_needed,
+)
 
 PROBE = [sys.executable, "-m", "bisectbot", "--json", "probe"]
 
@@ -247,6 +255,55 @@ def test_split_point_is_log_above_and_linear_below():
     assert split_point(20000, 80000, spec) == 40000
     assert split_point(1000, 3000, spec) == 2000
     assert 2000 < split_point(2000, 2002, spec) < 2002 or split_point(2000, 2002, spec) == 2001
+
+
+def test_cheap_split_lies_below_the_middle_only_while_the_budget_has_room():
+    spec = ReproducerSpec(tolerance=0.03, tolerance_tokens=64)
+    mid = split_point(12268, 120000, spec)
+    seen = set()
+    for left in range(2, 12):
+        x = cheap_split(12268, 120000, spec, left)
+        if x != mid:  # below the middle, and either outcome still finishes within the budget
+            assert 12268 < x < mid
+            assert 1 + max(splits_needed(12268, x, spec), splits_needed(x, 120000, spec)) <= left
+        seen.add(x == mid)
+    assert seen == {True, False}  # without room: plain bisection
+
+
+class _Boundary:
+    """A deterministic server: garbage at and above ``T`` tokens, both prompts alike (with ``confirm``)."""
+
+    def __init__(self, T: int):
+        self.T, self.sent = T, []
+
+    def __call__(self, size: int) -> SizeResult:
+        self.sent.append(size)
+        return SizeResult(size, size, Outcome.GARBAGE if size >= self.T else Outcome.OK, requests=1)
+
+    confirm = __call__
+
+
+def _searches(thresholds: list[int]) -> list[tuple[int, _Boundary, object]]:
+    spec = ReproducerSpec(min_size=1000, max_size=120000, tolerance=0.03, tolerance_tokens=64)
+    out = []
+    for T in thresholds:
+        p = _Boundary(T)
+        out.append((T, p, search(p, spec)))
+    return out
+
+
+def test_low_splits_keep_issue_11_budget_and_send_fewer_prompt_tokens(monkeypatch):
+    # issue 15: sizes above the threshold cost the most; over 1K-120K at 3 % / 64 tokens the
+    # search must still put T inside a narrow enough interval within 12 sizes (confirmation included)
+    thresholds = [round(1001 * (119999 / 1001) ** (i / 300)) for i in range(301)]
+    low = _searches(thresholds)
+    for T, p, res in low:
+        assert res.status == "garbage" and res.last_ok < T <= res.first_garbage, (T, p.sent)
+        assert res.first_garbage - res.last_ok <= max(0.03 * T, 64), (T, p.sent)
+        assert len(p.sent) <= 12, (T, p.sent)
+    monkeypatch.setattr(threshold_mod, "LOW_SHARE", 0.5)
+    mid = _searches(thresholds)
+    assert sum(sum(p.sent) for _, p, _ in low) < 0.99 * sum(sum(p.sent) for _, p, _ in mid)
 
 
 def test_cut_inside_reasoning_is_retried_with_more_max_tokens(engine_factory):
