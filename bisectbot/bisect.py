@@ -59,6 +59,7 @@ from .models import Status, Verdict
 
 __all__ = [
     "Bisection",
+    "confidence_text",
     "SearchResult",
     "Step",
     "Signature",
@@ -1163,6 +1164,22 @@ def plausibility_flags(*, parents: int | None = None, changed_paths: Sequence[st
     return flags
 
 
+def confidence_text(confidence: float, percent: bool = False) -> str:
+    """A posterior probability (0..1) as text, never rounded up to certainty: two decimals
+    (``0.97``; ``percent``: one decimal of a percent, ``97.0%``), more where those would
+    read 1.00 / 100.0% for a value below 1 (``0.998``, ``>0.9999``; ``99.96%``, ``>99.999%``).
+    Only an exact search's 1.0 prints as ``1.00`` / ``100.0%``."""
+    c = min(1.0, max(0.0, float(confidence)))
+    scale, unit, digits = (100.0, "%", 1) if percent else (1.0, "", 2)
+    if c >= 1.0:
+        return f"{scale:.{digits}f}{unit}"
+    for d in (digits, digits + 1, digits + 2):
+        text = f"{c * scale:.{d}f}"
+        if float(text) < scale:
+            return text + unit
+    return f">{scale - 10 ** -(digits + 2):.{digits + 2}f}{unit}"
+
+
 def may_blame(status: Status | str, confidence: float, flags: Sequence[str],
               blame_confidence: float = 0.66) -> tuple[bool, str]:
     """Whether a result may blame a commit (GitHub step): ``(allowed, reason)``.
@@ -1178,8 +1195,8 @@ def may_blame(status: Status | str, confidence: float, flags: Sequence[str],
     if flags:
         return False, "plausibility flags: " + "; ".join(FLAG_TEXT.get(f, f) for f in flags)
     if confidence < blame_confidence:
-        return False, f"confidence {confidence:.2f} is below {blame_confidence:.2f}"
-    return True, f"culprit verified with confidence {confidence:.2f}"
+        return False, f"confidence {confidence_text(confidence)} is below {blame_confidence:.2f}"
+    return True, f"culprit verified with confidence {confidence_text(confidence)}"
 
 
 # --------------------------------------------------------------------------- non-linear history

@@ -268,8 +268,41 @@ def where(marks: Marks, data: Any, loc: tuple, filename: str, unknown: bool = Fa
     return f"{filename}:{line}:{col}: {field_path(loc, data)}"
 
 
+class FieldError(ValueError):
+    """A validator's error about one field of the model it checks, for a cross-field rule.
+
+    ``loc``: the field's path below the validated model, e.g. ``("regress",)`` or
+    ``("reproducer", "command")``; :func:`validate` reports the problem at that field's
+    ``FILE:LINE:COL`` (the first of them present in the file) instead of the model's start.
+    """
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = tuple(loc)
+
+
+def _field_loc(err: Any, data: Any) -> tuple:
+    """The location of one pydantic error: a :class:`FieldError`'s field below the model's
+    location when that field is in ``data`` (else the model's location)."""
+    loc = tuple(err["loc"])
+    exc = (err.get("ctx") or {}).get("error")
+    extra = getattr(exc, "loc", None)
+    if not isinstance(exc, FieldError) or not extra:
+        return loc
+    node = data
+    for key in strip_tags(loc, data) + tuple(extra):
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            node = node[key]
+        else:
+            return loc
+    return loc + tuple(extra)
+
+
 def validate(model: type[M], data: dict[str, Any], marks: Marks, filename: str) -> M:
-    """Validate ``data`` as ``model``; raises :class:`LocatedErrors` listing every problem."""
+    """Validate ``data`` as ``model``; raises :class:`LocatedErrors` listing every problem
+    (a :class:`FieldError` at its field's position)."""
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -277,7 +310,7 @@ def validate(model: type[M], data: dict[str, Any], marks: Marks, filename: str) 
         for err in e.errors():
             unknown = err["type"] == "extra_forbidden"
             msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
-            problems.append(f"{where(marks, data, tuple(err['loc']), filename, unknown)}: {msg}")
+            problems.append(f"{where(marks, data, _field_loc(err, data), filename, unknown)}: {msg}")
         raise LocatedErrors(problems) from None
 
 

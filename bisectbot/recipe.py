@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .confine import check_mount
 from .errors import RecipeError
-from .located import LocatedErrors, compose, load_located, read_text, where
+from .located import FieldError, LocatedErrors, compose, load_located, read_text, where
 
 MAX_PROMPT_TOKENS = 16_777_216
 """Largest prompt size (tokens) a recipe or ``probe`` may ask for: above the longest context of any
@@ -226,9 +226,9 @@ class ReproducerSpec(_Model):
     @model_validator(mode="after")
     def _check(self) -> ReproducerSpec:
         if self.min_size > self.max_size:
-            raise ValueError(f"min_size ({self.min_size}) is larger than max_size ({self.max_size})")
+            raise FieldError(("min_size",), f"min_size ({self.min_size}) is larger than max_size ({self.max_size})")
         if self.kind == "command" and not self.command:
-            raise ValueError("kind 'command' needs a 'command' argv")
+            raise FieldError(("kind",), "kind 'command' needs a 'command' argv")
         return self
 
 
@@ -428,10 +428,10 @@ class Recipe(_Model):
     @model_validator(mode="after")
     def _oracles(self) -> Recipe:
         if self.regress.mode == "diverges" and self.reproducer.reference is None:
-            raise ValueError("regress 'diverges' needs reproducer.reference ({candidate: last-good} or "
-                             "{endpoint: URL})")
+            raise FieldError(("regress",), "regress 'diverges' needs reproducer.reference ({candidate: last-good} "
+                             "or {endpoint: URL})")
         if self.regress.mode == "diverges" and self.reproducer.kind != "prefill":
-            raise ValueError("regress 'diverges' needs a prefill reproducer (a server to compare)")
+            raise FieldError(("regress",), "regress 'diverges' needs a prefill reproducer (a server to compare)")
         return self
 
     @field_validator("patches")
@@ -488,6 +488,40 @@ def check_patch_ids(recipe: Recipe, known: list[str], text: str, filename: str =
     return out
 
 
+def bisection_problems(recipe: Recipe, text: str, filename: str = "<recipe>") -> list[str]:
+    """What makes a valid recipe unable to bisect as written: one ``FILE:LINE:COL: field:
+    message`` line each (empty list when none). ``bisectbot run`` refuses such a recipe
+    (exit 2); ``recipe validate`` prints the lines as warnings (``probe --recipe`` may use it).
+
+    * ``reproducer.command`` holds ``{size}`` under ``regress: command`` (which
+      ``reproducer.kind: command`` implies): only a threshold search substitutes ``{size}``,
+      so every probe would run the command with the literal text ``{size}``.
+    * ``bisect.drift: true`` under ``regress: command``: a verdict from an exit code has no
+      threshold that could move, so the second search would never run.
+    """
+    if recipe.regress.mode != "command":
+        return []
+    data, marks = compose(text, filename)
+    out: list[str] = []
+    argv = recipe.reproducer.command or []
+    at = next((i for i, a in enumerate(argv) if "{size}" in a), None)
+    if at is not None:
+        rd = data.get("reproducer") if isinstance(data.get("reproducer"), dict) else {}
+        cmd = rd.get("command") if isinstance(rd, dict) else None
+        loc = ("reproducer", "command", at) if isinstance(cmd, list) and at < len(cmd) else ("reproducer", "command")
+        implied = "" if "regress" in data else " (implied by reproducer.kind: command)"
+        out.append(f"{where(marks, data, loc, filename)}: '{{size}}' is substituted only by a threshold search; "
+                   f"under regress: command{implied} the command would get the literal text '{{size}}'. "
+                   "Set 'regress: garbage' (bad: the command fails from some size on; the threshold is measured) "
+                   "or drop {size}")
+    bd = data.get("bisect")
+    if recipe.bisect.drift and isinstance(bd, dict) and "drift" in bd:
+        out.append(f"{where(marks, data, ('bisect', 'drift'), filename)}: drift needs a threshold search "
+                   "(regress: garbage or threshold-below with a prefill reproducer or a command with {size}); "
+                   "under regress: command the verdict is an exit code and no threshold can move")
+    return out
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Load and validate a recipe file. Raises :class:`RecipeError` (exit code 2)."""
     p = Path(path)
@@ -496,6 +530,21 @@ def load_recipe(path: str | Path) -> Recipe:
     except LocatedErrors as e:
         raise RecipeError(e.problems) from None
     return parse_recipe(text, str(p))
+
+
+def load_bisection_recipe(path: str | Path) -> Recipe:
+    """:func:`load_recipe` for a bisection (``run``, ``bisect replay``, ``round``): also refuses
+    the :func:`bisection_problems` of the recipe. Raises :class:`RecipeError` (exit code 2)."""
+    p = Path(path)
+    try:
+        text = read_text(p)
+    except LocatedErrors as e:
+        raise RecipeError(e.problems) from None
+    recipe = parse_recipe(text, str(p))
+    problems = bisection_problems(recipe, text, str(p))
+    if problems:
+        raise RecipeError(problems)
+    return recipe
 
 
 def recipe_schema() -> dict[str, Any]:

@@ -38,12 +38,14 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
       bisectbot recipe validate recipes/*.yaml
     """
     from ..errors import BadInput
+    from ..located import read_text
     from ..patches import load_stack
-    from ..recipe import check_patch_ids, load_recipe
+    from ..recipe import bisection_problems, check_patch_ids, load_recipe
     from ..shipped import find_recipe, find_stack
 
     stacks: dict[Path, list[str]] = {}
     problems: list[str] = []
+    warnings: list[str] = []
     ok: dict[str, str] = {}
     for arg in files:
         try:
@@ -69,12 +71,14 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
             problems.extend(bad_ids)
         else:
             ok[str(f)] = r.verdict_hash()
+            warnings.extend(f"{w} (warning: bisectbot run refuses this)"
+                            for w in bisection_problems(r, read_text(f), str(f)))
     if ctx.json:
-        ctx.emit({"ok": ok, "problems": problems})
+        ctx.emit({"ok": ok, "problems": problems, "warnings": warnings})
     else:
         for f, h in ok.items():
             click.echo(f"{f}: ok (verdict hash {h})")
-        for p in problems:
+        for p in problems + warnings:
             click.echo(p, err=True)
     if problems:
         sys.exit(EXIT_BAD_INPUT)

@@ -37,11 +37,11 @@ def round_group() -> None:
 
 
 def _load(recipe_file: str):  # -> (Recipe, Path)
-    from ..recipe import load_recipe
+    from ..recipe import load_bisection_recipe
     from ..shipped import find_recipe
 
     path = find_recipe(recipe_file)
-    return load_recipe(path), path
+    return load_bisection_recipe(path), path
 
 
 def _session_row(ctx: Ctx, recipe, session_id: str) -> dict:

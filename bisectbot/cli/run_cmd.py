@@ -135,12 +135,12 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     that note (e.g. the demo's history is removed after ``--no-keep``).
     ``retry_errors``: probe cached skips again (``run --retry-errors``).
     ``verify``: override the recipe's ``bisect.verify`` (``run --no-verify``); None keeps it."""
-    from ..recipe import load_recipe
+    from ..recipe import load_bisection_recipe
     from ..session import Session, exit_code, make_source, parse_replay, plan_text, resolve_ends, write_report
     from ..shipped import find_recipe
 
     path = find_recipe(recipe_file)
-    recipe = load_recipe(path)
+    recipe = load_bisection_recipe(path)
     if parallel:
         recipe.bisect.parallel = parallel
     if verify is not None:
@@ -203,9 +203,12 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     if reproducible:
         result.reproduce = ""
         result.notes.append(reproducible)
-    elif result.reproduce and result.final is not None and result.final.last_good and result.final.first_bad:
-        result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, result.final.last_good.ref,
-                                             result.final.first_bad.ref)
+    elif result.reproduce and result.final is not None:
+        from ..session.result import reproduce_ends
+
+        rg, rb = reproduce_ends(result.final)
+        if rg and rb:
+            result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, rg.ref, rb.ref)
     paths = write_report(result, out_dir, recipe.bisect.blame_confidence, list(gh.mentions) if gh else None)
     final = result.final
     if ctx.json:
@@ -214,20 +217,27 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     else:
         if final is not None:
             if final.first_bad is not None and final.status.value == "culprit":
+                from ..bisect import confidence_text
                 from ..report.render import culprit_word, patch_message
 
                 click.echo(f"{culprit_word(result).lower()}: {final.first_bad.component} {final.first_bad.ref} "
-                           f"({final.first_bad.label}), confidence {final.confidence:.1%}, "
+                           f"({final.first_bad.label}), confidence {confidence_text(final.confidence, percent=True)}, "
                            f"{'verified' if recipe.bisect.verify else 'not verified'}")
                 if final.message.startswith("first-bad:"):  # patch modes: which release, which state
                     click.echo(patch_message(result, final.message))
             else:
                 click.echo(f"{final.status.value}: {final.message}")
                 if final.culprits:
+                    from ..bisect import confidence_text
                     from ..report.render import ends_words
 
-                    click.echo(f"{ends_words(result.kind, result.regress)['first']} is one of: "
-                               + " ".join(c.ref for c in final.culprits))
+                    first = ends_words(result.kind, result.regress)["first"]
+                    if final.status.value == "inconclusive":  # a best guess, not a located range
+                        click.echo(f"best guess (nobody blamed): {first} is one of "
+                                   + " ".join(c.ref for c in final.culprits)
+                                   + f" with probability {confidence_text(final.confidence, percent=True)}")
+                    else:
+                        click.echo(f"{first} is one of: " + " ".join(c.ref for c in final.culprits))
         from ..report.render import note_words
 
         for n in result.notes:
@@ -436,8 +446,11 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
     """Bisect RECIPE between a good and a bad candidate; verify; write the report.
 
     \b
-    Exit codes: 0 culprit found, 1 error, 2 bad input, 3 inconclusive.
-    Interrupted runs resume from the ledger without re-probing.
+    Exit codes: 0 culprit found and blamed, 1 error, 2 bad input (recipe, arguments,
+    a reproducer command that cannot run on either end), 3 inconclusive / range /
+    no-regression / boundary-failed / culprit not blamed, 5 upstream unreachable,
+    6 --file-issue: report written but filing failed, 130 interrupted.
+    Interrupted runs resume from the ledger without re-probing (run the same command again).
 
     \b
     Examples:

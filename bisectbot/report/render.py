@@ -166,11 +166,15 @@ class Blame:
 
 def blame_decision(result: RunResult, blame_confidence: float = DEFAULT_BLAME_CONFIDENCE) -> Blame:
     """Refuse to blame on a range, a flagged culprit or a confidence below ``blame_confidence``."""
-    from ..bisect import may_blame  # the one blame rule (the exit code follows it too)
+    from ..bisect import confidence_text, may_blame  # the one blame rule (the exit code follows it too)
 
     final = result.final
     if final is None or not final.culprits:
         return Blame(False, f"no culprit (status {result.status.value})")
+    if final.status is Status.INCONCLUSIVE:  # the culprits are the search's best guess, not an answer
+        return Blame(False, f"status inconclusive: the search ended on a best guess of {len(final.culprits)} "
+                            f"candidate(s) with probability {confidence_text(final.confidence)}, "
+                            "below what it needs to name a culprit")
     if result.status != Status.CULPRIT or final.status != Status.CULPRIT or len(final.culprits) != 1:
         return Blame(False, f"status {final.status.value}: {len(final.culprits)} candidates remain")
     ok, why = may_blame(final.status, final.confidence, final.flags, blame_confidence)
@@ -340,7 +344,10 @@ def heading(result: RunResult, blame: Blame) -> str:
         lg = _short(final.last_good) if final.last_good else "?"
         fb = _short(final.first_bad) if final.first_bad else "?"
         comp_txt = f" ({final.component})" if final.component else ""
-        text = f"{kind} between {lg} and {fb}{comp_txt}"
+        if final.status is Status.INCONCLUSIVE:  # a best guess is not a located range
+            text = f"{kind}: inconclusive, best guess between {lg} and {fb}{comp_txt}"
+        else:
+            text = f"{kind} between {lg} and {fb}{comp_txt}"
     else:
         text = f"{kind}: {result.status.value}"
     text = visible(redact(f"{result.recipe}: {text}"), keep_newlines=False, keep_tabs=False)
@@ -370,7 +377,20 @@ def patch_message(result: RunResult, message: str) -> str:
     return message.replace("; last-good:", f"; {w['last']}:")
 
 
+def _effort(result: RunResult) -> str:
+    """``N probes``, or for a command result ``N runs of the command`` counting every run of
+    every probe (``reproducer.repeats`` runs a probe's command up to that many times) and,
+    when that differs, the probes: ``12 runs of the command in 4 probes``."""
+    probes = [p for s in result.stages for p in s.probes]
+    if not is_command_result(result):
+        return f"{len(probes)} probes"
+    runs = sum(max(1, int(p.extra.get("runs") or 1)) for p in probes)
+    return f"{runs} runs of the command" + (f" in {len(probes)} probes" if runs != len(probes) else "")
+
+
 def _summary(result: RunResult, blame: Blame) -> str:
+    from ..bisect import confidence_text
+
     final = result.final
     if final is None:
         return ""
@@ -381,14 +401,13 @@ def _summary(result: RunResult, blame: Blame) -> str:
             return f"No single release named: {blame.reason}."
         lg = f" ({w['last']}: {candidate_link(final.last_good)})" if final.last_good else ""
         return (f"Patch `{sanitize(pm[1], 100)}` {w['first']}: {candidate_link(final.first_bad)}{lg}, confidence "
-                f"{final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} checks of the patch stack.")
+                f"{confidence_text(final.confidence)}, after {sum(len(s.probes) for s in result.stages)} checks of the patch stack.")
     if blame.ok:
         c = final.culprits[0]
         author = _author(c)
         by = f" by {author}" if author != "—" else ""
         return (f"{w['First']}: {candidate_link(c)}{by}, "
-                f"confidence {final.confidence:.2f}, after {sum(len(s.probes) for s in result.stages)} "
-                f"{'runs of the command' if is_command_result(result) else 'probes'}.")
+                f"confidence {confidence_text(final.confidence)}, after {_effort(result)}.")
     if len(final.culprits) == 1 and final.status is Status.CULPRIT:
         # a Culprit table follows: say what it is, and why nobody is blamed (issue 12)
         return (f"{culprit_word(result)} {candidate_link(final.culprits[0])} found, not blamed: {blame.reason}.")
@@ -479,6 +498,8 @@ def render_markdown(
     ``report.md`` keeps them readable (``hunk #1``). Mentions are neutralised either way.
     Never raises for odd content: every model/log value is sanitised.
     """
+    from ..bisect import confidence_text
+
     blame = blame_decision(result, blame_confidence)
     fp = fingerprint(result)
     final = result.final
@@ -487,10 +508,12 @@ def render_markdown(
         final_view = {
             "culprits": [{"link": f"`{c.ref}`" if _is_commit(c) else candidate_link(c), "subject": _subject(c),
                           "author": _author(c)} for c in final.culprits],
-            "confidence": f"{final.confidence:.2f}",
+            "confidence": confidence_text(final.confidence),
             "last_good": candidate_link(final.last_good) if final.last_good else "",
             "first_bad": candidate_link(final.first_bad) if final.first_bad else "",
             "message": patch_message(result, final.message), "flags": final.flags,
+            # an inconclusive search's culprits are its best guess: never under a "Culprit" heading
+            "guess": final.status is Status.INCONCLUSIVE,
             # issue 18: the decode control's verdict, next to the first bad (its threshold)
             "decode_path": next((n for n in result.notes if n.startswith("decode path:")), ""),
         }

@@ -10,7 +10,8 @@
   (:func:`bisectbot.bisect.estimate_hit_rate`; a command's runs, or a threshold search's
   replies at and above the first-garbage size,
   :func:`bisectbot.reproduce.threshold.hit_counts`) and the per-probe rates derived from
-  it (:func:`bisectbot.bisect.per_probe_rates`).
+  it (:func:`bisectbot.bisect.per_probe_rates`); :func:`derived_rates_note` says so in the
+  plan and a stage's first line, before the bad end is probed.
 * :func:`run_repeats`: the repeats of one command probe, combined one-sidedly
   (:func:`bisectbot.bisect.combine_repeats`: bad if any run is bad).
 
@@ -22,7 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..bisect import UNRUNNABLE, Bisection, Judgement, Signature, estimate_hit_rate, per_probe_rates
+from ..bisect import (
+    UNRUNNABLE,
+    Bisection,
+    Judgement,
+    Signature,
+    budget_text,
+    estimate_hit_rate,
+    per_probe_rates,
+)
 from ..errors import BadInput
 from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe
@@ -34,12 +43,30 @@ def is_unrunnable(res: ProbeResult) -> bool:
     return res.verdict is Verdict.SKIP and sig is not None and sig.kind == UNRUNNABLE
 
 
+def _command_field(recipe_path: str) -> str:
+    """``FILE:LINE:COL: reproducer.command: `` of the recipe file at ``recipe_path``; ``""``
+    when it cannot be read (e.g. a recipe built in memory)."""
+    from ..located import LocatedErrors, compose, read_text, where
+
+    if not recipe_path:
+        return ""
+    try:
+        data, marks = compose(read_text(recipe_path), recipe_path)
+    except LocatedErrors:
+        return ""
+    if not isinstance(data.get("reproducer"), dict) or "command" not in data["reproducer"]:
+        return ""
+    return where(marks, data, ("reproducer", "command"), recipe_path) + ": "
+
+
 def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
-                   probe_good: Callable[[Candidate], ProbeResult]) -> None:
+                   probe_good: Callable[[Candidate], ProbeResult], recipe_path: str = "") -> None:
     """After the bad end's probe ``res`` could not run its command: probe the good end
     (``probe_good``, cached like any probe); when the command cannot run there either,
-    raise :class:`BadInput` naming the command and both exit codes. Returns when it runs
-    on the good end (the bad end is then an untestable end: the search says so)."""
+    raise :class:`BadInput` naming the command and both exit codes, prefixed with the
+    ``FILE:LINE:COL: reproducer.command`` of the recipe file ``recipe_path`` when given.
+    Returns when it runs on the good end (the bad end is then an untestable end: the
+    search says so)."""
     if not is_unrunnable(res):
         return
     other = probe_good(good)
@@ -47,6 +74,7 @@ def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
         return
     argv = " ".join(recipe.reproducer.command or [])
     raise BadInput(
+        f"{_command_field(recipe_path)}"
         f"the reproducer command cannot run: {argv!r} gave {res.reason} on the bad end and {other.reason} "
         f"on the good end {good.label or good.ref} (checked there as git bisect run does); make it executable "
         "(chmod +x), fix its path, or run it through an interpreter, e.g. ['sh', './repro.sh']")
@@ -68,6 +96,19 @@ def repeats_per_probe(recipe: Recipe) -> int:
     return effective_repeats(spec)
 
 
+def derived_rates_note(recipe: Recipe) -> str | None:
+    """How the search is capped when :func:`adapt_rates` will set its rates: with repeats
+    (:func:`repeats_per_probe` > 1) and no ``bisect.flake``, for the plan (``--dry-run``) and
+    a stage's first line, which would otherwise call the search exact; None otherwise."""
+    reps = repeats_per_probe(recipe)
+    if recipe.bisect.flake is not None or reps <= 1:
+        return None
+    cap = (f"budget {recipe.bisect.max_probes} probes (max_probes)" if recipe.bisect.max_probes is not None
+           else "budget 2 x information bound + 4 good/bad verdicts at those rates")
+    return (f"flake rates derived from the bad end's {reps} runs (no bisect.flake): a noisy search "
+            f"(Bayesian, confidence {recipe.bisect.confidence:.0%}) once the bad end is probed, {cap}")
+
+
 def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
                 echo: Callable[[str], None]) -> None:
     """With repeats and no recipe flake rates: once the bad end (``index == b.n - 1``) was
@@ -82,7 +123,8 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     fp, fn = per_probe_rates(h, reps)
     b.set_rates(fp, fn, recipe.bisect.parallel)
     echo(f"hit rate at the bad end: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
-         f"({reps} runs, bad if any) false_positive {fp:.3f}, false_negative {fn:.3f}")
+         f"({reps} runs, bad if any) false_positive {fp:.3f}, false_negative {fn:.3f}; noisy search, "
+         f"~{b.steps_left()} probes, {budget_text(b)}")
 
 
 def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeats: int,
@@ -111,4 +153,5 @@ def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeat
     return j, {**extra, "runs": runs, "hits": hits}
 
 
-__all__ = ["adapt_rates", "check_runnable", "is_unrunnable", "repeats_per_probe", "run_repeats"]
+__all__ = ["adapt_rates", "check_runnable", "derived_rates_note", "is_unrunnable", "repeats_per_probe",
+           "run_repeats"]

@@ -16,6 +16,17 @@ from typing import Any
 from ..bisect import Bisection, budget_text, is_patch_mode, may_blame, search_settings
 from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
 from ..recipe import Recipe
+from .honesty import derived_rates_note
+
+
+def reproduce_ends(final: StageResult) -> tuple[Candidate | None, Candidate | None]:
+    """The ``--good``/``--bad`` of the report's Reproduce command: the last good and first bad,
+    except for an inconclusive search, whose last good/first bad are a best guess (maybe never
+    probed; a run between them would "verify" the guess from cached noisy verdicts): then the
+    stage's own range, which repeats the search."""
+    if final.status is Status.INCONCLUSIVE and len(final.candidates) >= 2:
+        return final.candidates[0], final.candidates[-1]
+    return final.last_good, final.first_bad
 
 
 def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, session_id: str,
@@ -33,9 +44,10 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
         final.message = patch_summary(final, recipe.regress)
     ok, why = may_blame(final.status, final.confidence, final.flags, recipe.bisect.blame_confidence)
     result.notes.append(("may blame: " if ok else "will not blame: ") + why)
-    if final.last_good and final.first_bad:
+    good, bad = reproduce_ends(final)
+    if good and bad:
         result.reproduce = (f"bisectbot run {shlex.quote(recipe_path)} "
-                            f"--good {shlex.quote(final.last_good.ref)} --bad {shlex.quote(final.first_bad.ref)}")
+                            f"--good {shlex.quote(good.ref)} --bad {shlex.quote(bad.ref)}")
     if all_cached:
         result.notes.append("every verdict came from the probe cache")
     return result
@@ -148,9 +160,12 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
     bs = recipe.bisect
     b = Bisection(len(candidates), **search_settings(bs, len(candidates)))
     noisy = not b.exact
+    derived = None if noisy else derived_rates_note(recipe)
+    how = (f"exact until the bad end is probed, ~{b.steps_left()} probes if exact; {derived}" if derived else
+           f"{'noisy (Bayesian, confidence ' + format(bs.confidence, '.0%') + ')' if noisy else 'exact'}"
+           f", ~{b.steps_left()} probes, {budget_text(b)}")
     lines = [f"plan: {len(candidates)} candidates from {candidates[0].label} (good) to {candidates[-1].label} (bad)",
-             f"search: {'noisy (Bayesian, confidence ' + format(bs.confidence, '.0%') + ')' if noisy else 'exact'}"
-             f", ~{b.steps_left()} probes, {budget_text(b)}, {k} at a time",
+             f"search: {how}, {k} at a time",
              f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
     # the boundary probes, assumed to come out as expected, then the first search probes
     step = 0

@@ -17,7 +17,7 @@ from typing import Any
 from ..bisect import Bisection, budget_text, search_settings
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
 from .executor import LocalExecutor
-from .honesty import adapt_rates, check_runnable
+from .honesty import adapt_rates, check_runnable, derived_rates_note
 from .prefetch import next_candidates
 
 log = logging.getLogger(__name__)
@@ -83,8 +83,10 @@ class RoundLoop:
                 "noisy": noisy})
         b = Bisection(len(candidates), check_boundary=check_boundary, **settings)
         self.last_bisection = b  # for the stages that follow (drift search)
+        derived = derived_rates_note(r) if b.exact else None
         self.echo(f"{name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
-                  f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes, {budget_text(b)}")
+                  f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes"
+                  + (f" if exact; {derived}" if derived else f", {budget_text(b)}"))
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
         executor = self.executor or LocalExecutor(r, self.runner, bs.parallel, self.prefetch_enabled,
@@ -108,7 +110,8 @@ class RoundLoop:
                 for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
                     if i == len(candidates) - 1 and phase_of(b, i) == "boundary":
                         # a command that cannot run is checked on the good end (git bisect run, 2.36)
-                        check_runnable(r, res, good, lambda c: self.probe(c, 1)[0])
+                        check_runnable(r, res, good, lambda c: self.probe(c, 1)[0],
+                                       getattr(self, "recipe_path", ""))
                     phase = phase_of(b, i)
                     probes.append(res)
                     if b.done:  # a folded re-probe the outcome did not need: evidence, not fed

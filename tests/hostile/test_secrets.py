@@ -74,7 +74,7 @@ def _bisect_with_env_dump(tmp_path: Path, extra_env: dict[str, str], **recipe_ex
     check.write_text(DUMP_ENV)
     rec = write_recipe(tmp_path / "r.yaml", repo, tmp_path / "out", mode="command", **recipe_extra)
     data = yaml.safe_load(rec.read_text())
-    data["reproducer"]["command"] = [sys.executable, str(check), "{size}"]
+    data["reproducer"]["command"] = [sys.executable, str(check)]
     data["env_passthrough"] = ["ENV_DUMP", *recipe_extra.get("env_passthrough", [])]
     rec.write_text(yaml.safe_dump(data, sort_keys=False))
     dump = tmp_path / "env-dump.jsonl"
