@@ -106,7 +106,7 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
         # repeats combine one-sidedly (issue 12); without recipe rates every run is made so
         # that the bad end's hit rate can be estimated
         reps = r.reproducer.repeats
-        return run_repeats(once, reps, all_runs=reps > 1 and r.bisect.flake is None)
+        return run_repeats(once, reps, all_runs=reps > 1 and r.bisect.flake is None, fix=sizeless_fix)
     if r.reproducer.kind == "command":
         from ..reproduce.command import search_threshold_command, substitute
 

@@ -105,8 +105,9 @@ def derived_rates_note(recipe: Recipe) -> str | None:
         return None
     cap = (f"budget {recipe.bisect.max_probes} probes (max_probes)" if recipe.bisect.max_probes is not None
            else "budget 2 x information bound + 4 good/bad verdicts at those rates")
-    return (f"flake rates derived from the bad end's {reps} runs (no bisect.flake): a noisy search "
-            f"(Bayesian, confidence {recipe.bisect.confidence:.0%}) once the bad end is probed, {cap}")
+    end = "good (still broken) end" if recipe.regress.is_fix else "bad end"
+    return (f"flake rates derived from the {end}'s {reps} runs (no bisect.flake): a noisy search "
+            f"(Bayesian, confidence {recipe.bisect.confidence:.0%}) once the {end} is probed, {cap}")
 
 
 def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
@@ -114,26 +115,37 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     """With repeats and no recipe flake rates: once the bad end (``index == b.n - 1``) was
     probed, set the search's per-probe rates from its hit rate; a line says what was derived."""
     reps = repeats_per_probe(recipe)
-    if recipe.bisect.flake is not None or reps <= 1 or index != b.n - 1 or b.done:
+    fix = recipe.regress.is_fix  # the bug shows on the good ("still broken") end of a fix search
+    if recipe.bisect.flake is not None or reps <= 1 or index != (0 if fix else b.n - 1) or b.done:
         return
     runs, hits = int(res.extra.get("runs") or 0), int(res.extra.get("hits") or 0)
     if runs <= 1 or hits <= 0:
         return
     h = estimate_hit_rate(hits, runs)
     fp, fn = per_probe_rates(h, reps)
+    if fix:  # a broken build read "fixed" is the false positive of a fix search
+        fp, fn = fn, fp
     b.set_rates(fp, fn, recipe.bisect.parallel)
-    echo(f"hit rate at the bad end: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
-         f"({reps} runs, bad if any) false_positive {fp:.3f}, false_negative {fn:.3f}; noisy search, "
+    end, combined = ("good end (still broken)", "still broken if any") if fix else ("bad end", "bad if any")
+    echo(f"hit rate at the {end}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
+         f"({reps} runs, {combined}) false_positive {fp:.3f}, false_negative {fn:.3f}; noisy search, "
          f"~{b.steps_left()} probes, {budget_text(b)}")
 
 
 def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeats: int,
-                all_runs: bool) -> tuple[Judgement, dict[str, Any]]:
-    """Run one probe's command ``repeats`` times and combine one-sidedly: the first bad run
-    decides (unless ``all_runs``: every run is made, to count hits); a skip ends the probe
-    (untestable); all good -> good. ``extra`` gets ``runs`` and ``hits``."""
+                all_runs: bool, fix: bool = False) -> tuple[Judgement, dict[str, Any]]:
+    """Run one probe's command ``repeats`` times and combine one-sidedly: the first run that
+    shows the bug decides (unless ``all_runs``: every run is made, to count hits); a skip ends
+    the probe (untestable); no run showing it -> the other verdict. ``extra`` gets ``runs`` and
+    ``hits`` (runs that showed the bug).
+
+    The bug shows as a bad run, or with ``fix`` (a fix bisection, ``regress: success``, whose
+    runs are judged inverted) as a good, "still broken" run: a fixed build never shows the bug,
+    a broken one may pass, so one failing run makes the probe "still broken" and "fixed" needs
+    every run to pass (before: one passing run of a broken build made it "fixed")."""
+    shows = Verdict.GOOD if fix else Verdict.BAD
     runs = hits = 0
-    first_bad: tuple[Judgement, dict[str, Any]] | None = None
+    first_hit: tuple[Judgement, dict[str, Any]] | None = None
     last: tuple[Judgement, dict[str, Any]] | None = None
     for _ in range(max(1, repeats)):
         j, extra = run_once()
@@ -141,15 +153,16 @@ def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeat
         last = (j, extra)
         if j.verdict is Verdict.SKIP:
             break
-        if j.verdict is Verdict.BAD:
+        if j.verdict is shows:
             hits += 1
-            first_bad = first_bad or (j, extra)
+            first_hit = first_hit or (j, extra)
             if not all_runs:
                 break
     assert last is not None
-    j, extra = first_bad or last
+    j, extra = first_hit or last
     if repeats > 1 and j.verdict is not Verdict.SKIP:
-        j = Judgement(j.verdict, f"{j.reason} ({hits} of {runs} runs bad)", j.signature)
+        word = "still broken" if fix else "bad"
+        j = Judgement(j.verdict, f"{j.reason} ({hits} of {runs} runs {word})", j.signature)
     return j, {**extra, "runs": runs, "hits": hits}
 
 

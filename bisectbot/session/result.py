@@ -161,7 +161,7 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
     b = Bisection(len(candidates), **search_settings(bs, len(candidates)))
     noisy = not b.exact
     derived = None if noisy else derived_rates_note(recipe)
-    how = (f"exact until the bad end is probed, ~{b.steps_left()} probes if exact; {derived}" if derived else
+    how = (f"{derived}; exact until then (~{b.steps_left()} probes if it stays exact)" if derived else
            f"{'noisy (Bayesian, confidence ' + format(bs.confidence, '.0%') + ')' if noisy else 'exact'}"
            f", ~{b.steps_left()} probes, {budget_text(b)}")
     lines = [f"plan: {len(candidates)} candidates from {candidates[0].label} (good) to {candidates[-1].label} (bad)",

@@ -86,7 +86,7 @@ class RoundLoop:
         derived = derived_rates_note(r) if b.exact else None
         self.echo(f"{name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
                   f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes"
-                  + (f" if exact; {derived}" if derived else f", {budget_text(b)}"))
+                  + (f" if it stays exact; {derived}" if derived else f", {budget_text(b)}"))
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
         executor = self.executor or LocalExecutor(r, self.runner, bs.parallel, self.prefetch_enabled,

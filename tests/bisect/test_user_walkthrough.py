@@ -104,7 +104,7 @@ def test_repeats_without_flake_rates_are_not_announced_as_an_exact_search(tmp_pa
     assert p.returncode == 0, p.stdout + p.stderr
     first = next(ln for ln in p.stderr.splitlines() if ln.startswith("stage 1:"))
     assert "no budget needed" not in first and "derived from the bad end's 4 runs" in first, first
-    rates = next(ln for ln in p.stderr.splitlines() if ln.startswith("hit rate at the bad end"))
+    rates = next(ln for ln in p.stderr.splitlines() if ln.startswith("hit rate at the bad end:"))
     assert re.search(r"budget \d+ good/bad verdicts", rates), rates
     final = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
     assert final["first_bad"]["ref"] == shas[11]
@@ -192,3 +192,36 @@ def test_inconclusive_search_reports_a_best_guess_not_a_culprit_and_its_reproduc
     rep = json.loads((tmp_path / "out" / "reproduce" / "result.json").read_text())
     assert rep["stages"][-1]["status"] == "inconclusive"
     assert [c["ref"] for c in rep["stages"][-1]["culprits"]] == [c["ref"] for c in final["culprits"]]
+
+
+FIX_FLAKY = ('f="$FLAKY_DIR/$(cat code.txt)"; n=$(cat "$f" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$f"; '
+             'if [ "$(cat bug)" = 1 ] && [ $((n % 3)) = 0 ]; then exit 1; fi; exit 0')
+
+
+def test_fix_bisection_repeats_combine_towards_still_broken(tmp_path, kit) -> None:
+    """regress: success, repeats: 3, a bug that shows in 1 of 3 runs before the fix (c11 of 16).
+    The one-sided side of a fix search is "the bug showed" (a fixed build never shows it), so one
+    failing run makes a probe "still broken". Before: one passing run made it "fixed" -- the good
+    end c0 read "fixed (2 of 3 runs bad)" and the run ended boundary-failed (exit 3)."""
+    repo2 = tmp_path / "repo2"  # the bug is there until c11 fixes it
+    repo2.mkdir()
+    kit.git(repo2, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(16):
+        (repo2 / "bug").write_text("0\n" if i >= 11 else "1\n")
+        (repo2 / "code.txt").write_text(f"c{i}\n")
+        kit.git(repo2, "add", "-A")
+        kit.git(repo2, "commit", "-q", "-m", f"c{i}")
+        shas.append(kit.git(repo2, "rev-parse", "HEAD"))
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    r = tmp_path / "r.yaml"
+    r.write_text(recipe_text(repo2, tmp_path / "out", shas, ["sh", "-c", FIX_FLAKY], regress="success",
+                             reproducer={"repeats": 3}, env_passthrough=["FLAKY_DIR"]))
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), env={"FLAKY_DIR": str(counters)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    final = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
+    assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[11], p.stderr
+    assert final["last_good"]["ref"] == shas[10]
+    assert re.search(r"c0: still broken; .*\(1 of 3 runs still broken\)", p.stderr), p.stderr
+    assert "hit rate at the good end (still broken): 1 of 3 runs" in p.stderr, p.stderr
