@@ -44,7 +44,7 @@ Rows (targets from issue 15):
 * ``/tokenize`` calls per chat request over those searches; target <= 1;
 * probe budget at flake 0.2 (N = 1,000 and 5,000 candidates; whole ``Bisection`` runs, boundary
   and verification included, every verdict flipped with probability 0.2): share of runs ending
-  inconclusive with the default budget (no ``max_probes``: ``default_budget``, ceil(2 B) + 4) vs
+  inconclusive with the default budget (no ``max_probes``: ``default_budget``, ceil(3 B) + 4) vs
   1 - confidence (1 %), target <= 1 (a run cut by the budget is a night without an answer; the
   search already accepts a 1 - confidence error); the row also needs >= 99 % of runs right, and
   prints the mean probes against B and the fixed ``max_probes: 64`` of before (same seeds);
@@ -442,7 +442,7 @@ def _budget_trials(args: tuple[int, float, int | None, int | None, int, int]) ->
 
 def budget_rows(trials: int, sizes: tuple[int, ...] = (1000, 5000), flake: float = 0.2) -> list[Row]:
     """Runs ending inconclusive at flake 0.2 with the default budget (no ``max_probes``:
-    :func:`bisectbot.bisect.default_budget`, 2 B + 4) vs 1 - confidence; the fixed
+    :func:`bisectbot.bisect.default_budget`, 3 B + 4) vs 1 - confidence; the fixed
     ``max_probes: 64`` of before beside it. Trials run in worker processes (2 chunks per setting)."""
     from concurrent.futures import ProcessPoolExecutor
 
@@ -469,7 +469,7 @@ def budget_rows(trials: int, sizes: tuple[int, ...] = (1000, 5000), flake: float
         fixed_inc = 100 * sum(s == "inconclusive" for _, s, _ in fixed) / len(fixed)
         rows.append(Row(
             f"probe budget, flake {flake}, N = {n:,}: runs inconclusive", inc, 1.0, "%", 1.0,
-            f"default budget {default_budget(n, flake, flake, 0.99)} = ceil(2 B) + 4, B = {b:.1f}; mean {mean:.1f} "
+            f"default budget {default_budget(n, flake, flake, 0.99)} = ceil(3 B) + 4, B = {b:.1f}; mean {mean:.1f} "
             f"probes = {mean / b:.2f} B (boundary + verification included); {right:.1f} % right; fixed max_probes 64: "
             f"{fixed_inc:.1f} % inconclusive; {len(got)} runs each; reference = 1 - confidence",
             holds=right >= 99.0))
