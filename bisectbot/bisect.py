@@ -90,6 +90,7 @@ __all__ = [
     "attribute_components",
     "BUILD_FILES",
     "UNRUNNABLE",
+    "command_failures",
     "binary_entropy",
     "binary_kl",
 ]
@@ -931,10 +932,22 @@ class Signature:
 
     def same_failure(self, other: Signature) -> bool:
         """Same kind and, for ``exit``/``patch``, the same exit code/state; thresholds are not
-        compared (a moved threshold is drift of the same failure, issue 12)."""
+        compared (a moved threshold is drift of the same failure, issue 12).
+
+        A threshold search of a command reproducer (kind ``garbage``/``all-garbage``) names
+        how its runs failed in ``detail`` (``exit 1``, ``crash (SIGSEGV)``, ``timeout after
+        2 s``; :func:`command_failures`): when both signatures name such failures and none is
+        shared, they are different failures (an out-of-memory exit 3 or a segfault above 16K
+        tokens on older commits is not the bad end's exit 1 above 8K; before, it was taken
+        for the bug and named a wrong culprit, verified). Classifier reasons of a prefill
+        reproducer are not compared (garbage varies in kind from reply to reply).
+        """
         if self.kind != other.kind:
             return False
-        return not (self.kind in ("exit", "patch") and self.detail != other.detail)
+        if self.kind in ("exit", "patch"):
+            return self.detail == other.detail
+        mine, theirs = command_failures(self.detail), command_failures(other.detail)
+        return not (mine and theirs and not mine & theirs)
 
     def matches(self, other: Signature, band: float = 2.0) -> bool:
         """:meth:`same_failure` and thresholds within a factor ``band`` of each other."""
@@ -966,6 +979,16 @@ class Signature:
             return cls(kind=s)
         thr = m.group("thr")
         return cls(m.group("kind"), int(thr) if thr else None, m.group("detail") or "")
+
+
+_COMMAND_FAILURE = re.compile(r"\b(exit \d+\b|crash \([\w ]+\)|timeout\b)")
+
+
+def command_failures(detail: str) -> frozenset[str]:
+    """How the runs of a command reproducer failed, from a signature's ``detail`` (the reasons
+    of :func:`bisectbot.reproduce.command.command_outcome`): ``{"exit 1"}``,
+    ``{"crash (SIGSEGV)"}``, ``{"timeout"}`` (durations dropped). Empty for classifier reasons."""
+    return frozenset(_COMMAND_FAILURE.findall(detail or ""))
 
 
 # --------------------------------------------------------------------------- verdict rules per regress mode
@@ -1060,7 +1083,7 @@ def judge_command(returncode: int | None, timed_out: bool = False, *, invert: bo
     if returncode < 0 or returncode >= 128:
         raise BisectbotError(
             f"command exit {returncode} (>= 128 or a signal) aborts the bisection, as in git bisect run; "
-            "exit 1..127 for bad, 125 for skip")
+            "exit 1..127 for bad, 125 for skip, or set reproducer.command_crash: skip")
     if returncode in (126, 127):
         what = "not executable" if returncode == 126 else "not found"
         return Judgement(Verdict.SKIP, f"command cannot run (exit {returncode}: {what})",

@@ -96,7 +96,14 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
                 cr = run_command(prepared, argv, r.reproducer.command_timeout_s, env=env)  # type: ignore[call-arg]
             except TypeError:  # runners without an env argument
                 cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
-            j = judge_command(cr.returncode, cr.timed_out, invert=sizeless_fix)
+            rc = cr.returncode
+            if r.reproducer.command_crash == "skip" and rc is not None and (rc < 0 or rc > 128):
+                # the recipe says a crash is untestable: a skip, not git bisect run's abort
+                from ..reproduce.command import command_outcome
+
+                j = Judgement(Verdict.SKIP, f"command {command_outcome(cr)[1]}: skip (command_crash: skip)")
+            else:
+                j = judge_command(rc, cr.timed_out, invert=sizeless_fix)
             extra = {"returncode": cr.returncode, "stdout_tail": cr.stdout_tail[-2000:],
                      "stderr_tail": cr.stderr_tail[-2000:]}
             if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():

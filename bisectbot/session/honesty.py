@@ -11,9 +11,11 @@
   replies at and above the first-garbage size,
   :func:`bisectbot.reproduce.threshold.hit_counts`) and the per-probe rates derived from
   it (:func:`bisectbot.bisect.per_probe_rates`); :func:`derived_rates_note` says so in the
-  plan and a stage's first line, before the bad end is probed.
+  plan and a stage's first line, before the bad end is probed. The leading first-bad
+  candidate's pooled runs may lower it later.
 * :func:`run_repeats`: the repeats of one command probe, combined one-sidedly
-  (:func:`bisectbot.bisect.combine_repeats`: bad if any run is bad).
+  (:func:`bisectbot.bisect.combine_repeats`: bad if any run is bad; in a fix bisection
+  still broken if any run fails).
 
 The search rules themselves live in :mod:`bisectbot.bisect`.
 """
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..bisect import (
+    CONFIRMATION_MASS,
     UNRUNNABLE,
     Bisection,
     Judgement,
@@ -112,22 +115,51 @@ def derived_rates_note(recipe: Recipe) -> str | None:
 
 def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
                 echo: Callable[[str], None]) -> None:
-    """With repeats and no recipe flake rates: once the bad end (``index == b.n - 1``) was
-    probed, set the search's per-probe rates from its hit rate; a line says what was derived."""
+    """With repeats and no recipe flake rates: set the search's per-probe rates from the per-run
+    hit rate of the bug; a line says what was derived.
+
+    The first estimate comes from the known-failing end once it was probed: the bad end of a
+    regression, the good end ("still broken") of a fix bisection (there a miss reads
+    "fixed": the rates are swapped). After that, whenever the probed candidate is the
+    leading first-bad (first-fixed) candidate, its runs so far, pooled over its probes, may
+    **lower** the rate (never raise it): a bug that shows rarely at the culprit and often at
+    the bad end (its hit rate growing over the range) made the bad end's rate trust the
+    culprit's predecessor's "good" far too much and named a later commit, verified at 0.99+
+    (issue 12). Only the leader counts: lowering on every rare hit anywhere made stray false
+    alarms on healthy commits (one run in five) look like the bug."""
     reps = repeats_per_probe(recipe)
-    fix = recipe.regress.is_fix  # the bug shows on the good ("still broken") end of a fix search
-    if recipe.bisect.flake is not None or reps <= 1 or index != (0 if fix else b.n - 1) or b.done:
+    if recipe.bisect.flake is not None or reps <= 1 or b.done or not b.history:
+        return
+    fix = recipe.regress.is_fix
+    last = b.history[-1]
+    if last.index != index or last.effective is Verdict.SKIP:
         return
     runs, hits = int(res.extra.get("runs") or 0), int(res.extra.get("hits") or 0)
-    if runs <= 1 or hits <= 0:
-        return
-    h = estimate_hit_rate(hits, runs)
+    seen: dict[int, list[int]] = b.__dict__.setdefault("runs_seen", {})
+    pooled = seen.setdefault(index, [0, 0])
+    seen[index] = [pooled[0] + hits, pooled[1] + runs]  # a new list: copies of the search share the dict
+    current = getattr(b, "hit_rate", None)
+    if current is None:
+        if index != (0 if fix else b.n - 1) or runs <= 1 or hits <= 0:
+            return
+        h = estimate_hit_rate(hits, runs)
+    else:
+        a, first, mass = b._best_class()
+        hits, runs = seen[index]
+        if index != first or mass < CONFIRMATION_MASS or hits <= 0 or runs <= 1:
+            return
+        h = estimate_hit_rate(hits, runs)
+        if h >= current - 1e-12:
+            return
     fp, fn = per_probe_rates(h, reps)
     if fix:  # a broken build read "fixed" is the false positive of a fix search
         fp, fn = fn, fp
+    b.hit_rate = h  # type: ignore[attr-defined]
     b.set_rates(fp, fn, recipe.bisect.parallel)
     end, combined = ("good end (still broken)", "still broken if any") if fix else ("bad end", "bad if any")
-    echo(f"hit rate at the {end}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
+    where = f"at the {end}" if current is None else (
+        f"lowered at the leading candidate {res.candidate.label or res.candidate.ref[:10]} (was {current:.2f})")
+    echo(f"hit rate {where}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
          f"({reps} runs, {combined}) false_positive {fp:.3f}, false_negative {fn:.3f}; noisy search, "
          f"~{b.steps_left()} probes, {budget_text(b)}")
 
