@@ -239,7 +239,7 @@ def budget_text(b: Bisection) -> str:
         return f"budget {b.max_probes} probes (max_probes)"
     if b.budget is not None:
         bound = channel_bound(max(2, b.n - 1), b.fp, b.fn, 1 - b.confidence)
-        return (f"budget {b.budget} good/bad verdicts (2 x information bound {bound:.1f} + 4, "
+        return (f"budget {b.budget} good/bad verdicts (3 x information bound {bound:.1f} + 4, "
                 f"flake fp {b.fp:.3g} fn {b.fn:.3g})")
     return "no budget needed (exact search)"
 
@@ -863,7 +863,7 @@ class Bisection:
         if self.max_probes is not None and self.probes >= self.max_probes:
             spent = f"probe budget ({self.max_probes} probes) spent; "
         elif self.budget is not None and self.informative >= self.budget:
-            spent = (f"probe budget ({self.budget} good/bad verdicts, 2x the information bound) spent "
+            spent = (f"probe budget ({self.budget} good/bad verdicts, 3x the information bound + 4) spent "
                      f"after {self.probes} probes; ")
         if spent:
             self._finish(Status.INCONCLUSIVE, b if 0 < b < self.n else None, a - 1 if a > 0 else None,

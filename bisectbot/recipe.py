@@ -352,7 +352,7 @@ class BisectSpec(_Model):
         0.66, ge=0, le=1, description="below this the GitHub step refuses to blame (issue 6)"
     )
     max_probes: int | None = Field(
-        None, ge=1, description="probe budget; unset: 2x the information bound at the flake rates + 4")
+        None, ge=1, description="probe budget; unset: 3x the information bound at the flake rates + 4")
     drift: bool = Field(False, description="when the threshold moves inside the bad range, a second search "
                                            "finds the candidate where it moved")
     parallel: int = Field(1, ge=1, description="candidates probed at once (free runner slots)")

@@ -107,7 +107,7 @@ def derived_rates_note(recipe: Recipe) -> str | None:
     if recipe.bisect.flake is not None or reps <= 1:
         return None
     cap = (f"budget {recipe.bisect.max_probes} probes (max_probes)" if recipe.bisect.max_probes is not None
-           else "budget 2 x information bound + 4 good/bad verdicts at those rates")
+           else "budget 3 x information bound + 4 good/bad verdicts at those rates")
     end = "good (still broken) end" if recipe.regress.is_fix else "bad end"
     return (f"flake rates derived from the {end}'s {reps} runs (no bisect.flake): a noisy search "
             f"(Bayesian, confidence {recipe.bisect.confidence:.0%}) once the {end} is probed, {cap}")

@@ -16,7 +16,7 @@ from typing import Any
 from ..bisect import Bisection, budget_text, is_patch_mode, may_blame, search_settings
 from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
 from ..recipe import Recipe
-from .honesty import derived_rates_note
+from .honesty import derived_rates_note, repeats_per_probe
 
 
 def reproduce_ends(final: StageResult) -> tuple[Candidate | None, Candidate | None]:
@@ -44,6 +44,13 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
         final.message = patch_summary(final, recipe.regress)
     ok, why = may_blame(final.status, final.confidence, final.flags, recipe.bisect.blame_confidence)
     result.notes.append(("may blame: " if ok else "will not blame: ") + why)
+    if final.status is Status.CULPRIT and not is_patch_mode(recipe.regress) and exact_search(recipe):
+        # what "confidence 1.00" rests on (issue 12: a flaky bug probed once per candidate can
+        # name a later commit, as git bisect run would; the search cannot tell it from the runs)
+        result.notes.append(
+            "exact search (one run per probe, no bisect.flake): the confidence assumes a deterministic "
+            "reproducer; the culprit and its predecessor were re-probed. For a bug that shows in only "
+            "some runs, set reproducer.repeats or bisect.flake")
     good, bad = reproduce_ends(final)
     if good and bad:
         result.reproduce = (f"bisectbot run {shlex.quote(recipe_path)} "
@@ -51,6 +58,16 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
     if all_cached:
         result.notes.append("every verdict came from the probe cache")
     return result
+
+
+def exact_search(recipe: Recipe) -> bool:
+    """Whether ``recipe``'s search stays exact: no ``bisect.flake`` rates (or both 0) and one run
+    per probe (:func:`bisectbot.session.honesty.repeats_per_probe`; with more, the rates are
+    derived from the bad end and the search turns noisy)."""
+    fl = recipe.bisect.flake
+    if fl is not None and (fl.false_positive or fl.false_negative):
+        return False
+    return repeats_per_probe(recipe) <= 1
 
 
 def fill_patch_states(result: RunResult) -> None:

@@ -34,6 +34,8 @@ def test_command_mode_finds_commit_k_with_unbuildable_and_broken_commits(tmp_pat
     assert final["last_good"]["ref"] == repo.shas[16]
     md = (out / "report.md").read_text()
     assert repo.shas[17] in md and "Regression in" in md
+    # what the confidence rests on: one run per probe, no flake rates (issue 12)
+    assert "exact search (one run per probe, no bisect.flake)" in md and "set reproducer.repeats" in md
     # progress lines name candidate, verdict, reason, time and probes left
     assert "probes left" in p.stderr and "command exit" in p.stderr
     log = kit.run_cli("--state", str(tmp_path / "state"), "bisect", "log")
