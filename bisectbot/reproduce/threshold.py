@@ -205,9 +205,9 @@ def narrow_enough(lo: int, hi: int, spec: ReproducerSpec) -> bool:
     return hi - lo <= max(spec.tolerance * lo, spec.tolerance_tokens)
 
 
-def split_point(lo: int, hi: int, spec: ReproducerSpec) -> int:
-    """Midpoint of ``(lo, hi)`` on the scale u with du/dx = 1/max(tolerance*x, tolerance_tokens):
-    linear below ``x0 = tolerance_tokens/tolerance``, logarithmic above. Strictly inside."""
+def _size_scale(spec: ReproducerSpec) -> tuple[Callable[[float], float], Callable[[float], float]]:
+    """``(u, inverse of u)``: the scale with du/dx = 1/max(tolerance*x, tolerance_tokens) on
+    sizes x (tokens), linear below ``x0 = tolerance_tokens/tolerance``, logarithmic above."""
     tol, tt = spec.tolerance, float(spec.tolerance_tokens)
     x0 = tt / tol
 
@@ -217,6 +217,13 @@ def split_point(lo: int, hi: int, spec: ReproducerSpec) -> int:
     def inv(v: float) -> float:
         return v * tt if v <= x0 / tt else x0 * math.exp((v - x0 / tt) * tol)
 
+    return u, inv
+
+
+def split_point(lo: int, hi: int, spec: ReproducerSpec) -> int:
+    """Midpoint of ``(lo, hi)`` on the scale u with du/dx = 1/max(tolerance*x, tolerance_tokens):
+    linear below ``x0 = tolerance_tokens/tolerance``, logarithmic above. Strictly inside."""
+    u, inv = _size_scale(spec)
     mid = round(inv((u(lo) + u(hi)) / 2))
     return min(max(mid, lo + 1), hi - 1)
 
@@ -224,15 +231,7 @@ def split_point(lo: int, hi: int, spec: ReproducerSpec) -> int:
 def split_at(lo: int, hi: int, spec: ReproducerSpec, share: float) -> int:
     """The size (tokens) at ``share`` (0..1) of the way from ``lo`` to ``hi`` on the scale of
     :func:`split_point` (0.5: :func:`split_point` itself). Strictly inside when possible."""
-    tol, tt = spec.tolerance, float(spec.tolerance_tokens)
-    x0 = tt / tol
-
-    def u(x: float) -> float:
-        return x / tt if x <= x0 else x0 / tt + math.log(x / x0) / tol
-
-    def inv(v: float) -> float:
-        return v * tt if v <= x0 / tt else x0 * math.exp((v - x0 / tt) * tol)
-
+    u, inv = _size_scale(spec)
     x = round(inv(u(lo) + share * (u(hi) - u(lo))))
     return min(max(x, lo + 1), hi - 1)
 
