@@ -454,6 +454,11 @@ class Bisection:
         self._result: SearchResult | None = None
         self._inconsistent = ""
         self._verify_skip = ""
+        #: the per-run hit rate the current rates were derived from
+        #: (:func:`bisectbot.session.honesty.adapt_rates`); None while the recipe's rates hold
+        self.hit_rate: float | None = None
+        #: ``{index: (hits, runs)}`` of the command runs seen per candidate, pooled over its probes
+        self.runs_seen: dict[int, tuple[int, int]] = {}
         self._advance()
 
     # ------------------------------------------------------------------ posterior views
@@ -665,6 +670,7 @@ class Bisection:
         c._logp = self._logp.copy()
         c._ends_left = list(self._ends_left)
         c._verify_targets = list(self._verify_targets)
+        c.runs_seen = dict(self.runs_seen)
         return c
 
     # ------------------------------------------------------------------ feeding verdicts

@@ -501,10 +501,12 @@ def bisection_problems(recipe: Recipe, text: str, filename: str = "<recipe>") ->
     """
     if recipe.regress.mode != "command":
         return []
-    data, marks = compose(text, filename)
-    out: list[str] = []
     argv = recipe.reproducer.command or []
     at = next((i for i, a in enumerate(argv) if "{size}" in a), None)
+    if at is None and not recipe.bisect.drift:
+        return []
+    data, marks = compose(text, filename)
+    out: list[str] = []
     if at is not None:
         rd = data.get("reproducer") if isinstance(data.get("reproducer"), dict) else {}
         cmd = rd.get("command") if isinstance(rd, dict) else None
@@ -522,24 +524,25 @@ def bisection_problems(recipe: Recipe, text: str, filename: str = "<recipe>") ->
     return out
 
 
+def _recipe_text(p: Path) -> str:
+    """The text of recipe file ``p`` (size-limited, UTF-8 checked). Raises :class:`RecipeError`."""
+    try:
+        return read_text(p)
+    except LocatedErrors as e:
+        raise RecipeError(e.problems) from None
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Load and validate a recipe file. Raises :class:`RecipeError` (exit code 2)."""
     p = Path(path)
-    try:
-        text = read_text(p)  # size-limited, UTF-8 checked
-    except LocatedErrors as e:
-        raise RecipeError(e.problems) from None
-    return parse_recipe(text, str(p))
+    return parse_recipe(_recipe_text(p), str(p))
 
 
 def load_bisection_recipe(path: str | Path) -> Recipe:
     """:func:`load_recipe` for a bisection (``run``, ``bisect replay``, ``round``): also refuses
     the :func:`bisection_problems` of the recipe. Raises :class:`RecipeError` (exit code 2)."""
     p = Path(path)
-    try:
-        text = read_text(p)
-    except LocatedErrors as e:
-        raise RecipeError(e.problems) from None
+    text = _recipe_text(p)
     recipe = parse_recipe(text, str(p))
     problems = bisection_problems(recipe, text, str(p))
     if problems:

@@ -216,8 +216,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             ctx.emit(result.to_dict())
     else:
         if final is not None:
+            from ..bisect import confidence_text
+
             if final.first_bad is not None and final.status.value == "culprit":
-                from ..bisect import confidence_text
                 from ..report.render import culprit_word, patch_message
 
                 click.echo(f"{culprit_word(result).lower()}: {final.first_bad.component} {final.first_bad.ref} "
@@ -228,7 +229,6 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             else:
                 click.echo(f"{final.status.value}: {final.message}")
                 if final.culprits:
-                    from ..bisect import confidence_text
                     from ..report.render import ends_words
 
                     first = ends_words(result.kind, result.regress)["first"]

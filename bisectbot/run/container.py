@@ -331,6 +331,7 @@ class ContainerRunner:
         self.lock_dir = lock_dir
         self.keep_images = keep_images
         self._stack_hash: str | None = None
+        self._key_tail: str | None = None  # build_key's patch-stack and profile part
 
     def _base_ref(self, c: Candidate) -> str:
         if c.meta.get("base"):
@@ -358,8 +359,10 @@ class ContainerRunner:
         Last comes ``|profile:<hash>`` (:meth:`RunnerProfile.verdict_hash`): the recipe names its
         runner profile, whose ``env``, devices and docker options can change a verdict.
         """
-        sh = self._patch_hash()
-        tail = (f"|patches:{sh}" if sh else "") + f"|profile:{self.profile.verdict_hash()}"
+        if self._key_tail is None:
+            sh = self._patch_hash()
+            self._key_tail = (f"|patches:{sh}" if sh else "") + f"|profile:{self.profile.verdict_hash()}"
+        tail = self._key_tail
         if c.kind != CandidateKind.COMMIT or not c.meta.get("base"):
             return f"image{tail}"
         return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}{tail}"

@@ -135,17 +135,16 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     if last.index != index or last.effective is Verdict.SKIP:
         return
     runs, hits = int(res.extra.get("runs") or 0), int(res.extra.get("hits") or 0)
-    seen: dict[int, list[int]] = b.__dict__.setdefault("runs_seen", {})
-    pooled = seen.setdefault(index, [0, 0])
-    seen[index] = [pooled[0] + hits, pooled[1] + runs]  # a new list: copies of the search share the dict
-    current = getattr(b, "hit_rate", None)
+    pooled = b.runs_seen.get(index, (0, 0))
+    b.runs_seen[index] = (pooled[0] + hits, pooled[1] + runs)
+    current = b.hit_rate
     if current is None:
         if index != (0 if fix else b.n - 1) or runs <= 1 or hits <= 0:
             return
         h = estimate_hit_rate(hits, runs)
     else:
         a, first, mass = b._best_class()
-        hits, runs = seen[index]
+        hits, runs = b.runs_seen[index]
         if index != first or mass < CONFIRMATION_MASS or hits <= 0 or runs <= 1:
             return
         h = estimate_hit_rate(hits, runs)
@@ -154,7 +153,7 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     fp, fn = per_probe_rates(h, reps)
     if fix:  # a broken build read "fixed" is the false positive of a fix search
         fp, fn = fn, fp
-    b.hit_rate = h  # type: ignore[attr-defined]
+    b.hit_rate = h
     b.set_rates(fp, fn, recipe.bisect.parallel)
     end, combined = ("good end (still broken)", "still broken if any") if fix else ("bad end", "bad if any")
     where = f"at the {end}" if current is None else (
