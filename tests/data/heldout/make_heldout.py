@@ -317,6 +317,240 @@ case("hg070-template-tool", "garbage", "template-leak",
      "4</s><s>[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>", source=RS)
 
 
+# =========================================================================== issue 27 (committed before its classifier change)
+# The text oracle's blind spots: detokenizer residue, whitespace floods, loops of any period at a
+# small max_tokens, salad after a correct answer -- and their legitimate look-alikes (code with many
+# blank lines, poems, box-drawn tables, scripts without spaces, non-ASCII rules, CSV, lists).
+R27 = random.Random(2707)
+N2 = NEEDLES[:2]
+QN2 = Q4 + " Also list the access codes of vaults 1 to 2 that the document mentions, exactly as written."
+ANS2 = "Two plus two equals 4. The codes are PLOVER-5520 and SISKIN-3308."
+
+
+def mojibake(text: str) -> str:
+    """UTF-8 bytes read as Windows-1252 (bytes it leaves undefined read as Latin-1): a wrong codec."""
+    out = []
+    for b in text.encode("utf-8"):
+        try:
+            out.append(bytes([b]).decode("cp1252"))
+        except UnicodeDecodeError:
+            out.append(chr(b))
+    return "".join(out)
+
+
+def sp_pieces(text: str) -> str:
+    """SentencePiece pieces joined without decoding: every word start marked with U+2581."""
+    return "".join("\u2581" + w for w in text.split(" "))
+
+
+def bpe_pieces(text: str) -> str:
+    """GPT-2 byte-level BPE pieces joined without decoding: space -> G-dot (U+0120), newline -> C-dot (U+010A)."""
+    return text.replace(" ", "\u0120").replace("\n", "\u010a").replace("\t", "\u0109")
+
+
+# ---- garbage: detokenizer residue
+case("hg101-sp-markers", "garbage", "detokenizer-residue", sp_pieces(ANS2)[1:], question=QN2, needles=N2,
+     completion_tokens=19, source=RS, note="vllm#29953 shape: SentencePiece word marks left in the text")
+case("hg102-sp-markers-spaced", "garbage", "detokenizer-residue", "\u2581The \u2581sum \u2581of \u25812 \u2581and "
+     "\u25812 \u2581is \u25814 .", completion_tokens=10, source=RS,
+     note="pieces joined with spaces, each still carrying its word mark")
+case("hg103-sp-markers-summary", "garbage", "detokenizer-residue", sp_pieces(
+     "The document is a long catalogue of internal functions. Each entry names a function, its parameters and "
+     "what it does to a buffer, a tensor or a queue. Several entries mention retries and stage numbers.")[1:],
+     question=QSUM, expected=None, min_reply=40, completion_tokens=44, source=RS)
+case("hg104-sp-partial", "garbage", "detokenizer-residue",
+     "Two plus two equals 4.\u2581The\u2581codes\u2581are PLOVER-5520 and\u2581SISKIN-3308.", question=QN2, needles=N2,
+     completion_tokens=19, note="only some pieces left undecoded (added tokens decoded apart)")
+case("hg105-bpe-markers", "garbage", "detokenizer-residue", bpe_pieces(ANS2.replace(". The", ".\nThe")),
+     question=QN2, needles=N2, completion_tokens=19, source=RS,
+     note="vllm#16838 / distributed-llama#142 shape: byte-level BPE markers left in the text")
+case("hg106-bpe-code", "garbage", "detokenizer-residue",
+     bpe_pieces("def total(xs):\n    return sum(xs)\n\nprint(total([1, 2, 3]))\n"), question=QCODE, expected=None,
+     min_reply=10, completion_tokens=24, source=RS)
+case("hg107-bpe-newlines-only", "garbage", "detokenizer-residue",
+     "2 + 2 = 4.\u010a\u010aThe codes are:\u010a- PLOVER-5520\u010a- SISKIN-3308", question=QN2, needles=N2,
+     completion_tokens=22, note="spaces decoded, newline pieces left as C-dot")
+case("hg108-byte-fallback-newlines", "garbage", "detokenizer-residue",
+     "2 + 2 = 4.<0x0A><0x0A>The codes are PLOVER-5520 and SISKIN-3308.<0x0A>", question=QN2, needles=N2,
+     completion_tokens=21, source=RS, note="SentencePiece byte-fallback pieces for newlines left in the text")
+case("hg109-byte-fallback-cjk", "garbage", "detokenizer-residue", "2加2<0xE7><0xAD><0x89><0xE4><0xBA><0x8E>4。",
+     lang="zh", question=Q4_ZH, completion_tokens=10, source=RS,
+     note="UTF-8 bytes of two CJK characters left as byte pieces")
+case("hg110-mojibake-de", "garbage", "mojibake",
+     mojibake("2 + 2 ist 4 – also vier. Die Codes lauten „PLOVER-5520“ und „SISKIN-3308“. Für beide gilt "
+              "dieselbe Größe."), lang="de", question=QN2.replace(Q4, Q4_DE), needles=N2, source=RS,
+     note="UTF-8 text decoded as Windows-1252")
+case("hg111-mojibake-zh", "garbage", "mojibake", mojibake("2加2等于4。访问码是PLOVER-5520和SISKIN-3308。"),
+     lang="zh", question=Q4_ZH, needles=N2, source=RS)
+case("hg112-mojibake-quotes", "garbage", "mojibake",
+     mojibake("Two plus two is 4 — it’s simple. The codes are “PLOVER-5520” and “SISKIN-3308”."), question=QN2,
+     needles=N2, source=RS, note="curly quotes and dashes through the wrong codec")
+# ---- garbage: whitespace floods
+case("hg113-newline-flood-length", "garbage", "whitespace-flood", ANS2 + "\n" * 985, question=QN2, needles=N2,
+     finish="length", completion_tokens=1000, source=RS,
+     note="vllm#2870 / vllm#8020 shape: a correct answer, then newlines until max_tokens")
+case("hg114-space-flood-length", "garbage", "whitespace-flood", ANS2 + " " * 985, question=QN2, needles=N2,
+     finish="length", completion_tokens=1000, source=RS)
+case("hg115-tab-newline-flood", "garbage", "whitespace-flood", ANS2 + "\n\t" * 490, question=QN2, needles=N2,
+     finish="length", completion_tokens=1000, source=RS)
+case("hg116-newline-flood-middle", "garbage", "whitespace-flood",
+     "2 + 2 = 4." + "\n" * 400 + "The codes are PLOVER-5520 and SISKIN-3308.", question=QN2, needles=N2,
+     note="a flood in the middle, no usage block")
+case("hg117-ideographic-space-flood", "garbage", "whitespace-flood", "2加2等于4。" + "\u3000" * 600, lang="zh",
+     question=Q4_ZH, finish="length", completion_tokens=606)
+case("hg118-nbsp-flood", "garbage", "whitespace-flood", ANS2 + "\u00a0" * 500, question=QN2, needles=N2,
+     finish="length", completion_tokens=515)
+case("hg119-zwsp-flood", "garbage", "whitespace-flood", ANS2 + "\u200b" * 700, question=QN2, needles=N2,
+     finish="length", completion_tokens=715, note="zero-width spaces: invisible format characters")
+# ---- garbage: loops of any period at a small max_tokens
+LOOP13 = " I hope this answer helps you understand the codes in the document."
+case("hg120-sentence-loop-200", "garbage", "sentence-loop", (ANS2 + LOOP13 * 15)[:1010], question=QN2, needles=N2,
+     finish="length", max_tokens=200, completion_tokens=200, source=RS,
+     note="LocalAI#969 shape: a 13-token sentence repeated after a correct answer, cut at max_tokens 200")
+case("hg121-sentence-loop-1000", "garbage", "sentence-loop", ANS2 + LOOP13 * 76, question=QN2, needles=N2,
+     finish="length", completion_tokens=1000, source=RS)
+PARA = (" The document is a list of functions, and each function has parameters, a return value and a short "
+        "description of what it does to the data it receives.")
+case("hg122-paragraph-loop", "garbage", "sentence-loop", "2 + 2 = 4." + PARA * 6, finish="length", max_tokens=200,
+     completion_tokens=200, note="a 31-token paragraph repeated until max_tokens")
+case("hg123-zh-loop", "garbage", "sentence-loop", "2加2等于4。" + "我们可以看到这个问题的答案非常简单" * 12,
+     lang="zh", question=Q4_ZH, finish="length", max_tokens=200, completion_tokens=200,
+     note="a loop in a script without spaces: one clause repeated without punctuation")
+case("hg124-code-block-loop", "garbage", "sentence-loop",
+     "```python\ndef total(xs):\n    return sum(xs)\n\n" + "# Example usage:\nprint(total([1, 2, 3]))  # 6\n" * 12,
+     question=QCODE, expected=None, min_reply=10, finish="length", max_tokens=200, completion_tokens=200)
+# ---- garbage: salad after a correct answer
+TAIL_SALAD = ("ward Officer blessed Chronicle slot Manuel pigment referral Fab gaz whilst boutique Kyle spine marble "
+              "hurdles Latitude erect turbo sympathetic Appeal").split()
+case("hg125-tail-salad-13", "garbage", "tail-salad", ANS2 + " " + " ".join(R27.sample(TAIL_SALAD, 13)), question=QN2,
+     needles=N2, source=RS, note="ik_llama.cpp#1256 shape: a correct answer, then 13 salad words")
+case("hg126-tail-salad-needles3", "garbage", "tail-salad",
+     "2 + 2 = 4. The codes are PLOVER-5520, SISKIN-3308 and AVOCET-9164. " + " ".join(R27.sample(TAIL_SALAD, 15))
+     + " 的", question=QN, needles=NEEDLES, source=RS)
+case("hg127-tail-fragments", "garbage", "tail-salad",
+     ANS2 + " ingly ation ousness izing ment wardly ette ique ified ables ically nessed orium", question=QN2,
+     needles=N2, note="subword fragments after the answer")
+# ---- garbage: formatting characters that are a flood, not a rule
+case("hg128-box-flood", "garbage", "flood", "4" + "\u2500" * 900, finish="length", completion_tokens=900,
+     note="one box-drawing character until max_tokens: a flood, not a rule")
+
+# ---- legitimate look-alikes (label ok)
+FUNCS = "".join(f'def f{i}(x: int) -> int:\n    """Step {i}."""\n    return x + {i}\n\n\n' for i in range(10))
+case("hk101-code-blank-lines", "ok", "code", "```python\n" + FUNCS + "def total(xs):\n    return sum(xs)\n```",
+     question=QCODE, expected=None, min_reply=10, source=RS, note="PEP 8: two blank lines between functions")
+case("hk102-code-blank-groups", "ok", "code",
+     "```python\nimport math\n\n\n\nTOTAL = 0\n\n\n\n" + "".join(f"def g{i}():\n    pass\n\n\n\n" for i in range(6))
+     + "```\n\n\n", question=QCODE, expected=None, min_reply=10, note="three blank lines between groups")
+
+
+def nest(d: int) -> object:
+    return {"value": 4, "child": nest(d - 1)} if d else {"value": 4}
+
+
+case("hk103-json-deep-indent", "ok", "json", json.dumps({"answer": 4, "tree": nest(9)}, indent=4),
+     note="deeply indented JSON: mostly spaces")
+POEM = ("Two and two, the lantern said,\nmake four upon the window ledge;\n\nfour birds asleep, four stars "
+        "ahead,\nfour stones along the river's edge.\n\n")
+case("hk104-poem-stanzas", "ok", "poem", POEM * 2 + "And four, the lantern said again.\n", source=RS,
+     note="a poem: short lines, blank lines between stanzas, a repeated stanza")
+case("hk105-poem-indented", "ok", "poem",
+     "two\n    and two\n        make\n            four\n\n" * 3 + "(the answer is 4)", note="a concrete poem")
+case("hk106-box-table", "ok", "box-table",
+     "┌─────┬─────┬───────┐\n│  a  │  b  │  a+b  │\n├─────┼─────┼───────┤\n│  2  │  2  │   4   │\n"
+     "│  1  │  3  │   4   │\n└─────┴─────┴───────┘\nSo 2 + 2 = 4.", source=RS)
+case("hk107-box-table-double", "ok", "box-table",
+     "╔══════════╦════════╗\n║ question ║ answer ║\n╠══════════╬════════╣\n║   2+2    ║   4    ║\n"
+     "╚══════════╩════════╝")
+case("hk108-zh-needles", "ok", "non-english",
+     "2加2等于4。文件中提到的访问码依次是：第一号保险库PLOVER-5520，第二号保险库SISKIN-3308。"
+     "文件的其余部分是一长串函数说明，每个函数都有参数和返回值，这些内容不会改变上面的结果。",
+     lang="zh", question=QN2, needles=N2, completion_tokens=72, source=RS)
+case("hk109-ja-summary", "ok", "non-english",
+     "この文書は内部関数の長い一覧です。各項目には関数名、引数、戻り値が書かれており、バッファやテンソル、"
+     "キューに対して何をするかが説明されています。多くの項目では再試行の回数や段階の番号、例外の種類にも"
+     "触れています。全体としては、ある実行環境のリファレンスのように読めます。", lang="ja",
+     question="文書を数段落で要約してください。", expected=None, min_reply=40, completion_tokens=105)
+case("hk110-th", "ok", "non-english", "สองบวกสองเท่ากับ 4 ครับ ซึ่งเป็นการบวกเลขง่ายๆที่ไม่ต้องใช้ข้อมูลจากเอกสารเลย",
+     lang="th", question="2+2 เท่ากับเท่าไร", completion_tokens=30, source=RS, note="Thai: no spaces between words")
+case("hk111-rule-heavy", "ok", "unicode-rule", "━" * 32 + "\nResult\n" + "━" * 32 + "\n2 + 2 = 4\n" + "━" * 32,
+     source=RS, note="rules drawn with a non-ASCII box-drawing character on lines of their own")
+case("hk112-rule-double", "ok", "unicode-rule",
+     "Answer\n" + "═" * 40 + "\nTwo plus two is 4.\n\nCheck\n" + "═" * 40 + "\n4 − 2 = 2 ✓")
+case("hk113-rule-zh-dash", "ok", "unicode-rule",
+     "答案\n" + "—" * 20 + "\n2加2等于4。\n" + "—" * 20 + "\n说明：这是简单的加法。", lang="zh", question=Q4_ZH,
+     note="a rule of em dashes, as Chinese text draws them")
+case("hk114-rule-ja-marks", "ok", "unicode-rule",
+     "【答え】\n＊＊＊＊＊＊＊＊＊＊\n2たす2は4です。\n・・・・・・・・・・\n以上です。", lang="ja", question=Q4_JA,
+     note="full-width asterisks and katakana middle dots as separators")
+case("hk115-dinkus", "ok", "unicode-rule",
+     "The sum of two and two is four.\n\n⁂\n\nIt does not depend on the document.\n\n✦ ✦ ✦ ✦ ✦\n\n"
+     "· · · · · · · · · ·\n\nSo: 4.", note="section breaks drawn with dinkus marks")
+case("hk116-wave-dash", "ok", "unicode-rule", "〜〜〜〜〜〜〜〜〜〜〜〜\n２たす２は４（4）です。\n〜〜〜〜〜〜〜〜〜〜〜〜",
+     lang="ja", question=Q4_JA)
+case("hk117-dot-leaders", "ok", "list",
+     "Contents\n1. The question ………………………… 1\n2. The answer …………………………… 4\n3. A check . . . . . . . . . . . . . 5\n"
+     "\nThe answer is 4.", note="a table of contents with dot leaders")
+case("hk118-csv-empty-cells", "ok", "csv",
+     "id,answer,note,,,,,\n" + "".join(f"{i},4,,,,,,\n" for i in range(1, 31)), source=RS,
+     note="CSV with many empty cells: runs of commas")
+case("hk119-table-empty-rows", "ok", "markdown-table",
+     "| x | y | x+y |\n|---|---|---|\n| 2 | 2 | 4 |\n" + "| — | — | — |\n" * 10 + "\nOnly the first row is "
+     "filled in: 2 + 2 = 4.", note="a table whose empty rows repeat exactly")
+case("hk120-sp-explained", "ok", "mentions-markers",
+     "SentencePiece marks the start of a word with ▁ (U+2581), so ▁Two ▁plus are two pieces; decoded, they read "
+     "'Two plus'. As for the sum: 2 + 2 = 4.", note="a correct reply that talks about the marker")
+case("hk121-bpe-explained", "ok", "mentions-markers",
+     "In GPT-2's byte-level BPE a leading space is shown as Ġ and a newline as Ċ: 'Ġfour' is ' four'. "
+     "And 2 + 2 = 4.")
+case("hk122-byte-explained", "ok", "mentions-markers",
+     "A byte-fallback tokenizer writes a newline it has no piece for as <0x0A>. The answer is 4.")
+case("hk123-pt-upper", "ok", "non-english",
+     "A RESPOSTA É 4. INFORMAÇÃO: DOIS MAIS DOIS SÃO QUATRO, EM SÃO PAULO OU NA CONCEIÇÃO.", lang="pt",
+     question="Quanto é 2+2?", note="Portuguese capitals: Ã followed by ASCII letters is not mojibake")
+case("hk124-vi", "ok", "non-english", "Hai cộng hai bằng 4. Đây là phép cộng đơn giản, không cần đọc tài liệu.",
+     lang="vi", question="2 cộng 2 bằng mấy?", source=RS)
+case("hk125-ja-fullwidth-indent", "ok", "non-english",
+     "\u3000答えは4です。\n\u3000二たす二は四であり、文書の内容はこの結果に影響しません。", lang="ja",
+     question=Q4_JA, note="Japanese paragraphs indented with an ideographic space")
+LONGSUM = ("The document is a long reference of internal functions. Each entry names a function and its "
+           "parameters and says what it does to a buffer, a tensor, a table or a queue. ") * 4
+case("hk126-long-cut", "ok", "essay", LONGSUM + "Several entries also mention the", question=QSUM, expected=None,
+     min_reply=40, finish="length", max_tokens=160, completion_tokens=160,
+     note="a healthy summary cut by max_tokens")
+case("hk127-trailing-newlines", "ok", "terse", "4\n\n\n", completion_tokens=4)
+case("hk128-tags-tail", "ok", "tail-list",
+     "2 + 2 = 4.\n\nTags: addition, arithmetic, integers, sum, operands, commutativity, identity, parity, doubling, "
+     "counting, numbers, base ten, mental math", note="a keyword list after the answer")
+case("hk129-see-also-tail", "ok", "tail-list",
+     "The answer is 4.\n\nSee also: Addition · Multiplication · Parity · Peano axioms · Successor function · "
+     "Natural numbers · Monoid · Group theory")
+case("hk130-explanation-tail", "ok", "essay",
+     ANS2 + " Both codes appear once in the document, and I copied them exactly as they are written there.",
+     question=QN2, needles=N2)
+case("hk131-go-tabs", "ok", "code",
+     "```go\npackage main\n\n\nimport \"fmt\"\n\n\nfunc total(xs []int) int {\n\ts := 0\n\tfor _, x := range xs {\n"
+     "\t\ts += x\n\t}\n\n\treturn s\n}\n\n\nfunc main() {\n\tfmt.Println(total([]int{2, 2}))\n}\n```",
+     question=QCODE, expected=None, min_reply=10)
+case("hk132-ascii-diagram", "ok", "diagram",
+     "       4\n      / \\\n     /   \\\n    2     2\n\n" + " " * 20 + "(sum tree: 2 + 2 = 4)\n", source=RS)
+case("hk133-hidden-reasoning", "ok", "terse", "4", completion_tokens=900,
+     note="a server that hides the reasoning but counts its tokens: few visible characters, finish stop")
+case("hk134-zh-box-table", "ok", "box-table",
+     "┌────┬────┐\n│问题│答案│\n├────┼────┤\n│2+2 │ 4  │\n└────┴────┘", lang="zh", question=Q4_ZH)
+case("hk135-emoji-zwj", "ok", "emoji", "👨\u200d👩\u200d👧\u200d👦 A family of 4 — 2 + 2 = 4 ✔\ufe0f 4\ufe0f\u20e3",
+     note="zero-width joiners and variation selectors inside emoji")
+case("hk136-rtl-marks", "ok", "non-english", "\u200fالجواب هو 4.\u200f 2 + 2 = 4", lang="ar",
+     question="كم يساوي 2+2؟", note="right-to-left marks (format characters)")
+case("hk137-soft-hyphens", "ok", "non-english",
+     "2 + 2 ist 4. Die Donau\u00addampf\u00adschiff\u00adfahrts\u00adgesellschaft und die Haft\u00adpflicht"
+     "\u00adversicherung haben damit nichts zu tun.", lang="de", question=Q4_DE, note="soft hyphens inside words")
+case("hk138-th-zwsp", "ok", "non-english", "สอง\u200bบวก\u200bสอง\u200bเท่ากับ\u200b4\u200bครับ", lang="th",
+     question="2+2 เท่ากับเท่าไร", note="Thai words separated by zero-width spaces")
+case("hk139-numbered-list", "ok", "list",
+     "2 + 2 = 4.\n" + "".join(f"{i}. Vault {i}: code not listed\n" for i in range(3, 13)) + "1. PLOVER-5520\n"
+     "2. SISKIN-3308", question=QN2, needles=N2, note="a list whose lines repeat but for the number")
+
+
 def main() -> None:
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
