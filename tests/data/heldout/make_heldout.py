@@ -513,8 +513,13 @@ case("hk125-ja-fullwidth-indent", "ok", "non-english",
      "\u3000答えは4です。\n\u3000二たす二は四であり、文書の内容はこの結果に影響しません。", lang="ja",
      question=Q4_JA, note="Japanese paragraphs indented with an ideographic space")
 LONGSUM = ("The document is a long reference of internal functions. Each entry names a function and its "
-           "parameters and says what it does to a buffer, a tensor, a table or a queue. ") * 4
-case("hk126-long-cut", "ok", "essay", LONGSUM + "Several entries also mention the", question=QSUM, expected=None,
+           "parameters and says what it does to a buffer, a tensor, a table or a queue. Most functions are short "
+           "helpers that are called once per step; a few of them retry a failed operation up to a fixed number of "
+           "times and raise an exception when the bound is exceeded. Stage numbers appear in many entries, which "
+           "suggests a pipeline that moves data from one module to the next. The return values are mostly counts, "
+           "flags or new buffers, and no entry describes any user interface. Taken together the text reads like "
+           "the generated reference section of a runtime library, ")
+case("hk126-long-cut", "ok", "essay", LONGSUM + "with the same layout repeated for", question=QSUM, expected=None,
      min_reply=40, finish="length", max_tokens=160, completion_tokens=160,
      note="a healthy summary cut by max_tokens")
 case("hk127-trailing-newlines", "ok", "terse", "4\n\n\n", completion_tokens=4)
