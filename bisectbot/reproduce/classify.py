@@ -26,31 +26,45 @@ together for collapse: garbage can hide in either.
 Classifiers (thresholds from :class:`bisectbot.recipe.ClassifierSettings`, tuned on
 the labelled corpus ``tests/data/outputs``; ``benchmarks/classifier.py`` measures them):
 
-==================  ==========================================================================
-``empty``           no content and no reasoning
-``unique-ratio``    distinct words / words < ``unique_ratio_min`` (0.15, the classic check), >= 30 words;
-                    weak: logs, tables and refrains have low global ratios too
-``window-unique``   minimum of that ratio over sliding windows of ``window_words`` words
-                    (< ``window_unique_ratio_min``): catches a reply that collapses mid-stream
-``compression``     zlib ratio (raw bytes / compressed bytes) > ``compression_ratio_max``, >= 200 bytes
-``control-chars``   share of control / private-use / unassigned / U+FFFD characters > ``control_char_share_max``
-``repeat-run``      longest run of one repeated token n-gram (n <= 6) >= ``max_repeat_run``, or
-                    >= 15 repeats covering >= 60 % of a short reply (cut by ``max_tokens``); a
-                    flood of one non-alphanumeric character (``!!!!!!``, ``,,,,``)
-``digit-chain``     >= 40 digits in a row, or >= 30 single-digit tokens in a row
-``stray-script``    isolated one-letter fragments of another script (``the 的 model 는 ...``) or
-                    code identifiers with foreign letters inside (``value_는0``) in Latin text
-``template-leak``   chat-template special tokens in the reply (``<start_of_turn>``, ``<|im_end|>``,
-                    ``[/INST]``, ``<|eot_id|>``, ``<unk>``...): a template/tokenizer mismatch
-``salad``           prose of >= 20 Latin/Cyrillic words with almost no function words
-                    (share < ``function_word_share_min`` 0.10 of English/German/French/Spanish/Italian/Portuguese/Russian ones)
-``known-answer``    the recipe's ``expected_answer`` is not in the answer (number words count:
-                    "four", "vier", "quatre", "cuatro", "четыре", "四"...)
-``needles``         share of needle codes retrieved exactly < ``needle_recall_min``; near misses
-                    (one character off) are named -- fluent-but-wrong answers are only caught here
-``too-short``       fewer than ``min_reply_tokens`` completion tokens; weak when the answer or
-                    the needles are checked
-==================  ==========================================================================
+=======================  ==========================================================================
+``empty``                no content and no reasoning
+``unique-ratio``         distinct words / words < ``unique_ratio_min`` (0.15, the classic check), >= 30 words;
+                         weak: logs, tables and refrains have low global ratios too
+``window-unique``        minimum of that ratio over sliding windows of ``window_words`` words
+                         (< ``window_unique_ratio_min``): catches a reply that collapses mid-stream
+``compression``          zlib ratio (raw bytes / compressed bytes) > ``compression_ratio_max``, >= 200 bytes
+``control-chars``        share of control / private-use / unassigned / U+FFFD characters > ``control_char_share_max``
+``detokenizer-residue``  what the detokenizer left unfinished (:mod:`bisectbot.reproduce.rawtext`): >= 3
+                         SentencePiece ``▁`` or byte-level BPE ``Ġ``/``Ċ`` word marks making >= 20 % of the
+                         words, >= 3 byte-fallback pieces ``<0x0A>``, >= 2 UTF-8 characters read with the
+                         wrong codec (``Ã¼``, ``â€™``); weak below (a reply may talk about the markers)
+``repeat-run``           a token n-gram of any period (a word, a sentence, a paragraph; one token per
+                         character in scripts without spaces) repeated >= ``max_repeat_run`` times, or
+                         >= 15 repeats covering >= 60 % of the reply, or -- cut by ``max_tokens`` --
+                         >= 4 repeats running into the cut and covering >= half of the reply; a flood
+                         of one non-alphanumeric character (``!!!!!!``, ``,,,,``). Measured, like
+                         ``compression``, without formatting rules: lines of dash/symbol/punctuation
+                         characters of any script (``━━━``, ``＊＊＊``, ``┌──┬──┐``), by Unicode category
+``whitespace-flood``     on the raw reply: a run of blank characters (whitespace and ``Cf``: zero-width
+                         spaces) of >= 120 characters or >= 24 line breaks, or >= 64 / 8 up to the
+                         ``max_tokens`` cut; weak: >= 4 completion tokens per visible character
+``digit-chain``          >= 40 digits in a row, or >= 30 single-digit tokens in a row
+``stray-script``         isolated one-letter fragments of another script (``the 的 model 는 ...``) or
+                         code identifiers with foreign letters inside (``value_는0``) in Latin text
+``template-leak``        chat-template special tokens in the reply (``<start_of_turn>``, ``<|im_end|>``,
+                         ``[/INST]``, ``<|eot_id|>``, ``<unk>``...): a template/tokenizer mismatch
+``salad``                prose of >= 20 Latin/Cyrillic words with almost no function words
+                         (share < ``function_word_share_min`` 0.10 of English/German/French/Spanish/Italian/Portuguese/Russian ones)
+``known-answer``         the recipe's ``expected_answer`` is not in the answer (number words count:
+                         "four", "vier", "quatre", "cuatro", "четыре", "四"...)
+``needles``              share of needle codes retrieved exactly < ``needle_recall_min``; near misses
+                         (one character off) are named -- fluent-but-wrong answers are only caught here
+``tail-salad``           the text after the answer's last sentence judged on its own: >= 10 prose words
+                         with a function-word share < ``function_word_share_min`` after an answer written
+                         in a language the list knows; weak otherwise (>= 5 words)
+``too-short``            fewer than ``min_reply_tokens`` completion tokens; weak when the answer or
+                         the needles are checked
+=======================  ==========================================================================
 """
 
 from __future__ import annotations
@@ -64,6 +78,14 @@ from typing import Any, NamedTuple
 from ..models import Outcome
 from ..recipe import ClassifierSettings, ReproducerSpec
 from .client import Reply
+from .rawtext import (
+    detokenizer_residue,
+    layout_text,
+    longest_blank_run,
+    longest_loop,
+    loop_tokens,
+    visible_chars,
+)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -182,21 +204,11 @@ def control_share(text: str) -> tuple[float, int]:
     return (bad / len(text) if text else 0.0), bad
 
 
-def longest_repeat(tokens: list[str], max_n: int = 6) -> tuple[int, str]:
-    """Longest run of one n-gram (n <= ``max_n``) repeated back to back: (repeats, n-gram)."""
-    best, what = 1, ""
-    low = [t.lower() for t in tokens]
-    for n in range(1, max_n + 1):
-        for off in range(n):  # every alignment of the n-gram grid
-            run = 1
-            for i in range(off + n, len(low) - n + 1, n):
-                if low[i:i + n] == low[i - n:i]:
-                    run += 1
-                    if run > best:
-                        best, what = run, " ".join(low[i:i + n])
-                else:
-                    run = 1
-    return best, what
+def longest_repeat(tokens: list[str]) -> tuple[int, str]:
+    """Longest run of one token n-gram of any period repeated back to back: (repeats, n-gram),
+    case-insensitive (see :func:`bisectbot.reproduce.rawtext.longest_loop`)."""
+    most, _ = longest_loop([t.lower() for t in tokens])
+    return most.repeats, most.unit
 
 
 def char_flood(text: str) -> tuple[float, str]:
@@ -278,21 +290,44 @@ def _needle_near_miss(needle: str, text: str) -> str | None:
     return None
 
 
-def answer_present(expected: str, text: str) -> bool:
-    """True when ``expected`` (case-insensitive, on word boundaries) is in ``text``; a small
-    integer also matches its number word in English and in :data:`_NUMBER_WORDS_INTL`
-    ("4" ~ "four", "vier", "четыре", "四")."""
+def _answer_pattern(expected: str) -> re.Pattern[str] | None:
+    """The forms of ``expected`` (see :func:`answer_present`) as one case-insensitive pattern."""
     forms = [expected.strip()]
     if forms[0].isdigit() and int(forms[0]) < len(_NUMBER_WORDS):
         forms.append(_NUMBER_WORDS[int(forms[0])])
         if int(forms[0]) < len(_NUMBER_WORDS_INTL):
             forms.extend(_NUMBER_WORDS_INTL[int(forms[0])])
-    for f in forms:
-        # ASCII boundaries only: CJK text writes "2加2等于4。" with no spaces
-        if f and re.search(r"(?<![0-9A-Za-z])(?<!\d\.)" + re.escape(f) + r"(?![0-9A-Za-z]|\.\d)", text,
-                           re.IGNORECASE):
-            return True
-    return False
+    forms = [f for f in forms if f]
+    if not forms:
+        return None
+    # ASCII boundaries only: CJK text writes "2加2等于4。" with no spaces
+    return re.compile(r"(?<![0-9A-Za-z])(?<!\d\.)(?:" + "|".join(map(re.escape, forms)) + r")(?![0-9A-Za-z]|\.\d)",
+                      re.IGNORECASE)
+
+
+def answer_present(expected: str, text: str) -> bool:
+    """True when ``expected`` (case-insensitive, on word boundaries) is in ``text``; a small
+    integer also matches its number word in English and in :data:`_NUMBER_WORDS_INTL`
+    ("4" ~ "four", "vier", "четыре", "四")."""
+    pat = _answer_pattern(expected)
+    return bool(pat and pat.search(text))
+
+
+#: End of a sentence (any script) or of a line.
+_SENTENCE_END = re.compile(r"[.!?\n\u3002\uff01\uff1f]")
+
+
+def answer_end(text: str, expected: str | None, needles: list[str]) -> int | None:
+    """Index in ``text`` just after the sentence holding the last of the expected answer and
+    the needle codes -- where the answer ends and its tail begins; ``None`` when neither is in it."""
+    ends = [i + len(n) for n in needles if (i := text.rfind(n)) >= 0]
+    pat = _answer_pattern(expected) if expected else None
+    if pat is not None:
+        ends += [m.end() for m in pat.finditer(text)][-1:]
+    if not ends:
+        return None
+    m = _SENTENCE_END.search(text, max(ends))
+    return m.end() if m else len(text)
 
 
 def template_leaks(text: str) -> list[str]:
@@ -318,10 +353,13 @@ def function_word_share(text: str) -> tuple[float, int]:
 # --------------------------------------------------------------------------- the verdict
 
 
-def text_signals(text: str, cs: ClassifierSettings) -> list[Signal]:
-    """The text-statistics signals of one text (no knowledge of the question)."""
+def text_signals(text: str, cs: ClassifierSettings, cut: bool = False) -> list[Signal]:
+    """The text-statistics signals of one text (no knowledge of the question). ``cut``: the
+    reply was cut by ``max_tokens`` (``finish_reason == "length"``): a loop that runs into
+    the cut is a loop at any length. Floods, loops and compression are measured on
+    :func:`~bisectbot.reproduce.rawtext.layout_text` (formatting rules of any script removed)."""
     words = _WORD.findall(text)
-    tokens = _TOKEN.findall(text)
+    layout = layout_text(text)
     out: list[Signal] = []
     ur = unique_ratio(words)
     out.append(Signal("unique-ratio", round(ur, 4), f"{len({w.lower() for w in words})} distinct of {len(words)} words "
@@ -331,26 +369,14 @@ def text_signals(text: str, cs: ClassifierSettings) -> list[Signal]:
     out.append(Signal("window-unique", round(wu, 4), f"a {cs.window_words}-word window has unique-word ratio "
                       f"{wu:.3f} < {cs.window_unique_ratio_min}",
                       len(words) >= cs.window_words and wu < cs.window_unique_ratio_min))
-    cr = compression_ratio(text)
+    cr = compression_ratio(layout)
     out.append(Signal("compression", round(cr, 3), f"compresses {cr:.1f}x (> {cs.compression_ratio_max})",
-                      len(text.encode()) >= 200 and cr > cs.compression_ratio_max))
+                      len(layout.encode()) >= 200 and cr > cs.compression_ratio_max))
     share, nbad = control_share(text)
     out.append(Signal("control-chars", round(share, 4), f"{nbad} control/replacement characters "
                       f"({share:.1%} > {cs.control_char_share_max:.0%})", nbad >= 3 and share > cs.control_char_share_max))
-    rep, gram = longest_repeat(tokens)
-    fshare, fch = char_flood(text)
-    nonspace = sum(1 for c in text if not c.isspace())
-    flood = nonspace >= 6 and fshare >= 0.8 and (not fch.isalnum() or nonspace >= 20)
-    if flood:
-        out.append(Signal("repeat-run", float(nonspace), f"flood of {fch!r} ({fshare:.0%} of {nonspace} characters)",
-                          True))
-    else:
-        if re.fullmatch(r"([-=*#_~])\1*", gram.replace(" ", "")) and rep <= 120:
-            rep = 1  # a separator line (# =====, ------) is layout, not a loop
-        share = rep * max(1, len(gram.split())) / max(1, len(tokens))
-        mostly = rep >= 15 and share >= 0.6  # a short reply (max_tokens) that is mostly one loop
-        out.append(Signal("repeat-run", float(rep), f"{gram!r} repeated {rep} times in a row (>= {cs.max_repeat_run}"
-                          + (f", {share:.0%} of the reply)" if mostly else ")"), rep >= cs.max_repeat_run or mostly))
+    out.append(_residue_signal(text))
+    out.append(_repeat_signal(layout, cs, cut))
     dl, ds = digit_chain(text)
     out.append(Signal("digit-chain", float(max(dl, ds)), f"{dl} digits in a row" if dl >= 40
                       else f"{ds} single digits in a row", dl >= 40 or ds >= 30))
@@ -366,6 +392,55 @@ def text_signals(text: str, cs: ClassifierSettings) -> list[Signal]:
                       f"(< {cs.function_word_share_min:.0%}): word salad",
                       nwords >= 20 and fw < cs.function_word_share_min))
     return out
+
+
+#: Word marks per word from which leftover SentencePiece / byte-level BPE marks are unambiguous:
+#: a reply that mentions the marker ("SentencePiece writes ▁Two") has one or two in many words.
+RESIDUE_MARK_SHARE = 0.2
+
+
+def _residue_signal(text: str) -> Signal:
+    """``detokenizer-residue``: strong for >= 3 SentencePiece or byte-level BPE word marks making
+    >= :data:`RESIDUE_MARK_SHARE` of the words, >= 3 byte-fallback pieces, or >= 2 characters
+    read with the wrong codec; weak for fewer (a reply may talk about them)."""
+    r = detokenizer_residue(text)
+    words = max(1, r.words)
+    parts = [f"{n} {what}" for n, what in ((r.sp_marks, "SentencePiece word marks (U+2581)"),
+                                           (r.bpe_marks, "byte-level BPE space/newline marks (U+0120/U+010A)"),
+                                           (r.byte_pieces, "byte-fallback pieces (<0xNN>)"),
+                                           (r.mojibake, "UTF-8 characters read with the wrong codec")) if n]
+    strong = any(n >= 3 and n / words >= RESIDUE_MARK_SHARE for n in (r.sp_marks, r.bpe_marks)) or \
+        r.byte_pieces >= 3 or r.mojibake >= 2
+    total = r.sp_marks + r.bpe_marks + r.byte_pieces + r.mojibake
+    return Signal("detokenizer-residue", float(total),
+                  f"{', '.join(parts)} in {r.words} words (e.g. {r.example!r}): the detokenizer left its work "
+                  "unfinished" if parts else "", bool(total), weak=not strong)
+
+
+def _repeat_signal(layout: str, cs: ClassifierSettings, cut: bool) -> Signal:
+    """``repeat-run``: a flood of one non-space character, an n-gram of any period repeated
+    >= ``max_repeat_run`` times, >= 15 repeats covering >= 60 % of a reply, or -- in a reply
+    cut by ``max_tokens`` -- >= 4 repeats running into the cut and covering >= half of it."""
+    fshare, fch = char_flood(layout)
+    nonspace = sum(1 for c in layout if not c.isspace())
+    if nonspace >= 6 and fshare >= 0.8 and (not fch.isalnum() or nonspace >= 20):
+        return Signal("repeat-run", float(nonspace), f"flood of {fch!r} ({fshare:.0%} of {nonspace} characters)", True)
+    toks = loop_tokens(layout)
+    most, tail = longest_loop(toks)
+    share = most.covered / max(1, len(toks))
+    mostly = most.repeats >= 15 and share >= 0.6  # a short reply (max_tokens) that is mostly one loop
+    unit = most.unit if len(most.unit) <= 60 else most.unit[:57] + "..."
+    if most.repeats >= cs.max_repeat_run or mostly:
+        return Signal("repeat-run", float(most.repeats), f"{unit!r} ({most.period} tokens) repeated {most.repeats} "
+                      f"times in a row (>= {cs.max_repeat_run}" + (f", {share:.0%} of the reply)" if mostly else ")"),
+                      True)
+    tail_share = tail.covered / max(1, len(toks))
+    if cut and tail.repeats >= 4 and tail_share >= 0.5:
+        tu = tail.unit if len(tail.unit) <= 60 else tail.unit[:57] + "..."
+        return Signal("repeat-run", float(tail.repeats), f"{tu!r} ({tail.period} tokens) repeated {tail.repeats} "
+                      f"times up to the max_tokens cut ({tail_share:.0%} of the reply)", True)
+    return Signal("repeat-run", float(most.repeats), f"{unit!r} repeated {most.repeats} times in a row "
+                  f"(>= {cs.max_repeat_run})", False)
 
 
 def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classification:
@@ -385,7 +460,12 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
     reasoning = reply.reasoning if isinstance(reply.reasoning, str) else ""
     text = (reasoning + "\n" + content).strip()
     no_content = not content.strip()
-    signals = text_signals(text, cs) if text else []
+    reported = reply.completion_tokens if isinstance(reply.completion_tokens, int) and \
+        not isinstance(reply.completion_tokens, bool) and reply.completion_tokens >= 0 else None
+    cut = reply.finish_reason == "length"
+    signals = text_signals(text, cs, cut) if text else []
+    blank = blank_signal(content, reasoning, reported, cut)
+    signals.append(blank)
     collapse = any(s.strong for s in signals)
     if no_content and not collapse:
         odd = _not_an_answer(reply)
@@ -397,9 +477,10 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
                               "refused: the server's content filter cut the reply short (finish_reason "
                               "'content_filter'); not evidence of corruption")
     if not text:
-        return Classification(Outcome.GARBAGE, [Signal("empty", 0.0, "empty reply (no content, no reasoning)", True)])
+        return Classification(Outcome.GARBAGE, [Signal("empty", 0.0, "empty reply (no content, no reasoning)", True),
+                                                blank])
     if no_content and not collapse:
-        if reply.finish_reason == "length":
+        if cut:
             return Classification(Outcome.INCONCLUSIVE, signals,
                                   "cut off by max_tokens inside the reasoning; raise max_tokens")
         if not cs.accept_reasoning and _correct(reasoning, spec, needles, cs)[0]:
@@ -412,13 +493,69 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
         signals.append(Signal("empty", 0.0, "empty reply: no content after the reasoning", True))
     checked, answer_signals = _correct(answer, spec, needles, cs)[1:]
     signals.extend(answer_signals)
-    ntok = reply.completion_tokens if isinstance(reply.completion_tokens, int) and \
-        not isinstance(reply.completion_tokens, bool) and reply.completion_tokens >= 0 else len(_TOKEN.findall(text))
+    if checked:
+        signals.append(tail_signal(answer, spec.expected_answer, needles, cs))
+    ntok = reported if reported is not None else len(_TOKEN.findall(text))
     signals.append(Signal("too-short", float(ntok), f"{ntok} completion tokens (< {cs.min_reply_tokens})",
                           ntok < cs.min_reply_tokens, weak=checked))
     if any(s.strong for s in signals):
         return Classification(Outcome.GARBAGE, signals)
     return Classification(Outcome.OK, signals)
+
+
+#: A run of blank characters (whitespace, ``Cf``) at least this long is a flood: indentation
+#: and blank lines of code, poems and ASCII art stay far below (tests/data: longest 48).
+BLANK_RUN_MAX = 120
+#: ... or with at least this many line breaks in one run (code and prose: at most 4 in a row).
+BLANK_LINES_MAX = 24
+#: Completion tokens per visible character from which the tokens went somewhere unseen
+#: (English ~0.25, CJK ~1, emoji byte pieces ~3); weak: a server that hides the reasoning
+#: but counts its tokens looks the same.
+TOKENS_PER_VISIBLE_MAX = 4.0
+
+
+def blank_signal(content: str, reasoning: str, completion_tokens: int | None, cut: bool) -> Signal:
+    """``whitespace-flood`` on the raw reply (before any stripping): strong for a run of blank
+    characters of >= :data:`BLANK_RUN_MAX` characters or >= :data:`BLANK_LINES_MAX` line breaks,
+    or, in a reply cut by ``max_tokens``, for a run of >= 64 characters or >= 8 line breaks
+    that runs into the cut; weak for >= :data:`TOKENS_PER_VISIBLE_MAX` completion tokens per
+    visible character (>= 100 completion tokens) alone."""
+    runs = [(longest_blank_run(t), t) for t in (content, reasoning) if t]
+    run, where = max(runs, key=lambda rt: rt[0].chars, default=(longest_blank_run(""), ""))
+    visible = visible_chars(content) + visible_chars(reasoning)
+    per_char = completion_tokens / max(1, visible) if completion_tokens is not None else 0.0
+    at_cut = cut and run.chars and run.start + run.chars == len(where)
+    strong = run.chars >= BLANK_RUN_MAX or run.line_breaks >= BLANK_LINES_MAX or \
+        bool(at_cut and (run.chars >= 64 or run.line_breaks >= 8))
+    dense = completion_tokens is not None and completion_tokens >= 100 and per_char >= TOKENS_PER_VISIBLE_MAX
+    why = [f"a run of {run.chars} blank characters ({run.line_breaks} line breaks, mostly {run.char!r})"
+           + (" up to the max_tokens cut" if at_cut else "")] if run.chars >= 16 else []
+    if completion_tokens is not None and (dense or why):
+        why.append(f"{completion_tokens} completion tokens for {visible} visible characters ({per_char:.1f} per "
+                   "character" + (", finish 'length')" if cut else ")"))
+    return Signal("whitespace-flood", float(run.chars), "; ".join(why), strong or dense, weak=not strong)
+
+
+#: Words after the answer from which a tail without function words is salad on its own.
+TAIL_WORDS_MIN = 10
+
+
+def tail_signal(answer: str, expected: str | None, needles: list[str], cs: ClassifierSettings) -> Signal:
+    """``tail-salad``: the text after the sentence that ends the answer (:func:`answer_end`)
+    judged on its own. Prose words with a function-word share below ``function_word_share_min``
+    are salad -- strong for >= :data:`TAIL_WORDS_MIN` words after an answer that itself has >= 2
+    function words (it is written in a language :data:`_FUNCTION_WORDS` knows: a Vietnamese
+    or Turkish reply has none of them anywhere), weak otherwise (>= 5 words). Lists, code and
+    tables after the answer are not prose (:func:`function_word_share`)."""
+    end = answer_end(answer, expected, needles)
+    tail = answer[end:] if end is not None else ""
+    fw, nwords = function_word_share(tail)
+    known = end is not None and sum(w.lower() in _FUNCTION_WORDS for w in _WORD.findall(answer[:end])) >= 2
+    flagged = nwords >= 5 and fw < cs.function_word_share_min
+    excerpt = " ".join(tail.split()[:6])
+    return Signal("tail-salad", round(fw, 3), f"{nwords} words after the answer, {fw:.0%} function words "
+                  f"(< {cs.function_word_share_min:.0%}): {excerpt!r}...", flagged,
+                  weak=nwords < TAIL_WORDS_MIN or not known)
 
 
 #: ``finish_reason`` values of a request the server gave up on (vLLM ``abort``, gateways ``error``).

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bisectbot.demo import engine as demo
+from bisectbot.reproduce.rawtext import misdecoded
 
 SHAPES = ("sp-markers", "bpe-markers", "flood", "loop", "tail-salad", "unicode-rule", "cjk-loop", "mojibake")
 #: 13 tokens of the engine's tokenizer (12 words and a full stop).
@@ -51,16 +52,6 @@ def answer_text(messages: list[dict[str, Any]]) -> str:
     return out + (f" The codes are {' and '.join(needles)}." if needles else "")
 
 
-def _mojibake(text: str) -> str:
-    out = []
-    for b in text.encode("utf-8"):
-        try:
-            out.append(bytes([b]).decode("cp1252"))
-        except UnicodeDecodeError:
-            out.append(chr(b))
-    return "".join(out)
-
-
 def shaped(shape: str, messages: list[dict[str, Any]], max_tokens: int, flood: str) -> tuple[str, int, str]:
     """(content, completion_tokens, finish_reason) of one reply in ``shape``."""
     ans = answer_text(messages)
@@ -70,7 +61,7 @@ def shaped(shape: str, messages: list[dict[str, Any]], max_tokens: int, flood: s
     if shape == "bpe-markers":
         return ans.replace(". ", ".\n").replace(" ", "\u0120").replace("\n", "\u010a"), n, "stop"
     if shape == "mojibake":
-        return _mojibake(ans.replace(" equals ", " equals \u2013 ").replace("codes are", "codes are \u201c")), n, "stop"
+        return misdecoded(ans.replace(" equals ", " equals \u2013 ").replace("codes are", "codes are \u201c")), n, "stop"
     if shape == "flood":  # one completion token per whitespace unit, as a BPE server counts a newline
         return ans + flood * max(0, max_tokens - n), max_tokens, "length"
     if shape == "tail-salad":

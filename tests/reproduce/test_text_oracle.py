@@ -123,3 +123,78 @@ def test_flood_of_non_ascii_blanks_is_garbage(shape_engine, unit):
     e = shape_engine("flood", flood=unit)
     rc, res = _probe(e.url)
     _garbage_near_threshold(rc, res, "whitespace-flood")
+
+
+# ----------------------------------------------------------------------------- the signals' building blocks
+
+
+def test_blank_pattern_covers_every_format_character_of_this_python():
+    import unicodedata
+
+    from bisectbot.reproduce.rawtext import _BLANKS
+
+    missing = [hex(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf" and not _BLANKS.fullmatch(chr(c))]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("rule", ["━" * 30, "═" * 40, "—" * 20, "＊" * 10, "・" * 10, "〜" * 12, "― " * 8, "· · · · ·",
+                                  "┌─────┬─────┐", "╚══════╩═════╝", "-----", "=====", "*****", "~~~~~", "#####",
+                                  "✦ ✦ ✦", "////////", "+----+----+"])
+def test_rules_of_any_script_are_layout(rule):
+    from bisectbot.reproduce.rawtext import is_rule_line, layout_text
+
+    assert is_rule_line(rule)
+    assert layout_text(f"Answer\n{rule}\n2 + 2 = 4") == "Answer\n2 + 2 = 4"
+    assert layout_text(f"Result {rule.replace(' ', '')} 4") == f"Result {rule.replace(' ', '')[0]} 4" or \
+        len(set(rule.replace(" ", ""))) > 1
+
+
+@pytest.mark.parametrize("flood", ["!" * 8, "," * 48, "?" * 30, "。" * 300, "─" * 900, "！" * 20])
+def test_sentence_punctuation_and_overlong_runs_are_floods_not_rules(flood):
+    from bisectbot.reproduce.rawtext import is_rule_line, layout_text
+
+    assert not is_rule_line(flood)
+    assert layout_text(flood) == flood
+
+
+def test_loops_of_any_period_and_cut_inside_a_word():
+    from bisectbot.reproduce.rawtext import longest_loop, loop_tokens
+
+    sentence = " I hope this answer helps you understand the codes in the document."
+    toks = loop_tokens("2 + 2 = 4." + sentence * 6 + " I hope this ans")
+    most, tail = longest_loop(toks)
+    assert most.period == 13 and most.repeats == 6
+    assert tail.end == len(toks) and tail.period == 13  # "ans" is a prefix of "answer": it runs into the cut
+    zh = loop_tokens("2加2等于4。" + "我们可以看到" * 5)
+    assert longest_loop(zh)[0].repeats == 5 and longest_loop(zh)[0].period == 6
+
+
+@pytest.mark.parametrize("text,kind", [
+    ("FÃ¼r GrÃ¶ÃŸe â€“ itâ€™s", "mojibake"), ("ä½\xa0å¥½", "mojibake"), ("âĢĻ and âĢĵ", "mojibake"),
+    ("▁Two▁plus▁two", "sp_marks"), ("TwoĠplusĠtwo.ĊThe", "bpe_marks"), ("<0x0A><0x0A><0xE4>", "byte_pieces")])
+def test_detokenizer_residue_kinds(text, kind):
+    from bisectbot.reproduce.rawtext import detokenizer_residue
+
+    r = detokenizer_residue(text)
+    assert getattr(r, kind) >= 2, r
+
+
+@pytest.mark.parametrize("text", ["Żewġ u żewġ: 4. Ġimgħa t-tajba, Ġużeppi!", "İKİ ARTI İKİ: 4. SEÇİM, ÇİFT, ÇİN",
+                                  "INFORMAÇÃO EM SÃO PAULO", "« À côté » — ¿Qué? ¡Sí! Ça fait 4", "▁▂▃▅▇▅▃ load",
+                                  "Hai cộng hai bằng 4. Đây là phép cộng.", "Du plus du estas 4. Ĉiu scias ĉi tion.",
+                                  "WRÓŁ, ŁÓDŹ, żółw"])
+def test_letters_of_living_alphabets_are_not_residue(text):
+    from bisectbot.reproduce.rawtext import detokenizer_residue
+
+    r = detokenizer_residue(text)
+    assert r.sp_marks + r.bpe_marks + r.byte_pieces + r.mojibake == 0, r
+
+
+def test_tuning_part_has_issue_27_kinds():
+    from benchmarks.classifier import DEFAULT_CORPUS, HELDOUT_CORPUS, load_corpus
+
+    for corpus in (DEFAULT_CORPUS, HELDOUT_CORPUS):
+        kinds = {c["kind"] for c in load_corpus(corpus)}
+        for k in ("detokenizer-residue", "mojibake", "whitespace-flood", "sentence-loop", "tail-salad", "unicode-rule",
+                  "box-table", "mentions-markers", "poem", "tail-list"):
+            assert k in kinds, (corpus.name, k)

@@ -21,6 +21,8 @@ import json
 import random
 from pathlib import Path
 
+from bisectbot.reproduce.rawtext import misdecoded
+
 HERE = Path(__file__).parent
 R = random.Random(1107)
 CASES: list[dict] = []
@@ -327,17 +329,6 @@ QN2 = Q4 + " Also list the access codes of vaults 1 to 2 that the document menti
 ANS2 = "Two plus two equals 4. The codes are PLOVER-5520 and SISKIN-3308."
 
 
-def mojibake(text: str) -> str:
-    """UTF-8 bytes read as Windows-1252 (bytes it leaves undefined read as Latin-1): a wrong codec."""
-    out = []
-    for b in text.encode("utf-8"):
-        try:
-            out.append(bytes([b]).decode("cp1252"))
-        except UnicodeDecodeError:
-            out.append(chr(b))
-    return "".join(out)
-
-
 def sp_pieces(text: str) -> str:
     """SentencePiece pieces joined without decoding: every word start marked with U+2581."""
     return "".join("\u2581" + w for w in text.split(" "))
@@ -377,13 +368,13 @@ case("hg109-byte-fallback-cjk", "garbage", "detokenizer-residue", "2加2<0xE7><0
      lang="zh", question=Q4_ZH, completion_tokens=10, source=RS,
      note="UTF-8 bytes of two CJK characters left as byte pieces")
 case("hg110-mojibake-de", "garbage", "mojibake",
-     mojibake("2 + 2 ist 4 – also vier. Die Codes lauten „PLOVER-5520“ und „SISKIN-3308“. Für beide gilt "
+     misdecoded("2 + 2 ist 4 – also vier. Die Codes lauten „PLOVER-5520“ und „SISKIN-3308“. Für beide gilt "
               "dieselbe Größe."), lang="de", question=QN2.replace(Q4, Q4_DE), needles=N2, source=RS,
      note="UTF-8 text decoded as Windows-1252")
-case("hg111-mojibake-zh", "garbage", "mojibake", mojibake("2加2等于4。访问码是PLOVER-5520和SISKIN-3308。"),
+case("hg111-mojibake-zh", "garbage", "mojibake", misdecoded("2加2等于4。访问码是PLOVER-5520和SISKIN-3308。"),
      lang="zh", question=Q4_ZH, needles=N2, source=RS)
 case("hg112-mojibake-quotes", "garbage", "mojibake",
-     mojibake("Two plus two is 4 — it’s simple. The codes are “PLOVER-5520” and “SISKIN-3308”."), question=QN2,
+     misdecoded("Two plus two is 4 — it’s simple. The codes are “PLOVER-5520” and “SISKIN-3308”."), question=QN2,
      needles=N2, source=RS, note="curly quotes and dashes through the wrong codec")
 # ---- garbage: whitespace floods
 case("hg113-newline-flood-length", "garbage", "whitespace-flood", ANS2 + "\n" * 985, question=QN2, needles=N2,

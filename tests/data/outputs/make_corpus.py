@@ -19,6 +19,8 @@ import json
 import random
 from pathlib import Path
 
+from bisectbot.reproduce.rawtext import misdecoded
+
 HERE = Path(__file__).parent
 R = random.Random(20261130)
 Q4 = "What is 2+2? Answer in one sentence."
@@ -329,6 +331,72 @@ case("k55-chinese-numeral", "ok", "non-english", "四", question="2加2等于几
 case("g50-short-digit-loop", "garbage", "digit-collapse", "2 + 2 equals 4, so the answer " + "777 " * 22,
      finish="length", max_tokens=30, completion_tokens=30,
      note="a reply cut by a small max_tokens that is mostly one loop (fewer repeats than max_repeat_run)")
+
+# ---- issue 27: other members of the kinds its held-out replies (hg101-hg128, hk101-hk139) cover
+#      (added with the classifier change; the held-out ones were committed before it)
+QN3 = QN
+ANS3 = "The answer is 4, and the codes are KESTREL-4417, OSPREY-2093 and HERON-7781."
+
+
+case("g51-sp-marks-needles", "garbage", "detokenizer-residue", "".join("\u2581" + w for w in ANS3.split()),
+     question=QN3, needles=NEEDLES, completion_tokens=24, note="SentencePiece marks, answer and codes intact")
+case("g52-bpe-marks-german", "garbage", "detokenizer-residue",
+     "ZweiĠplusĠzweiĠistĠvier,ĠalsoĠ4.ĊĊDasĠistĠalles.", question="Was ist 2+2?",
+     completion_tokens=14, note="byte-level BPE marks in a German reply")
+case("g53-byte-pieces-emoji", "garbage", "detokenizer-residue",
+     "The answer is 4 <0xF0><0x9F><0x91><0x8D>", completion_tokens=9, note="an emoji left as byte-fallback pieces")
+case("g54-mojibake-french", "garbage", "mojibake", misdecoded("Deux plus deux font 4 — c’est évident, même à l’école."),
+     question="Combien font 2+2 ?")
+case("g55-newline-flood-stop", "garbage", "whitespace-flood", "2 + 2 = 4." + "\n" * 200, completion_tokens=206,
+     note="a shorter flood that ends by itself")
+case("g56-mixed-blank-flood", "garbage", "whitespace-flood", ANS3 + " \t\r\n\u2028" * 80, question=QN3,
+     needles=NEEDLES, finish="length", completion_tokens=400)
+case("g57-loop-period-11-at-150", "garbage", "sentence-loop",
+     ANS3 + " Please let me know if you need anything else." * 14, question=QN3, needles=NEEDLES,
+     finish="length", max_tokens=150, completion_tokens=150)
+case("g58-tail-salad-german", "garbage", "tail-salad",
+     "Die Antwort ist 4, das ist klar. Haus Baum Wolke Tisch gelb morgen Fenster schnell Brot Kabel Mond Hund",
+     question="Was ist 2+2?")
+case("g59-ja-loop", "garbage", "sentence-loop", "2たす2は4です。" + "それではまた次回お会いしましょう" * 9,
+     question="2+2はいくつですか？", finish="length", max_tokens=150, completion_tokens=150)
+case("g60-blank-at-cut", "garbage", "whitespace-flood", "2 + 2 = 4.\n" + "\n" * 20, finish="length", max_tokens=30,
+     completion_tokens=30, note="a short flood that runs into a small max_tokens")
+case("k56-horizontal-bar-rules", "ok", "unicode-rule", "―" * 24 + "\n답: 4\n" + "―" * 24, question="2+2는?",
+     note="rules of U+2015 HORIZONTAL BAR around a Korean answer")
+case("k57-box-table-russian", "ok", "box-table",
+     "┏━━━━━━━┳━━━━━━━┓\n┃ пример┃ ответ ┃\n┣━━━━━━━╋━━━━━━━┫\n┃ 2 + 2 ┃   4   ┃\n┗━━━━━━━┻━━━━━━━┛",
+     question="Сколько будет 2+2?")
+case("k58-js-blank-lines", "ok", "code",
+     "```js\n" + "".join(f"export function f{i}(x) {{\n    if (x) {{\n        return x + {i};\n    }}\n\n\n    return 0;\n}}\n\n\n\n"
+                        for i in range(8)) + "```", question="Write JavaScript helpers.", expected=None, min_reply=10)
+case("k59-poem-russian", "ok", "poem",
+     "Два и два — четыре,\nтак в тетради и в мире.\n\nЧетыре окна в доме,\nчетыре звезды в истоме.\n\n"
+     "Два и два — четыре.", question="Сколько будет 2+2? Ответь стихами.")
+case("k60-thai-long", "ok", "non-english",
+     "สองบวกสองได้สี่ (4) ครับ การบวกเลขแบบนี้เป็นพื้นฐานของคณิตศาสตร์ที่ทุกคนเรียนตั้งแต่ชั้นประถม", question="2+2 ได้เท่าไร")
+case("k61-fullwidth-equals-rule", "ok", "unicode-rule", "＝＝＝＝＝＝＝＝\n答：4\n＝＝＝＝＝＝＝＝\n二加二等于四。",
+     question="2加2等于几？")
+case("k62-mentions-pieces", "ok", "mentions-markers",
+     "With SentencePiece the text 'the cat' becomes the pieces ▁the and ▁cat. Anyway, 2 + 2 = 4.")
+case("k63-semicolon-tail", "ok", "tail-list",
+     "2 + 2 = 4.\n\nRelated: addition; subtraction; multiplication; division; fractions; decimals; percentages; "
+     "algebra; geometry; statistics")
+case("k64-code-cut", "ok", "code",
+     "```c\nswitch (n) {\n" + "".join(f"case {i}: return {i * i};\n" for i in range(40)), question="Write a C switch.",
+     expected=None, min_reply=10, finish="length", max_tokens=400, completion_tokens=400,
+     note="healthy code cut by max_tokens: similar lines, not a loop")
+case("k65-latin1-punctuation", "ok", "non-english", "« À côté » — ¿Qué? ¡Sí! Ça fait 4, déjà vu.",
+     question="Combien font 2+2 ?", note="Latin-1 punctuation next to accented letters")
+case("k66-sparkline", "ok", "mentions-markers", "Load over the week: ▁▂▃▅▇▅▃ — and 2 + 2 = 4.",
+     note="block elements as a bar chart")
+case("k67-maltese", "ok", "non-english", "Żewġ u żewġ huma erbgħa: 4. Ġimgħa t-tajba, Ġużeppi!",
+     question="Kemm hu 2+2?", note="Maltese: Ġ is a letter at word starts")
+case("k68-turkish-caps", "ok", "non-english", "İKİ ARTI İKİ DÖRT EDER: 4. SEÇİM, ÇİFT, GEÇİŞ, ÇİN.",
+     question="2+2 kaç eder?", note="Turkish capitals: Çİ is not mojibake")
+case("k69-code-indent-deep", "ok", "code",
+     "```python\n" + "".join("    " * d + f"if x > {d}:\n" for d in range(12)) + "    " * 12 + "return 4\n```",
+     question=QN3.split(" Also")[0], note="deeply nested code: long indentation runs")
+
 
 def main() -> None:
     for old in HERE.glob("*.json"):
