@@ -21,13 +21,25 @@ a :class:`bisectbot.run.base.CandidateRunner` (local worktrees or containers):
 Result: a :class:`bisectbot.models.RunResult`, written by :func:`write_report` as JSON
 and Markdown to ``recipe.report.dir``.
 
-The package, one job per file: :mod:`.core` (the Session: probe cache, ledger writes),
-:mod:`.stage1` (the whole run, stage 1 first), :mod:`.rounds` (one stage's search as a
-loop of rounds), :mod:`.executor` (running probes: the executor protocol and the local
-executor), :mod:`.prefetch`, :mod:`.components` (attribution and the component-commit
-stage), :mod:`.triage`, :mod:`.sources` (stage-1 candidate sources: git, nightlies,
-releases), :mod:`.replay` (session logs and replay files), :mod:`.result` (blame
-decision, report files, ``--dry-run`` plan).
+What lives where. The session is composition, not inheritance:
+
+* :mod:`.core` -- :class:`Session`: builds the collaborators below and runs the stages in
+  order (:meth:`Session.run`); a new stage is an object built there and called at its place.
+* :mod:`.prober` -- :class:`~.prober.Prober`: the probe cache (replayed, maintainers' and
+  cached verdicts first) and the one writer of the run's ledger rows and events.
+* :mod:`.rounds` -- :class:`~.rounds.RoundLoop`: one stage's search in rounds (plan with the
+  search, run a batch through an executor, feed the verdicts back).
+* The stages, each given the prober, the loop and the recipe (what it needs) in its
+  constructor and returning its results: :mod:`.stage1` (the recipe's source),
+  :mod:`.merges` (a merge culprit's branch), :mod:`.drift` (the threshold-drift search),
+  :mod:`.triage` (toggles on the first bad), :mod:`.components` (attribution and the
+  component-commit stage).
+* Around them: :mod:`.executor` (running probes: the executor protocol and the local
+  executor), :mod:`.prefetch`, :mod:`.honesty` (flake rates, repeats, unrunnable commands),
+  :mod:`.oracles` (the reference server, issue 18), :mod:`.sources` (stage-1 candidate
+  sources: git, nightlies, releases), :mod:`.replay` (session logs and replay files),
+  :mod:`.plan` and :mod:`.lock` (round-driven sessions), :mod:`.result` (blame decision,
+  report files, ``--dry-run`` plan).
 """
 
 from .components import parse_pins

@@ -4,7 +4,7 @@ When the last-good and first-bad candidates of stage 1 name their component comm
 (``meta["commits"]``, or the versions inside two nightly images), the *attribution*
 probes mixed pairs (one component new, the others old) to find the component whose
 change alone is bad; that component's first-parent commits are then bisected with the
-others pinned (:meth:`ComponentStage.components`).
+others pinned (:meth:`ComponentStage.run`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,23 @@ from typing import Any
 from ..bisect import attribute_components, plausibility_flags
 from ..errors import BadInput
 from ..models import Candidate, RunResult, StageResult, Status, Verdict
+from ..recipe import Recipe
+from .executor import Echo
+from .prober import Prober
+from .rounds import RoundLoop
 
 
 class ComponentStage:
-    """Mixin of :class:`bisectbot.session.Session`: attribution and the component commit bisection."""
+    """Attribution (mixed pairs probed through ``prober``) and the component commit bisection
+    (through ``loop``); ``echo`` receives the attribution's lines."""
 
-    # ------------------------------------------------------------------ components
-    def components(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
+    def __init__(self, prober: Prober, loop: RoundLoop, recipe: Recipe, *, echo: Echo):
+        self.prober = prober
+        self.loop = loop
+        self.recipe = recipe
+        self.echo = echo
+
+    def run(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
                    repos: dict[str, Any] | None = None, base: Candidate | None = None,
                    bad_base: Candidate | None = None) -> list[StageResult]:
         """Attribute a regression between two component tuples, then bisect the guilty component.
@@ -43,7 +53,7 @@ class ComponentStage:
         """
         from ..models import CandidateKind
 
-        repos = repos or getattr(self.runner, "repos", {})
+        repos = repos or getattr(self.prober.runner, "repos", {})
         changed = [c for c in new if old.get(c) != new[c]]
         if not changed:
             return [StageResult("components", "", Status.NO_REGRESSION,
@@ -63,16 +73,16 @@ class ComponentStage:
         guilty = changed
         if len(changed) > 1:
             att = StageResult("attribution", "+".join(changed), Status.INCONCLUSIVE)
-            self.session_id = self._session_id("attribution", combo(old, "").ref, combo(new, "").ref)
-            self._to_skip_logging = sum(1 for e in self.ledger.events(self.session_id) if e["kind"] == "probe")
+            self.prober.start("attribution", combo(old, "").ref, combo(new, "").ref)
+            self.prober.prior_events()
             ends = [] if stage1_done else [(combo(old, "all old"), Verdict.GOOD), (combo(new, "all new"), Verdict.BAD)]
             mixes = [(combo({**old, x: new[x]}, f"new {x} + old {', '.join(c for c in changed if c != x)}", x),
                       None) for x in changed]
             alone: dict[str, Verdict] = {}
             for (cand, expect), x in zip(ends + mixes, [None] * len(ends) + changed):
-                res, origin = self.probe(cand)
+                res, origin = self.prober.probe(cand)
                 att.probes.append(res)
-                self._event("probe", {"ref": cand.ref, "label": cand.label, "verdict": res.verdict.value,
+                self.prober.event("probe", {"ref": cand.ref, "label": cand.label, "verdict": res.verdict.value,
                                       "reason": res.reason, "signature": res.signature, "origin": origin,
                                       "phase": "attribution", "duration_s": round(res.duration_s, 3)})
                 self.echo(f"attribution {cand.label}: {res.verdict.value}; {res.reason}")
@@ -116,10 +126,10 @@ class ComponentStage:
             return plausibility_flags(runtime_paths=src.runtime_paths if src else (),
                                       **repo.plausibility_inputs(cul.ref, pred.ref))
 
-        stages.append(self.search(f"{g} commits", cands, g, flags))
+        stages.append(self.loop.search(f"{g} commits", cands, g, flags))
         return stages
 
-    def image_components(self, lg: Candidate, fb: Candidate, result: RunResult) -> list[StageResult]:
+    def from_images(self, lg: Candidate, fb: Candidate, result: RunResult) -> list[StageResult]:
         """Diff the last-good and first-bad nightlies; bisect the changed components' commits.
 
         Components without a git source in ``recipe.bisect.components`` or without a commit
@@ -128,8 +138,9 @@ class ComponentStage:
         from ..components import diff_images, image_info
         from ..sources.git import GitRepo
 
-        a = image_info(str(lg.meta["image"]), self.ledger)
-        b = image_info(str(fb.meta["image"]), self.ledger)
+        ledger = self.prober.ledger  # image introspection is cached there by digest
+        a = image_info(str(lg.meta["image"]), ledger)
+        b = image_info(str(fb.meta["image"]), ledger)
         for comp in ("vllm", "aiter", "torch"):
             if (a.get(comp) or {}).get("version"):
                 result.environment[f"{comp} (last good)"] = str(a[comp]["version"])
@@ -150,7 +161,7 @@ class ComponentStage:
         repos = {c: GitRepo(self.recipe.bisect.components[c].repo, c) for c in old}
         for c in old:  # resolve refs (tags, short SHAs) to full commits in the clones
             old[c], new[c] = repos[c].resolve(old[c]), repos[c].resolve(new[c])
-        return self.components(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb)
+        return self.run(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb)
 
 
 

@@ -1,49 +1,48 @@
-"""The :class:`Session`: one ``bisectbot run`` and the one writer of its ledger rows.
+"""The :class:`Session`: one ``bisectbot run``, composed of collaborators and driving them.
 
-It holds what every stage shares (recipe, ledger, runner, replay and maintainers'
-verdicts, the probe cache) and is composed of the stages: :class:`Stage1` (the whole
-run), :class:`RoundLoop` (one stage's search in rounds), :class:`ComponentStage` and
-:class:`Triage`. Probes themselves run in :mod:`bisectbot.session.executor`.
+It builds one :class:`~bisectbot.session.prober.Prober` (probe cache, the one ledger
+writer), one :class:`~bisectbot.session.rounds.RoundLoop` (a stage's search in rounds) and
+the stages, each handed what it needs; :meth:`Session.run` calls the stages in order and
+puts their results together. A new stage is a class taking the prober, the loop and the
+recipe, returning its :class:`bisectbot.models.StageResult`; it is built in
+:meth:`Session.__init__` and called at its place in :meth:`Session.run`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from ..ledger import Ledger
-from ..models import Candidate, ProbeResult, Verdict
-from ..recipe import Recipe, TriageToggle
+from ..models import RunResult, Status
+from ..recipe import Recipe
 from ..run.base import CandidateRunner
-from .components import ComponentStage
+from .components import ComponentStage, parse_pins
 from .drift import DriftStage
-from .executor import Echo, Executor, ProbeJob, build_key, probe_key, reproducer_key, run_probe
+from .executor import Echo, Executor
 from .merges import MergeStage
-from .prefetch import Prefetcher
+from .oracles import oracle_notes
+from .prober import Prober
 from .replay import LogLine
+from .result import finish_result, new_result
 from .rounds import RoundLoop
+from .sources import CandidateSource
 from .stage1 import Stage1
 from .triage import Triage
 
 
-class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage):
+class Session:
     """One ``bisectbot run``. ``echo`` receives progress lines (None: silent).
 
-    ``replay`` forces verdicts per candidate ref (in order) instead of probing.
-    ``human`` are maintainers' verdicts (``/bisectbot good|bad REF``, ``retract`` as skip):
-    they hold for every probe of the candidates they name and are never overridden by a probe.
-    ``base_dir`` resolves relative repository paths of the recipe (its directory).
-    ``executor`` runs each round's probes (default: a :class:`LocalExecutor` with
-    ``recipe.bisect.parallel`` slots).
+    ``replay``, ``human``, ``executor`` and ``retry_errors`` go to the :class:`Prober` (see
+    there: replayed and maintainers' verdicts, the caching policy). ``base_dir`` resolves
+    relative repository paths of the recipe (its directory). ``prefetch`` False: no
+    candidate is prepared ahead (a runner whose prepare is costly to waste, a release
+    download, opts out with ``supports_prefetch = False``).
 
-    Caching policy (issue 11): only deterministic outcomes are cached -- a verdict, a
-    failed build, a server that never became healthy (each costs 15-40 minutes to redo on
-    MI355X). A transient error (connection, timeout, HTTP 429/5xx after the reproducer's
-    bounded retries: ``extra["transient"]``) is a skip for this run but never stored, so a
-    later run probes again. ``retry_errors`` (``run --retry-errors``) probes again, once
-    per run, every candidate whose cached verdict is a skip.
+    Collaborators: ``prober``, ``loop``, and the stages ``stage1``, ``drift``, ``merge``,
+    ``triage``, ``components``.
     """
 
     def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *,
@@ -55,139 +54,92 @@ class Session(Stage1, RoundLoop, ComponentStage, Triage, DriftStage, MergeStage)
         self.recipe_path = recipe_path or f"{recipe.name}.yaml"
         self.ledger = ledger
         self.runner = runner
-        self.executor = executor
         self.echo: Echo = echo or (lambda s: None)
-        self.base_dir = base_dir
-        self.repro_key = reproducer_key(recipe)
-        self.replay: dict[str, list[LogLine]] = {}
-        for ln in replay or []:
-            self.replay.setdefault(ln.ref, []).append(ln)
-        self.replayed = bool(replay)
-        self.human: list[LogLine] = list(human or [])
-        # a runner whose prepare is costly to waste (a release download) can opt out of prefetch
-        self.prefetch_enabled = prefetch and getattr(runner, "supports_prefetch", True)
-        self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
-        self.t0 = time.monotonic()
-        self.session_id = ""
-        self._logged = 0
-        self._to_skip_logging = 0
-        self.retry_errors = retry_errors
-        self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
-        self.round_no = 0  # rounds (batches of probes) so far, cached ones included
-        self.log_resume = True  # False: replays (round plan/import) add no "resume" event
+        self.prober = Prober(recipe, ledger, runner, echo=self.echo, replay=replay, human=human,
+                             executor=executor, retry_errors=retry_errors)
+        self.loop = RoundLoop(self.prober, recipe, echo=self.echo,
+                              prefetch=prefetch and getattr(runner, "supports_prefetch", True),
+                              recipe_path=self.recipe_path)
+        self.stage1 = Stage1(self.prober, self.loop, recipe, base_dir=base_dir)
+        self.drift = DriftStage(self.loop, recipe)
+        self.merge = MergeStage(self.loop, echo=self.echo)
+        self.triage = Triage(self.prober, recipe, echo=self.echo)
+        self.components = ComponentStage(self.prober, self.loop, recipe, echo=self.echo)
 
-    # ------------------------------------------------------------------ keys and ids
-    def _build_key(self, c: Candidate) -> str:
-        return build_key(self.runner, c)
+    # ------------------------------------------------------------------ what callers read and set
+    @property
+    def session_id(self) -> str:
+        """The ledger session of the last stage that ran."""
+        return self.prober.session_id
 
-    def _session_id(self, stage: str, good: str, bad: str) -> str:
-        human = ",".join(f"{ln.verdict.value}:{ln.ref}" for ln in self.human)
-        blob = (f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
-                + (f"|human={human}" if human else ""))
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    @property
+    def round_no(self) -> int:
+        """Rounds (batches of probes) so far, cached ones included."""
+        return self.prober.round_no
 
-    # ------------------------------------------------------------------ verdicts known without probing
-    def human_verdict(self, c: Candidate) -> LogLine | None:
-        """The newest maintainer verdict naming ``c`` (see ``human``), or None."""
-        for ln in reversed(self.human):
-            if ln.matches(c):
-                return ln
-        return None
+    @property
+    def oracle(self) -> Any:
+        """The run's reference while it is up (issue 18), else None."""
+        return self.prober.oracle
 
-    def lookup(self, c: Candidate, attempt: int = 1,
-               toggle: TriageToggle | None = None) -> tuple[ProbeResult | None, str, str]:
-        """A verdict known without probing: ``(result, origin, cache_key)``; result None when unknown.
+    @oracle.setter
+    def oracle(self, value: Any) -> None:
+        self.prober.oracle = value
 
-        ``origin`` is ``human`` (a maintainer's verdict), ``replay`` (forced by the replay
-        log) or ``cache`` (the ledger).
-        """
-        tname = toggle.name if toggle else ""
-        hv = None if toggle else self.human_verdict(c)
-        if hv is not None:
-            return ProbeResult(c, hv.verdict, reason=hv.note or "maintainer verdict"), "human", ""
-        if not toggle and self.replay.get(c.ref):
-            ln = self.replay[c.ref].pop(0)
-            return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
-        key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
-        cached = self.ledger.get_probe(key)
-        if cached is not None and self._retry(cached, key):
-            return None, "cache", key
-        if cached is not None:  # same ref and build: the verdict holds, the label is this stage's
-            cached.candidate = c
-        return cached, "cache", key
+    @property
+    def log_resume(self) -> bool:
+        """False: a resumed session logs no ``resume`` event (replays of a round plan or import)."""
+        return self.loop.log_resume
 
-    def _retry(self, cached: ProbeResult, key: str) -> bool:
-        """True when a cached skip is probed again (``retry_errors``, once per key and run)."""
-        if not self.retry_errors or cached.verdict is not Verdict.SKIP or key in self._retried:
-            return False
-        self._retried.add(key)
-        self.echo(f"retrying cached skip of {cached.candidate.ref[:12]}: {cached.reason[:120]}")
-        return True
+    @log_resume.setter
+    def log_resume(self, value: bool) -> None:
+        self.loop.log_resume = value
 
-    def _store(self, res: ProbeResult) -> None:
-        """Cache ``res`` in the ledger unless it is a transient error (never a verdict to reuse)."""
-        if res.extra.get("transient"):
-            self.echo(f"{res.candidate.ref[:12]}: transient error, not cached: {res.reason[:120]}")
-            return
-        self.ledger.put_probe(res)
+    # ------------------------------------------------------------------ the run
+    def run(self, good: str | None = None, bad: str | None = None,
+            source: CandidateSource | None = None) -> RunResult:
+        """Stage 1 over the recipe's source (plus the component stage when possible), triage, result.
+        A recipe's reference (issue 18) is up from the start of stage 1 to the end of the run."""
+        with ExitStack() as stack:
+            return self._run(good, bad, source, stack)
 
-    def _needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:
-        if self.replay.get(c.ref) or self.human_verdict(c) is not None:
-            return False
-        key = probe_key(c.ref, self._build_key(c), self.repro_key, "", attempts.get(i, 0) + 1)
-        cached = self.ledger.get_probe(key)
-        return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
-
-    # ------------------------------------------------------------------ probing
-    def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
-                  prefetcher: Prefetcher | None = None) -> ProbeResult:
-        """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe)."""
-        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher,
-                         oracle=getattr(self, "oracle", None))
-
-    def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
-              prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:
-        """Probe candidate ``c`` (or take it from the replay file or the cache); store fresh results.
-
-        Returns the result and where it came from: ``probe``, ``cache``, ``replay`` or ``human``.
-        """
-        if self.executor is not None and prefetcher is None:  # rounds: it runs wherever the executor does
-            return self.probe_batch([(c, attempt, toggle)], self.executor)[0]
-        known, origin, key = self.lookup(c, attempt, toggle)
-        if known is not None:
-            return known, origin
-        self.fresh_probes += 1
-        res = self.run_probe(c, key, attempt, toggle, prefetcher)
-        self._store(res)
-        return res, "probe"
-
-    def probe_batch(self, jobs: list[tuple[Any, ...]], executor: Executor) -> list[tuple[ProbeResult, str]]:
-        """One round: ``jobs`` are ``(candidate, attempt[, toggle])``; known verdicts at once, the
-        rest through ``executor``; each fresh result is stored in the ledger (by this thread)
-        as it finishes. Results in the order of ``jobs``."""
-        self.round_no += 1
-        out: list[tuple[ProbeResult, str] | None] = []
-        todo: list[ProbeJob] = []
-        where: list[int] = []
-        for c, a, *rest in jobs:
-            toggle = rest[0] if rest else None
-            known, origin, key = self.lookup(c, a, toggle)
-            if known is not None:
-                out.append((known, origin))
-            else:
-                out.append(None)
-                where.append(len(out) - 1)
-                todo.append(ProbeJob(c, key, a, toggle))
-        for n, res in executor.run(todo):
-            self.fresh_probes += 1
-            self._store(res)
-            out[where[n]] = (res, "probe")
-        assert all(x is not None for x in out)
-        return out  # type: ignore[return-value]
-
-    # ------------------------------------------------------------------ events
-    def _event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "probe" and self._to_skip_logging > 0:
-            self._to_skip_logging -= 1
-            return
-        self.ledger.log_event(self.session_id, kind, data)
+    def _run(self, good: str | None, bad: str | None, source: CandidateSource | None,
+             stack: ExitStack) -> RunResult:
+        r = self.recipe
+        good, bad, source = self.stage1.ends(good, bad, source)
+        result = new_result(r)
+        if "=" in good or "=" in bad:
+            old, new = parse_pins(good), parse_pins(bad)
+            result.stages = self.components.run(old, new)
+        else:
+            st, source = self.stage1.run(good, bad, source, stack)
+            result.stages.append(st)
+            finding, note = self.drift.run(st, self.loop.last_bisection)
+            if finding is not None:
+                result.findings.append(finding)
+            if note is not None:
+                result.notes.append(note)
+            branch = self.merge.run(st, source)
+            if branch is not None:  # the culprit merge's branch commit (issue 12)
+                result.stages.append(branch)
+                st = branch
+            lg, fb = st.last_good, st.first_bad
+            if r.triage and fb is not None and st.status in (Status.CULPRIT, Status.RANGE):
+                # before any commit bisection (issue 6): which toggles make the problem disappear
+                result.triage = self.triage.run(fb)
+            if st.status is Status.CULPRIT and r.bisect.second_stage and lg and fb:
+                if lg.meta.get("commits") and fb.meta.get("commits"):
+                    result.stages += self.components.run(dict(lg.meta["commits"]), dict(fb.meta["commits"]),
+                                                         stage1_done=True)
+                elif lg.meta.get("image") and fb.meta.get("image") and r.bisect.components:
+                    result.stages += self.components.from_images(lg, fb, result)
+        final = result.final
+        assert final is not None
+        if (r.triage and not result.triage and final.first_bad is not None
+                and final.status in (Status.CULPRIT, Status.RANGE)):  # component-pair runs
+            result.triage = self.triage.run(final.first_bad)
+        p = self.prober
+        result = finish_result(result, r, recipe_path=self.recipe_path, session_id=p.session_id,
+                               all_cached=p.fresh_probes == 0 and not p.replayed)
+        result.notes[:0] = oracle_notes(r, final, p.oracle)  # decode path, noise (issue 18)
+        return result

@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..bisect import Bisection, Drift, judge_drift
-from ..models import ProbeResult, RunResult, StageResult, Status
+from ..models import ProbeResult, StageResult, Status
+from ..recipe import Recipe
+from .rounds import RoundLoop
 
 
 def _tokens(n: int) -> str:
@@ -27,37 +29,40 @@ def drift_text(d: Drift) -> str:
 
 
 class DriftStage:
-    """Mixin of :class:`bisectbot.session.Session`: the optional second search for threshold drift."""
+    """The optional second search for threshold drift, run through ``loop`` when ``recipe.bisect.drift``."""
 
-    def drift_finding(self, st: StageResult, b: Bisection | None, result: RunResult) -> None:
-        """Note drift seen in stage ``st`` (searched by ``b``); with ``bisect.drift`` locate it and
-        append the search to ``result.findings``."""
+    def __init__(self, loop: RoundLoop, recipe: Recipe):
+        self.loop = loop
+        self.recipe = recipe
+
+    def run(self, st: StageResult, b: Bisection | None) -> tuple[StageResult | None, str | None]:
+        """Drift seen in stage ``st`` (searched by ``b``): ``(finding, note)``. The finding is the
+        drift search (with ``bisect.drift``; for ``RunResult.findings``), the note the line for
+        ``RunResult.notes``; both None when there is no drift to report."""
         if b is None or st.status is not Status.CULPRIT or st.first_bad is None:
-            return
+            return None, None
         d = b.drift()
         if d is None:
-            return
+            return None, None
         cands = st.candidates
         lo = cands.index(st.first_bad)
         if not self.recipe.bisect.drift:
-            result.notes.append(f"{drift_text(d)} inside the bad range ({cands[d.first_index].label} .. "
-                                f"{cands[d.last_index].label}); set bisect.drift: true to find where")
-            return
+            return None, (f"{drift_text(d)} inside the bad range ({cands[d.first_index].label} .. "
+                          f"{cands[d.last_index].label}); set bisect.drift: true to find where")
         if len(cands) - lo < 2:
-            return
+            return None, None
 
         def rejudge(res: ProbeResult) -> ProbeResult:
             thr = res.threshold[1] if res.threshold else None
             j = judge_drift(d, str(res.extra.get("status") or ""), thr)
             return dataclasses.replace(res, verdict=j.verdict, reason=j.reason, signature="")
 
-        ds = self.search("threshold drift", cands[lo:], st.component, verdict_fn=rejudge)
+        ds = self.loop.search("threshold drift", cands[lo:], st.component, verdict_fn=rejudge)
         if ds.status is Status.CULPRIT and ds.first_bad is not None:
             ds.message = f"{drift_text(d)} at {ds.first_bad.label or ds.first_bad.ref}"
         else:
             ds.message = f"{drift_text(d)} somewhere in {cands[lo].label} .. {cands[-1].label}: {ds.message}"
-        result.findings.append(ds)
-        result.notes.append("second finding: " + ds.message)
+        return ds, "second finding: " + ds.message
 
 
 __all__ = ["DriftStage", "drift_text"]

@@ -13,13 +13,20 @@ from __future__ import annotations
 
 from ..bisect import merge_descent
 from ..models import StageResult, Status
+from .executor import Echo
+from .rounds import RoundLoop
 from .sources import CandidateSource, GitCandidates
 
 
 class MergeStage:
-    """Mixin of :class:`bisectbot.session.Session`: the second-parent search below a merge culprit."""
+    """The second-parent search below a merge culprit, run through ``loop``; ``echo`` receives
+    the line that says so."""
 
-    def descend_merge(self, st: StageResult, source: CandidateSource) -> StageResult | None:
+    def __init__(self, loop: RoundLoop, *, echo: Echo):
+        self.loop = loop
+        self.echo = echo
+
+    def run(self, st: StageResult, source: CandidateSource) -> StageResult | None:
         """The branch search below merge culprit ``st.first_bad``, or None when there is none to do."""
         if (st.status is not Status.CULPRIT or st.first_bad is None or not isinstance(source, GitCandidates)
                 or source.src.first_parent):
@@ -33,7 +40,7 @@ class MergeStage:
         self.echo(f"the culprit {merge.label or merge.ref} is a merge: bisecting its branch "
                   f"{rng[0][:10]}..{rng[1][:10]}")
         cands = source.repo.commits(rng[0], rng[1], first_parent=True)
-        bs = self.search("merged branch", cands, source.component, source.flags)
+        bs = self.loop.search("merged branch", cands, source.component, source.flags)
         where = f"merge {merge.ref} ({merge.meta.get('subject') or merge.label})"
         if bs.status is Status.CULPRIT:
             bs.message = f"brought in by {where}"

@@ -5,6 +5,10 @@ executor has slots (``recipe.bisect.parallel``); verdicts known without probing 
 maintainers, the probe cache) are fed at once, the others run through a
 :class:`bisectbot.session.executor.Executor` and are stored in the ledger as each
 finishes, so an interrupted run resumes without repeating a finished probe.
+
+:class:`RoundLoop` is handed to every stage that searches (stage 1, the component commits,
+the merged branch, the drift search): each calls :meth:`RoundLoop.search` with its
+candidates and gets a :class:`bisectbot.models.StageResult` back.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from typing import Any
 
 from ..bisect import Bisection, budget_text, search_settings
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
-from .executor import LocalExecutor
+from ..recipe import Recipe
+from .executor import Echo
 from .honesty import adapt_rates, check_runnable, derived_rates_note
 from .prefetch import next_candidates
+from .prober import Prober
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +54,26 @@ def feed_order(b: Bisection, done: list[tuple[Any, Any]]) -> Iterator[tuple[Any,
 
 
 class RoundLoop:
-    """Mixin of :class:`bisectbot.session.Session`: bisect one ordered candidate list in rounds."""
+    """Bisect one ordered candidate list in rounds: plan with :class:`Bisection`, probe through
+    ``prober`` (cache, executor, ledger), feed the verdicts back.
+
+    ``echo`` receives progress lines; ``prefetch``: a local executor with one slot prepares
+    the candidates that can come next; ``recipe_path`` names the recipe in messages.
+    ``log_resume`` False: a resumed session logs no ``resume`` event (replays of a round
+    plan or import). ``last_bisection`` is the search of the last stage (for the drift
+    search that follows stage 1).
+    """
+
+    def __init__(self, prober: Prober, recipe: Recipe, *, echo: Echo, prefetch: bool = True,
+                 recipe_path: str = ""):
+        self.prober = prober
+        self.recipe = recipe
+        self.echo = echo
+        self.prefetch_enabled = prefetch
+        self.recipe_path = recipe_path
+        self.log_resume = True
+        self.last_bisection: Bisection | None = None
+        self.t0 = time.monotonic()
 
     def search(self, name: str, candidates: list[Candidate], component: str,
                flags_fn: Callable[[Candidate, Candidate], list[str]] | None = None,
@@ -63,22 +88,22 @@ class RoundLoop:
         settings = search_settings(bs, len(candidates))
         noisy = settings["false_positive"] > 0 or settings["false_negative"] > 0
         good, bad = candidates[0], candidates[-1]
-        self.session_id = self._session_id(name, good.ref, bad.ref)
-        cleanup = getattr(self.runner, "cleanup_stale", None)
-        if callable(cleanup) and getattr(self, "oracle", None) is None:
+        prober = self.prober
+        session_id = prober.start(name, good.ref, bad.ref)
+        cleanup = getattr(prober.runner, "cleanup_stale", None)
+        if callable(cleanup) and prober.oracle is None:
             cleanup()  # worktrees a killed run left behind (with a reference up: done before it started)
-        prior = self.ledger.events(self.session_id)
+        prior = prober.prior_events()
         done_before = sum(1 for e in prior if e["kind"] == "probe")
-        self._to_skip_logging = done_before
-        self.ledger.save_session(self.session_id, r.name, self.repro_key, good.ref, bad.ref, "running",
-                                 {"stage": name, "component": component, "n": len(candidates),
-                                  "candidates": [c.ref for c in candidates]})
+        prober.save_session(good.ref, bad.ref, "running",
+                            {"stage": name, "component": component, "n": len(candidates),
+                             "candidates": [c.ref for c in candidates]})
         if prior:
             if self.log_resume:
-                self.ledger.log_event(self.session_id, "resume", {"cached": done_before})
-            self.echo(f"resuming session {self.session_id}: {done_before} probes already done")
+                prober.log("resume", {"cached": done_before})
+            self.echo(f"resuming session {session_id}: {done_before} probes already done")
         else:
-            self.ledger.log_event(self.session_id, "start", {
+            prober.log("start", {
                 "stage": name, "component": component, "n": len(candidates), "good": good.ref, "bad": bad.ref,
                 "noisy": noisy})
         b = Bisection(len(candidates), check_boundary=check_boundary, **settings)
@@ -89,9 +114,7 @@ class RoundLoop:
                   + (f" if it stays exact; {derived}" if derived else f", {budget_text(b)}"))
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
-        executor = self.executor or LocalExecutor(r, self.runner, bs.parallel, self.prefetch_enabled,
-                                                  oracle=getattr(self, "oracle", None))
-        try:
+        with prober.executor_for(self.prefetch_enabled) as executor:
             while not b.done:
                 batch = b.next_probes(executor.slots)
                 if not batch:
@@ -99,19 +122,18 @@ class RoundLoop:
                 if getattr(executor, "has_prefetch", False) and len(batch) == 1:
                     nxt = next_candidates(b, batch[0])  # what the next step can need, likely first
                     executor.prefetch([candidates[i] for i in batch + nxt],
-                                      [candidates[j] for j in nxt if self._needs_probe(candidates[j], attempts, j)])
+                                      [candidates[j] for j in nxt if prober.needs_probe(candidates[j], attempts, j)])
                 jobs = []
                 for i in batch:
                     attempts[i] = attempts.get(i, 0) + 1
                     jobs.append((i, attempts[i]))
-                results = self.probe_batch([(candidates[i], a) for i, a in jobs], executor)
+                results = prober.probe_batch([(candidates[i], a) for i, a in jobs], executor)
                 if verdict_fn is not None:
                     results = [(verdict_fn(res), origin) for res, origin in results]
                 for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
                     if i == len(candidates) - 1 and phase_of(b, i) == "boundary":
                         # a command that cannot run is checked on the good end (git bisect run, 2.36)
-                        check_runnable(r, res, good, lambda c: self.probe(c, 1)[0],
-                                       getattr(self, "recipe_path", ""))
+                        check_runnable(r, res, good, lambda c: prober.probe(c, 1)[0], self.recipe_path)
                     phase = phase_of(b, i)
                     probes.append(res)
                     if b.done:  # a folded re-probe the outcome did not need: evidence, not fed
@@ -120,16 +142,13 @@ class RoundLoop:
                         eff = b.feed(i, res.verdict, res.signature or None)
                         note = b.history[-1].note
                         adapt_rates(r, b, i, res, self.echo)
-                    self._event("probe", {
+                    prober.event("probe", {
                         "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
                         "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
                             f"; {note}" if note else ""),
                         "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
                         "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
                     self._progress(b, candidates[i], res, eff, origin)
-        finally:
-            if executor is not self.executor:
-                executor.close()
         self._prefetch_report(name, executor)
         return self._stage_result(name, component, candidates, b, probes, flags_fn)
 
@@ -139,7 +158,7 @@ class RoundLoop:
         stats = stats_fn() if callable(stats_fn) else None
         if not stats or not (stats.get("ahead") or stats.get("cancelled")):
             return
-        self._event("prefetch", {"stage": name, **stats})
+        self.prober.event("prefetch", {"stage": name, **stats})
         self.echo(f"{name}: prefetch prepared {stats['ahead']} candidate(s) ahead: {stats['used']} used, "
                   f"{stats['wasted']} wasted build(s); {stats['cancelled']} cancelled before starting "
                   f"(mean prepare {stats.get('prepare_s', 0):.1f}s, probe {stats.get('probe_s', 0):.1f}s)")
@@ -148,7 +167,6 @@ class RoundLoop:
                       probes: list[ProbeResult],
                       flags_fn: Callable[[Candidate, Candidate], list[str]] | None) -> StageResult:
         """The finished search as a :class:`StageResult` (flags, ledger result event and session row)."""
-        r = self.recipe
         good, bad = candidates[0], candidates[-1]
         sr = b.result()
         st = StageResult(name=name, component=component, status=sr.status, candidates=list(candidates),
@@ -163,10 +181,10 @@ class RoundLoop:
                 st.flags = flags_fn(st.first_bad, st.last_good)
             except Exception as e:  # flags are advisory
                 log.warning("plausibility flags failed: %s", e)
-        self.ledger.log_event(self.session_id, "result", {
+        self.prober.log("result", {
             "stage": name, "status": st.status.value, "culprits": [c.ref for c in st.culprits],
             "confidence": st.confidence, "message": st.message, "flags": st.flags})
-        self.ledger.save_session(self.session_id, r.name, self.repro_key, good.ref, bad.ref, st.status.value,
+        self.prober.save_session(good.ref, bad.ref, st.status.value,
                                  {"stage": name, "component": component, "n": len(candidates),
                                   "candidates": [c.ref for c in candidates],
                                   "culprits": [c.ref for c in st.culprits]})

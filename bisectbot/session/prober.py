@@ -1,0 +1,218 @@
+"""The :class:`Prober`: the probe cache and the one writer of a run's ledger rows.
+
+Every stage asks it for verdicts (:meth:`Prober.probe`, :meth:`Prober.probe_batch`): a
+maintainer's verdict, a replayed one or a cached one is answered at once, the rest run
+through an :class:`bisectbot.session.executor.Executor` and are stored as each finishes.
+Session rows and events (``bisectbot bisect log``) go through it too, so no stage writes
+the ledger itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..ledger import Ledger
+from ..models import Candidate, ProbeResult, Verdict
+from ..recipe import Recipe, TriageToggle
+from ..run.base import CandidateRunner
+from .executor import Echo, Executor, LocalExecutor, ProbeJob, build_key, probe_key, reproducer_key, run_probe
+from .prefetch import Prefetcher
+from .replay import LogLine
+
+
+class Prober:
+    """Verdicts for candidates, cached in ``ledger`` under (candidate ref, build key,
+    reproducer key = ``recipe.verdict_hash()``, triage toggle, attempt number).
+
+    ``replay`` forces verdicts per candidate ref (in order) instead of probing.
+    ``human`` are maintainers' verdicts (``/bisectbot good|bad REF``, ``retract`` as skip):
+    they hold for every probe of the candidates they name and are never overridden by a probe.
+    ``executor`` runs each round's probes (None: a :class:`LocalExecutor` per round, see
+    :meth:`executor_for`). ``oracle`` is the run's reference while it is up
+    (:func:`bisectbot.session.oracles.reference_up` sets it, issue 18).
+
+    Caching policy (issue 11): only deterministic outcomes are cached -- a verdict, a
+    failed build, a server that never became healthy (each costs 15-40 minutes to redo on
+    MI355X). A transient error (connection, timeout, HTTP 429/5xx after the reproducer's
+    bounded retries: ``extra["transient"]``) is a skip for this run but never stored, so a
+    later run probes again. ``retry_errors`` (``run --retry-errors``) probes again, once
+    per run, every candidate whose cached verdict is a skip.
+
+    Events are logged into the current session (:meth:`start`); the first ``n`` probe events
+    after :meth:`prior_events` found ``n`` logged ones are not logged again (a resumed run).
+    """
+
+    def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *, echo: Echo,
+                 replay: list[LogLine] | None = None, human: list[LogLine] | None = None,
+                 executor: Executor | None = None, retry_errors: bool = False):
+        self.recipe = recipe
+        self.ledger = ledger
+        self.runner = runner
+        self.executor = executor
+        self.echo = echo
+        self.repro_key = reproducer_key(recipe)
+        self.replay: dict[str, list[LogLine]] = {}
+        for ln in replay or []:
+            self.replay.setdefault(ln.ref, []).append(ln)
+        self.replayed = bool(replay)
+        self.human: list[LogLine] = list(human or [])
+        self.retry_errors = retry_errors
+        self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
+        self.oracle: Any = None  # the run's reference while it is up (issue 18)
+        self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
+        self.round_no = 0  # rounds (batches of probes) so far, cached ones included
+        self.session_id = ""
+        self._to_skip_logging = 0
+
+    # ------------------------------------------------------------------ keys and ids
+    def _build_key(self, c: Candidate) -> str:
+        return build_key(self.runner, c)
+
+    def start(self, stage: str, good: str, bad: str) -> str:
+        """Make the session of ``stage`` between refs ``good`` and ``bad`` the current one; its id
+        (SHA-256, 12 hex chars, of recipe, reproducer key, stage, ends, replay and maintainers' verdicts)."""
+        human = ",".join(f"{ln.verdict.value}:{ln.ref}" for ln in self.human)
+        blob = (f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
+                + (f"|human={human}" if human else ""))
+        self.session_id = hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return self.session_id
+
+    # ------------------------------------------------------------------ verdicts known without probing
+    def human_verdict(self, c: Candidate) -> LogLine | None:
+        """The newest maintainer verdict naming ``c`` (see ``human``), or None."""
+        for ln in reversed(self.human):
+            if ln.matches(c):
+                return ln
+        return None
+
+    def lookup(self, c: Candidate, attempt: int = 1,
+               toggle: TriageToggle | None = None) -> tuple[ProbeResult | None, str, str]:
+        """A verdict known without probing: ``(result, origin, cache_key)``; result None when unknown.
+
+        ``origin`` is ``human`` (a maintainer's verdict), ``replay`` (forced by the replay
+        log) or ``cache`` (the ledger).
+        """
+        tname = toggle.name if toggle else ""
+        hv = None if toggle else self.human_verdict(c)
+        if hv is not None:
+            return ProbeResult(c, hv.verdict, reason=hv.note or "maintainer verdict"), "human", ""
+        if not toggle and self.replay.get(c.ref):
+            ln = self.replay[c.ref].pop(0)
+            return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
+        key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
+        cached = self.ledger.get_probe(key)
+        if cached is not None and self._retry(cached, key):
+            return None, "cache", key
+        if cached is not None:  # same ref and build: the verdict holds, the label is this stage's
+            cached.candidate = c
+        return cached, "cache", key
+
+    def _retry(self, cached: ProbeResult, key: str) -> bool:
+        """True when a cached skip is probed again (``retry_errors``, once per key and run)."""
+        if not self.retry_errors or cached.verdict is not Verdict.SKIP or key in self._retried:
+            return False
+        self._retried.add(key)
+        self.echo(f"retrying cached skip of {cached.candidate.ref[:12]}: {cached.reason[:120]}")
+        return True
+
+    def _store(self, res: ProbeResult) -> None:
+        """Cache ``res`` in the ledger unless it is a transient error (never a verdict to reuse)."""
+        if res.extra.get("transient"):
+            self.echo(f"{res.candidate.ref[:12]}: transient error, not cached: {res.reason[:120]}")
+            return
+        self.ledger.put_probe(res)
+
+    def needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:
+        """Whether candidate ``c`` (index ``i``, probed ``attempts[i]`` times so far) would really
+        be probed next time: no replayed, maintainer or cached verdict answers it (for prefetch)."""
+        if self.replay.get(c.ref) or self.human_verdict(c) is not None:
+            return False
+        key = probe_key(c.ref, self._build_key(c), self.repro_key, "", attempts.get(i, 0) + 1)
+        cached = self.ledger.get_probe(key)
+        return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
+
+    # ------------------------------------------------------------------ probing
+    @contextmanager
+    def executor_for(self, prefetch: bool) -> Iterator[Executor]:
+        """The executor of a round: the session's, or a :class:`LocalExecutor` with
+        ``recipe.bisect.parallel`` slots (prefetching when ``prefetch``), closed after the block."""
+        if self.executor is not None:
+            yield self.executor
+            return
+        executor = LocalExecutor(self.recipe, self.runner, self.recipe.bisect.parallel, prefetch,
+                                 oracle=self.oracle)
+        try:
+            yield executor
+        finally:
+            executor.close()
+
+    def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
+                  prefetcher: Prefetcher | None = None) -> ProbeResult:
+        """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe)."""
+        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher, oracle=self.oracle)
+
+    def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
+              prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:
+        """Probe candidate ``c`` (or take it from the replay file or the cache); store fresh results.
+
+        Returns the result and where it came from: ``probe``, ``cache``, ``replay`` or ``human``.
+        """
+        if self.executor is not None and prefetcher is None:  # rounds: it runs wherever the executor does
+            return self.probe_batch([(c, attempt, toggle)], self.executor)[0]
+        known, origin, key = self.lookup(c, attempt, toggle)
+        if known is not None:
+            return known, origin
+        self.fresh_probes += 1
+        res = self.run_probe(c, key, attempt, toggle, prefetcher)
+        self._store(res)
+        return res, "probe"
+
+    def probe_batch(self, jobs: list[tuple[Any, ...]], executor: Executor) -> list[tuple[ProbeResult, str]]:
+        """One round: ``jobs`` are ``(candidate, attempt[, toggle])``; known verdicts at once, the
+        rest through ``executor``; each fresh result is stored in the ledger (by this thread)
+        as it finishes. Results in the order of ``jobs``."""
+        self.round_no += 1
+        out: list[tuple[ProbeResult, str] | None] = []
+        todo: list[ProbeJob] = []
+        where: list[int] = []
+        for c, a, *rest in jobs:
+            toggle = rest[0] if rest else None
+            known, origin, key = self.lookup(c, a, toggle)
+            if known is not None:
+                out.append((known, origin))
+            else:
+                out.append(None)
+                where.append(len(out) - 1)
+                todo.append(ProbeJob(c, key, a, toggle))
+        for n, res in executor.run(todo):
+            self.fresh_probes += 1
+            self._store(res)
+            out[where[n]] = (res, "probe")
+        assert all(x is not None for x in out)
+        return out  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ sessions and events
+    def prior_events(self) -> list[dict[str, Any]]:
+        """Events the current session already logged (an interrupted run); its probe events are
+        not logged again (:meth:`event`)."""
+        prior = self.ledger.events(self.session_id)
+        self._to_skip_logging = sum(1 for e in prior if e["kind"] == "probe")
+        return prior
+
+    def save_session(self, good: str, bad: str, status: str, data: dict[str, Any]) -> None:
+        """The current session's row (ends as refs, status ``running`` or the stage's status)."""
+        self.ledger.save_session(self.session_id, self.recipe.name, self.repro_key, good, bad, status, data)
+
+    def log(self, kind: str, data: dict[str, Any]) -> None:
+        """Append an event to the current session's log."""
+        self.ledger.log_event(self.session_id, kind, data)
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """:meth:`log`, except a probe event an earlier run of this session already logged."""
+        if kind == "probe" and self._to_skip_logging > 0:
+            self._to_skip_logging -= 1
+            return
+        self.log(kind, data)
