@@ -171,8 +171,12 @@ def build_chart(points: list[dict], bands: list[dict], threshold_below: int | No
     values = [v for p in points for v in (p.get("lo"), p.get("hi")) if v] + ([threshold_below] if threshold_below else [])
     lo_v = min(values) / 1.6 if values else 100.0
     hi_v = max(values) * 1.6 if values else float(max_size or 100_000)
-    y = LogScale(max(lo_v, 1.0), max(hi_v, lo_v * 4), PLOT_TOP, plot_bottom)
-    chart.yticks = [Tick(y(v), _tokens(v), v) for v in _y_ticks(max(lo_v, 1.0), max(hi_v, lo_v * 4))]
+    lo_v = max(lo_v, 1.0)
+    if hi_v / lo_v < 10:  # at least a decade, so the axis has several ticks to read values by
+        mid = math.sqrt(hi_v * lo_v)
+        lo_v, hi_v = max(1.0, mid / math.sqrt(10)), mid * math.sqrt(10)
+    y = LogScale(lo_v, hi_v, PLOT_TOP, plot_bottom)
+    chart.yticks = [Tick(y(v), _tokens(v), v) for v in _y_ticks(lo_v, hi_v)]
     chart.xticks = [Tick(x(t), label, t.timestamp()) for t, label in _x_ticks(t0, t1)]
     if threshold_below:
         chart.below = Tick(y(threshold_below), f"threshold-below {threshold_below}", threshold_below)

@@ -179,7 +179,9 @@ class Bisection:
         if not st.culprits or st.status not in ("culprit", "range"):
             return ""
         names = ", ".join(lbl or ref for ref, lbl in st.culprits[:3]) + (" …" if len(st.culprits) > 3 else "")
-        return f"{st.component} {names}".strip()
+        if not st.component or names.startswith(st.component + " "):  # a release label names its package
+            return names
+        return f"{st.component} {names}"
 
 
 @dataclass

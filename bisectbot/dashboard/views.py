@@ -60,6 +60,14 @@ def _word(rd: RecipeData | Bisection, verdict: str) -> str:
     return clean(verdict_word(verdict, rd.kind, rd.regress), 40)
 
 
+def verdict_css(kind: str, verdict: str) -> str:
+    """``bad`` (red) when the verdict shows the tracked problem, ``good`` (green) when not, ``skip``:
+    in a fix bisection the *bad* verdict means fixed, so it is green."""
+    if verdict not in ("good", "bad"):
+        return "skip"
+    return ("good" if verdict == "bad" else "bad") if kind == "fix" else verdict
+
+
 def _streak_text(rd: RecipeData) -> str:
     tested = [p for p in rd.points if p.verdict != "skip"]
     if not tested:
@@ -109,7 +117,7 @@ def recipe_context(rd: RecipeData) -> dict[str, Any]:
             clean(p.label, 120), f"{_date(p)} ({p.dated_by})", clean(p.ref, 80),
             ", ".join(f"{k} {v}" for k, v in versions), f"{word}: {thr}", clean(p.reason, 200)] if x)
         points.append({"ref": clean(p.ref, 100), "short": clean(short_ref(p.ref), 40), "label": clean(p.label, 120),
-                       "date": _date(p), "dated_by": p.dated_by, "versions": versions, "verdict": p.verdict,
+                       "date": _date(p), "dated_by": p.dated_by, "versions": versions, "verdict": p.verdict, "css": css,
                        "word": word, "threshold_text": thr, "runs": p.runs, "session": p.session, "href": href})
         chart_points.append({"when": p.when, "lo": p.threshold[0] if p.threshold else None,
                              "hi": p.threshold[1] if p.threshold else None, "verdict": p.verdict, "css": css,
@@ -133,7 +141,7 @@ def recipe_context(rd: RecipeData) -> dict[str, Any]:
     newest = rd.points[-1] if rd.points else None
     last = None
     if newest is not None:
-        last = {"verdict": newest.verdict, "word": _word(rd, newest.verdict), "label": clean(newest.label, 120),
+        last = {"verdict": newest.verdict, "css": verdict_css(rd.kind, newest.verdict), "word": _word(rd, newest.verdict), "label": clean(newest.label, 120),
                 "date": _date(newest), "threshold_text": threshold_text(newest.threshold)}
     flips = rd.history(newest.when - FLIP_WINDOW).streak().flips if newest else 0
     open_b = next((b for b in reversed(rd.bisections) if b.issue and b.issue["state"] == "open"), None)
@@ -178,7 +186,7 @@ def _probe_row(b: Bisection, p: ProbeRow) -> dict[str, Any]:
                    if isinstance(x, dict)]
     return {"index": p.index, "label": clean(p.label, 160), "ref": clean(p.ref, 100), "short": clean(short_ref(p.ref), 40),
             "phase": clean(p.phase, 20), "origin": clean(p.origin, 20), "verdict": p.verdict if p.verdict in
-            ("good", "bad", "skip") else "skip", "word": _word(b, p.verdict), "threshold_text": threshold_text(p.threshold),
+            ("good", "bad", "skip") else "skip", "css": verdict_css(b.kind, p.verdict), "word": _word(b, p.verdict), "threshold_text": threshold_text(p.threshold),
             "reason": clean(p.reason, 600), "duration": f"{p.duration_s:.1f}", "evidence": ev, "patches": patches}
 
 
