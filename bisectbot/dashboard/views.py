@@ -79,7 +79,7 @@ def _streak_text(rd: RecipeData) -> str:
             break
         n, start = n + 1, p
     word = _word(rd, "bad" if (present != (rd.kind == "fix")) else "good")
-    return f"{word} since {_date(start)} ({n} night{'s' if n != 1 else ''})"
+    return f"{word} since {_date(start)} ({n} tested night{'s' if n != 1 else ''})"
 
 
 def _range_text(b: Bisection) -> str:
