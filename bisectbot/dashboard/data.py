@@ -105,11 +105,23 @@ class SessionData:
     confidence: float
     message: str
     probes: list[ProbeRow]
-    log: str
+    row: dict[str, Any] = field(default_factory=dict, repr=False)
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
     labels: dict[str, str] = field(default_factory=dict)
 
     def label(self, ref: str) -> str:
         return self.labels.get(ref) or ref
+
+    @property
+    def log(self) -> str:
+        """The session's ``bisectbot bisect log`` text (built when a page that shows it is rendered)."""
+        from ..session import format_log
+
+        return format_log(self.row, self.events)
+
+    def fingerprint(self) -> str:
+        """What a page showing this session depends on: its row and how many events it has."""
+        return f"{self.id}|{self.updated}|{self.status}|{len(self.events)}|{sum(p.stored is not None for p in self.probes)}"
 
 
 @dataclass
@@ -164,6 +176,14 @@ class Bisection:
     from_report: bool = False
     lg_when: datetime | None = None
     fb_when: datetime | None = None
+
+    def inputs(self) -> str:
+        """What this bisection's page shows, as a cheap key (ledger rows by their update time and
+        event counts, the archived report by its key): the page's input hash is taken over it."""
+        parts = [self.key, self.status, self.job_url, repr(self.issue), repr(self.lg_when), repr(self.fb_when)]
+        for st in self.stages:
+            parts.append(f"{st.name}|{st.status}|{st.culprits}|{st.session.fingerprint() if st.session else '-'}")
+        return "\n".join(parts)
 
     @property
     def final(self) -> StageView:
@@ -239,8 +259,6 @@ def _match(stored: list[StoredProbe], verdict: str, threshold: Any, signature: s
 
 
 def _sessions(ledger: Ledger, stored: dict[str, list[StoredProbe]]) -> list[SessionData]:
-    from ..session import format_log
-
     out = []
     for s in ledger.sessions():
         events = ledger.events(s["id"])
@@ -269,7 +287,7 @@ def _sessions(ledger: Ledger, stored: dict[str, list[StoredProbe]]) -> list[Sess
             s["id"], s["recipe"], str(state.get("stage") or STAGE1), str(state.get("component") or ""),
             s["status"], s.get("good") or "", s.get("bad") or "", s["created"], s["updated"],
             [str(c) for c in state.get("candidates") or []], culprits, confidence, message, probes,
-            format_log(s, events), labels))
+            s, events, labels))
     return out
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from ..report.sanitize import neutralise_markers, redact, shorten_paths, truncate_text, visible
+from ..secrets import known_secrets
 
 INLINE_LIMIT = 300
 """Characters of an inline value (a reason, a label, a table cell) before it is cut."""
@@ -33,6 +34,26 @@ BLOCK_LIMIT = 20_000
 _URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%?=&+#:-]*)?")
 
 
+_secrets: list[str] | None = None
+_cache: dict[tuple[str, int], str] = {}
+_CACHE_MAX = 200_000
+
+
+def refresh_secrets() -> None:
+    """Look the secrets to redact up again (:func:`bisectbot.secrets.known_secrets`) and forget
+    cleaned strings; called at the start of each render. Between calls the secrets are looked up
+    once, not once per string (a year of nights is ~100,000 strings)."""
+    global _secrets
+    _secrets = list(known_secrets())
+    _cache.clear()
+
+
+def _redact(s: str) -> str:
+    if _secrets is None:
+        refresh_secrets()
+    return redact(s, _secrets)
+
+
 def clean(text: object, limit: int = INLINE_LIMIT) -> str:
     """``text`` as one safe line of at most ``limit`` characters (before HTML escaping): secrets
     redacted, markers broken, host paths shortened, newlines and tabs as spaces, control and
@@ -40,9 +61,16 @@ def clean(text: object, limit: int = INLINE_LIMIT) -> str:
     if text is None:
         return ""
     s = text if isinstance(text, str) else str(text)
+    key = (s, limit)
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
     s = s[: limit * 4 + 64]  # escapes only grow the text: what is cut here cannot show
-    s = visible(shorten_paths(neutralise_markers(redact(s))), keep_newlines=False, keep_tabs=False)
-    return truncate_text(s, limit, keep="head").replace("\n", " ").strip() if len(s) > limit else s
+    s = visible(shorten_paths(neutralise_markers(_redact(s))), keep_newlines=False, keep_tabs=False)
+    out = truncate_text(s, limit, keep="head").replace("\n", " ").strip() if len(s) > limit else s
+    if len(_cache) < _CACHE_MAX:
+        _cache[key] = out
+    return out
 
 
 def block(text: object, limit: int = BLOCK_LIMIT, keep: str = "head") -> str:
@@ -54,7 +82,7 @@ def block(text: object, limit: int = BLOCK_LIMIT, keep: str = "head") -> str:
     s = text if isinstance(text, str) else str(text)
     if len(s) > limit * 4 + 64:
         s = s[: limit * 4 + 64] if keep == "head" else s[-(limit * 4 + 64):]
-    s = visible(shorten_paths(neutralise_markers(redact(s))), keep_newlines=True, keep_tabs=True)
+    s = visible(shorten_paths(neutralise_markers(_redact(s))), keep_newlines=True, keep_tabs=True)
     return truncate_text(s, limit, keep=keep)
 
 
@@ -63,7 +91,7 @@ def safe_url(url: object) -> str | None:
     brackets, ``javascript:``), at most 500 characters, and carries no secret; else ``None``."""
     if not isinstance(url, str) or len(url) > 500 or not _URL.fullmatch(url):
         return None
-    return url if redact(url) == url else None
+    return url if _redact(url) == url else None
 
 
-__all__ = ["BLOCK_LIMIT", "INLINE_LIMIT", "block", "clean", "safe_url"]
+__all__ = ["BLOCK_LIMIT", "INLINE_LIMIT", "block", "clean", "refresh_secrets", "safe_url"]

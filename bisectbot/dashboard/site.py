@@ -5,8 +5,11 @@ path): ``index.html``, ``r/<recipe>.html`` per recipe, ``b/<key>.html`` per bise
 JavaScript; each page inlines its stylesheet and carries a Content-Security-Policy that allows
 that stylesheet (by hash) and nothing else -- no script runs even if escaping failed.
 
-Incremental: a page's *input hash* is SHA-256 over its context (the cleaned data it shows, see
-:mod:`.views`), the templates and the bisectbot version. ``<out>/.bisectbot-dashboard.json``
+Incremental: a page's *input hash* is SHA-256 over its inputs, the templates and the bisectbot
+version: for the index and a recipe page their context (the cleaned data they show, see
+:mod:`.views`); for a bisection page a cheap key of the ledger rows it shows (each session's
+update time, status and event count, the archived report's key, the issue's state:
+:meth:`.data.Bisection.inputs`), so an unchanged bisection costs neither its context nor a render. ``<out>/.bisectbot-dashboard.json``
 (hidden: GitHub's upload-pages-artifact leaves dot files out) maps each page to the hash it was
 rendered from; a page whose hash and file are unchanged is not rendered again. Pages the
 manifest lists that the ledger no longer yields are removed; no other file is ever touched.
@@ -81,20 +84,25 @@ class _Templates:
         return self.env.get_template(name).render(**ctx, css=Markup(self.css), css_hash=self.css_hash)
 
 
-def _pages(recipes: list[RecipeData]) -> list[tuple[str, str, dict[str, Any]]]:
-    pages: list[tuple[str, str, dict[str, Any]]] = []
+Page = tuple[str, str, Any, str | None]
+"""(relative path, template, context or a function making it, input key or None: the context's JSON)."""
+
+
+def _pages(recipes: list[RecipeData]) -> list[Page]:
+    pages: list[Page] = []
     index = []
     as_of = ""
     for rd in recipes:
         ctx = recipe_context(rd)
-        pages.append((f"r/{ctx['slug']}.html", "recipe.html.j2", {"root": "../", "r": ctx}))
+        pages.append((f"r/{ctx['slug']}.html", "recipe.html.j2", {"root": "../", "r": ctx}, None))
         index.append({k: ctx[k] for k in ("name", "slug", "regress", "last", "streak_text", "flips30", "open_issue",
                                           "open_culprit", "n_bisections")})
-        for b in rd.bisections:
+        for b in rd.bisections:  # the context (session logs, probes) is built only for a page that changed
             pages.append((f"b/{b.key}.html", "bisection.html.j2",
-                          {"root": "../", "b": bisection_context(b, slug(rd.name))}))
+                          lambda b=b, s=slug(rd.name): {"root": "../", "b": bisection_context(b, s)},
+                          f"{slug(rd.name)}|{b.inputs()}"))
         as_of = max([as_of] + [s.updated for s in rd.sessions])
-    pages.insert(0, ("index.html", "index.html.j2", {"root": "", "recipes": index, "as_of": as_of}))
+    pages.insert(0, ("index.html", "index.html.j2", {"root": "", "recipes": index, "as_of": as_of}, None))
     return pages
 
 
@@ -108,7 +116,10 @@ def _write(path: Path, text: str) -> None:
 def write_site(recipes: list[RecipeData], out: Path) -> RenderStats:
     """Render the pages of ``recipes`` into ``out`` (created), skipping unchanged ones; returns
     :class:`RenderStats`. Raises ``OSError`` when ``out`` cannot be written."""
+    from .safe import refresh_secrets
+
     t0 = time.perf_counter()
+    refresh_secrets()
     out.mkdir(parents=True, exist_ok=True)
     tpl = _Templates()
     mpath = out / MANIFEST
@@ -120,14 +131,15 @@ def write_site(recipes: list[RecipeData], out: Path) -> RenderStats:
     stats = RenderStats()
     new_pages: dict[str, str] = {}
     salt = f"{tpl.hash}|{__version__}|".encode()
-    for rel, template, ctx in _pages(recipes):
-        h = hashlib.sha256(salt + json.dumps(ctx, default=_enc, sort_keys=True).encode()).hexdigest()
+    for rel, template, ctx, key in _pages(recipes):
+        data = key if key is not None else json.dumps(ctx, default=_enc, sort_keys=True)
+        h = hashlib.sha256(salt + data.encode("utf-8", "surrogatepass")).hexdigest()
         new_pages[rel] = h
         target = out / rel
         if old_pages.get(rel) == h and target.is_file():
             stats.unchanged += 1
             continue
-        _write(target, tpl.render(template, ctx))
+        _write(target, tpl.render(template, ctx() if callable(ctx) else ctx))
         stats.rendered += 1
         stats.written.append(rel)
     for rel in sorted(set(old_pages) - set(new_pages)):

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..report.words import ends_words, verdict_word
 from .chart import build_chart
-from .data import Bisection, Point, ProbeRow, RecipeData, StageView, upstream_since
+from .data import Bisection, PatchColumn, Point, ProbeRow, RecipeData, StageView, upstream_since
 from .safe import block, clean, safe_url
 
 FLIP_WINDOW = timedelta(days=30)
@@ -133,7 +133,7 @@ def recipe_context(rd: RecipeData) -> dict[str, Any]:
             continue
         seen.add(k)
         bands.append({"start": b.lg_when, "end": b.fb_when, "href": f"../b/{b.key}.html",
-                      "label": clean(culprit or b.status, 40),
+                      "label": ellipsis(clean(culprit or b.status, 200), 32),
                       "title": clean(f"bisection ({b.status}): {_range_text(b)}; culprit {culprit or '—'}", 400)})
     kind_words = ("regression: red = problem present (bad), green = good" if rd.kind != "fix" else
                   "fix bisection: red = still broken, green = fixed")
@@ -145,9 +145,9 @@ def recipe_context(rd: RecipeData) -> dict[str, Any]:
                 "date": _date(newest), "threshold_text": threshold_text(newest.threshold)}
     flips = rd.history(newest.when - FLIP_WINDOW).streak().flips if newest else 0
     open_b = next((b for b in reversed(rd.bisections) if b.issue and b.issue["state"] == "open"), None)
-    cols = rd.patch_columns
+    cols = _collapse(rd) if len(rd.patch_columns) > MAX_PATCH_COLUMNS else rd.patch_columns
     patches = {"ids": [clean(i, 100) for i in rd.patch_ids],
-               "columns": [{"ref": clean(c.ref, 100), "label": clean(c.label, 60)} for c in cols],
+               "columns": [{"ref": clean(c.ref, 100), "label": clean(c.label, 140)} for c in cols],
                "rows": [{"id": clean(pid, 100), "since": clean(upstream_since(rd, pid) or "", 60),
                          "cells": [({"state": re.sub(r"[^a-z-]", "", c.cells[pid]["state"]),
                                      "label": clean(c.cells[pid]["label"], 80),
@@ -159,6 +159,39 @@ def recipe_context(rd: RecipeData) -> dict[str, Any]:
             "chart": build_chart(chart_points, bands, rd.threshold_below, rd.max_size), "kind_words": kind_words,
             "open_issue": _issue(open_b.issue) if open_b else None,
             "open_culprit": clean(open_b.culprit_text(), 200) if open_b else "", "patches": patches}
+
+
+MAX_PATCH_COLUMNS = 12
+"""Candidates shown one column each in the patch-stack table; beyond that, runs of candidates on
+which every patch is in the same state share one column (a year of nightlies is a few columns)."""
+
+
+def _collapse(rd: RecipeData) -> list[PatchColumn]:
+    """Consecutive columns with equal patch states (state and label of every patch) merged into
+    one, labelled ``first … last (n)``."""
+    out: list[PatchColumn] = []
+    run: list[PatchColumn] = []
+
+    def sig(c: PatchColumn) -> tuple:
+        return tuple((pid, c.cells.get(pid, {}).get("state"), c.cells.get(pid, {}).get("label")) for pid in rd.patch_ids)
+
+    def flush() -> None:
+        if run:
+            label = run[0].label if len(run) == 1 else f"{run[0].label} … {run[-1].label} ({len(run)})"
+            out.append(PatchColumn(run[0].ref, label, run[-1].cells))
+            run.clear()
+
+    for c in rd.patch_columns:
+        if run and sig(run[-1]) != sig(c):
+            flush()
+        run.append(c)
+    flush()
+    return out
+
+
+def ellipsis(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters with a trailing ``…`` (labels inside the chart)."""
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
 def _issue(issue: dict[str, Any] | None) -> dict[str, Any] | None:

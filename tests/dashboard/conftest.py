@@ -38,7 +38,7 @@ def artefacts(request) -> Path:
     base = Path(os.environ.get("BISECTBOT_TEST_ARTEFACTS") or ROOT / "test-artefacts")
     d = base / "dashboard" / re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
     d.mkdir(parents=True, exist_ok=True)
-    for old in d.glob("*.png"):
+    for old in d.rglob("*.png"):
         old.unlink()
     return d
 

@@ -83,6 +83,7 @@ report:
         (number,) = fake_github.repos[GH_REPO].issues
         doc = render(state, site, "--recipes", str(recipe), "--report", str(tmp_path / "out1"),
                      "--job-url", "https://github.com/octo-org/bisectbot-deploy/actions/runs/101")
+        assert doc["rendered"] == 3 and doc["unchanged"] == 0, doc  # index, the recipe, its bisection
         pages = check_site(browser, site, artefacts / "night1")
         assert f"r/{NAME}.html" in pages and len([p for p in pages if p.startswith("b/")]) == 1, pages
         browser.open((site / "r" / f"{NAME}.html").as_uri())
