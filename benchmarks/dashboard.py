@@ -9,8 +9,9 @@ bisects the last 30 nightlies (6 more probes, a culprit) -- 3,650 sessions, ~5,8
 nothing changed (every page skipped by its input hash) and the render after one more night of
 one recipe (the pages that changed), with pages rendered and the ratio to the cold render.
 
-Target: the cold render of a year of 10 recipes in seconds (<= 30 s on one core), a night's
-render a small share of it. Run: ``python benchmarks/dashboard.py [--recipes 10 --nights 365]``.
+Target: the cold render of a year of 10 recipes in seconds (<= 30 s CPU), a night's render a few
+pages. CPU seconds are the figure (wall time on the loaded shared 2-core machine mostly measures
+the neighbours); both are printed. Run: ``python benchmarks/dashboard.py [--recipes 10 --nights 365]``.
 """
 
 from __future__ import annotations
@@ -95,6 +96,13 @@ def fill(state: Path, recipes: int, nights: int) -> int:
     return n_probes
 
 
+def _timed(state: Path, site: Path):
+    """One ``build_dashboard``: its stats, CPU seconds (this process) and wall seconds."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    stats = build_dashboard(state, site)
+    return stats, time.process_time() - c0, time.perf_counter() - w0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recipes", type=int, default=10)
@@ -107,15 +115,11 @@ def main() -> None:
         t_fill = time.perf_counter() - t0
         print(f"ledger: {args.recipes} recipes x {args.nights} nights, {n:,} probes, "
               f"{args.recipes * args.nights:,} sessions, filled in {t_fill:.1f} s")
-        t0 = time.perf_counter()
-        cold = build_dashboard(state, site)
-        t_cold = time.perf_counter() - t0
-        print(f"cold render:          {cold.rendered:5,} pages in {t_cold:6.2f} s (write {cold.seconds:.2f} s)")
-        t0 = time.perf_counter()
-        same = build_dashboard(state, site)
-        t_same = time.perf_counter() - t0
-        print(f"nothing changed:      {same.rendered:5,} pages in {t_same:6.2f} s ({same.unchanged:,} skipped by hash; "
-              f"{t_same / t_cold:.2f} x cold)")
+        cold, t_cold, w_cold = _timed(state, site)
+        print(f"cold render:          {cold.rendered:5,} pages in {t_cold:6.2f} s CPU ({w_cold:.2f} s wall)")
+        same, t_same, w_same = _timed(state, site)
+        print(f"nothing changed:      {same.rendered:5,} pages in {t_same:6.2f} s CPU ({w_same:.2f} s wall; "
+              f"{same.unchanged:,} skipped by hash; {t_same / t_cold:.2f} x cold)")
         with Ledger(state) as led:  # one more night of recipe-00
             d = args.nights
             tag = f"nightly_main_{(date(2026, 1, 1) + timedelta(days=d)).strftime('%Y%m%d')}"
@@ -124,13 +128,11 @@ def main() -> None:
             led.record_nightly("rocm/vllm-dev-0", tag, dig)
             led.put_probe(_probe(dig, tag, False, "recipe-00-extra"))
             _session(led, "recipe-00-extra", "recipe-00", [(prev["digest"], prev["tag"]), (dig, tag)], [(1, False)], None)
-        t0 = time.perf_counter()
-        night = build_dashboard(state, site)
-        t_night = time.perf_counter() - t0
-        print(f"one more night:       {night.rendered:5,} pages in {t_night:6.2f} s ({', '.join(sorted(night.written)[:4])}; "
-              f"{t_night / t_cold:.2f} x cold)")
+        night, t_night, w_night = _timed(state, site)
+        print(f"one more night:       {night.rendered:5,} pages in {t_night:6.2f} s CPU ({w_night:.2f} s wall; "
+              f"{', '.join(sorted(night.written)[:4])}; {t_night / t_cold:.2f} x cold)")
         ok = t_cold <= 30 and night.rendered <= 3
-        print(f"target (cold <= 30 s, a night re-renders <= 3 pages): {'met' if ok else 'MISSED'}")
+        print(f"target (cold <= 30 s CPU, a night re-renders <= 3 pages): {'met' if ok else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,18 @@ BLOCK_LIMIT = 20_000
 _URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%?=&+#:-]*)?")
 
 
+_NEEDS_ESCAPE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+"""A character :func:`~bisectbot.report.sanitize.visible` would escape (most strings have none)."""
+_NEEDS_ESCAPE_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff"
+                                 "\ud800-\udfff]")
+
+
+def _visible(s: str, block: bool) -> str:
+    if not (_NEEDS_ESCAPE_BLOCK if block else _NEEDS_ESCAPE).search(s):
+        return s
+    return visible(s, keep_newlines=block, keep_tabs=block)
+
+
 _secrets: list[str] | None = None
 _cache: dict[tuple[str, int], str] = {}
 _CACHE_MAX = 200_000
@@ -66,7 +78,7 @@ def clean(text: object, limit: int = INLINE_LIMIT) -> str:
     if hit is not None:
         return hit
     s = s[: limit * 4 + 64]  # escapes only grow the text: what is cut here cannot show
-    s = visible(shorten_paths(neutralise_markers(_redact(s))), keep_newlines=False, keep_tabs=False)
+    s = _visible(shorten_paths(neutralise_markers(_redact(s))), block=False)
     out = truncate_text(s, limit, keep="head").replace("\n", " ").strip() if len(s) > limit else s
     if len(_cache) < _CACHE_MAX:
         _cache[key] = out
@@ -82,7 +94,7 @@ def block(text: object, limit: int = BLOCK_LIMIT, keep: str = "head") -> str:
     s = text if isinstance(text, str) else str(text)
     if len(s) > limit * 4 + 64:
         s = s[: limit * 4 + 64] if keep == "head" else s[-(limit * 4 + 64):]
-    s = visible(shorten_paths(neutralise_markers(_redact(s))), keep_newlines=True, keep_tabs=True)
+    s = _visible(shorten_paths(neutralise_markers(_redact(s.replace("\r\n", "\n")))), block=True)
     return truncate_text(s, limit, keep=keep)
 
 
