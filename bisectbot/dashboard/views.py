@@ -207,14 +207,19 @@ def bisection_summary(b: Bisection) -> dict[str, Any]:
             "culprit": clean(b.culprit_text(), 200), "issue": _issue(b.issue), "job_url": safe_url(b.job_url) or ""}
 
 
+def _evidence(table: list[Any]) -> list[dict[str, Any]]:
+    """A probe's size table (prompt tokens, outcome, reply excerpt, classifier reasons), cleaned."""
+    return [{"requested": clean(r.get("requested"), 12), "prompt_tokens": clean(r.get("prompt_tokens"), 12),
+             "outcome": clean(r.get("outcome"), 20), "excerpt": clean(r.get("excerpt"), 400),
+             "reasons": [clean(x, 300) for x in (r.get("reasons") or [])[:8]]}
+            for r in table[:40] if isinstance(r, dict)]
+
+
 def _probe_row(b: Bisection, p: ProbeRow) -> dict[str, Any]:
-    ev = []
+    ev: list[dict[str, Any]] = []
     patches = []
     if p.stored is not None:
-        for r in p.stored.table:
-            ev.append({"requested": clean(r.get("requested"), 12), "prompt_tokens": clean(r.get("prompt_tokens"), 12),
-                       "outcome": clean(r.get("outcome"), 20), "excerpt": clean(r.get("excerpt"), 400),
-                       "reasons": [clean(x, 300) for x in (r.get("reasons") or [])[:8]]})
+        ev = _evidence(p.stored.table)
         patches = [clean(f"{x.get('id')}: {x.get('label') or x.get('state')}", 200) for x in p.stored.patches
                    if isinstance(x, dict)]
     return {"index": p.index, "label": clean(p.label, 160), "ref": clean(p.ref, 100), "short": clean(short_ref(p.ref), 40),
@@ -237,10 +242,7 @@ def _stage(b: Bisection, st: StageView) -> dict[str, Any]:
                                          p.reason, p.signature, p.threshold, p.duration_s, "report", "", "",
                                          None)) for i, p in enumerate(st.report_probes)]
         for row, p in zip(probes, st.report_probes):  # the report carries the evidence itself
-            row["evidence"] = [{"requested": clean(r.get("requested"), 12), "prompt_tokens": clean(r.get("prompt_tokens"), 12),
-                                "outcome": clean(r.get("outcome"), 20), "excerpt": clean(r.get("excerpt"), 400),
-                                "reasons": [clean(x, 300) for x in (r.get("reasons") or [])[:8]]}
-                               for r in p.table[:40] if isinstance(r, dict)]
+            row["evidence"] = _evidence(p.table)
     names = ", ".join((lbl or ref) for ref, lbl in st.culprits[:3])
     return {"name": clean(st.name, 80), "component": clean(st.component, 60), "status": clean(st.status, 30),
             "culprit": clean(names, 200) if st.status in ("culprit", "range") else "",
