@@ -11,9 +11,9 @@ from .base import Ctx, cli, pass_ctx
 
 DASHBOARD_EPILOG = """\b
 Examples:
-  bisectbot dashboard --out site/                          # the ledger's site; open site/index.html
-  bisectbot dashboard --out site/ --recipes recipes/ \\
-      --report out/ --job-url https://github.com/o/r/actions/runs/123   # after a night (nightly.yml)
+  bisectbot demo && bisectbot --state bisectbot-demo-out/work/state dashboard --out site/   # open site/index.html
+  bisectbot dashboard --out site/ --recipes recipes/ --report bisectbot-demo-out/report.json \\
+      --job-url https://github.com/o/r/actions/runs/123   # after a night (nightly.yml: --report out/)
 """
 
 

@@ -11,8 +11,8 @@
   copies ``path`` into ``$ACT_TEST_ARTIFACTS/<name>``) and ``tests/act/download-artifact``
   (copies the artifacts matching ``name`` or ``pattern`` back out); ``upload-pages-artifact`` /
   ``deploy-pages`` for ``tests/act/upload-pages-artifact`` (the same tar, into
-  ``$ACT_TEST_ARTIFACTS/<name>/artifact.tar``) and ``tests/act/deploy-pages`` (unpacks it into
-  ``$ACT_TEST_ARTIFACTS/pages-deployed``).
+  ``$ACT_TEST_PAGES/<name>/artifact.tar``) and ``tests/act/deploy-pages`` (unpacks it into
+  ``$ACT_TEST_PAGES/deployed``); ``ACT_TEST_PAGES`` defaults to the runner's temporary directory.
 * act's workspaces and its runner tool cache live in ``tmp/act-cache``: the runs of one test share
   the virtualenv ``.github/actions/install-bisectbot`` keeps there (one per source tree), as the
   jobs on one self-hosted runner do; nothing outlives the test's temporary directory.

@@ -53,13 +53,16 @@ def test_nightly_under_act_produces_the_pages_artifact(registry, base_image, fak
         deploy = make_deployment(tmp_path / "deploy", {
             RECIPE: recipe_text(registry, repository, specs[0].tag, fake_github.base_url)})
         state = tmp_path / "state"
+        pages_dir = tmp_path / "pages"
         run, art = act(deploy, "nightly.yml", "workflow_dispatch", {"inputs": {"recipe": RECIPE}}, tmp_path, state,
-                       "night1")
+                       "night1", env={"ACT_TEST_PAGES": str(pages_dir)})
         assert run.returncode == 0, run.tail()
         assert "nightly.yml/dashboard" in " ".join(run.jobs_started()) or any(
             "dashboard" in j for j in run.jobs_started()), run.jobs_started()
         assert TOKEN not in run.output
-        tar_path = art / "github-pages" / "artifact.tar"
+        (report,) = list(art.iterdir())  # the report artifact, alone: the Pages tar goes elsewhere
+        assert (report / "report.json").is_file()
+        tar_path = pages_dir / "github-pages" / "artifact.tar"
         assert tar_path.is_file(), run.tail()
         with tarfile.open(tar_path) as tf:
             names = {n.removeprefix("./") for n in tf.getnames()} - {"."}
@@ -68,7 +71,7 @@ def test_nightly_under_act_produces_the_pages_artifact(registry, base_image, fak
         assert not any(part.startswith(".") for n in names for part in n.split("/") if part), names
         # the site was rendered beside the ledger (the next night renders only what changed)
         assert (state / "site" / ".bisectbot-dashboard.json").is_file()
-        site = art / "pages-deployed"
+        site = pages_dir / "deployed"
         assert (site / "index.html").is_file(), run.tail()
         pages = check_site(browser, site, artefacts)
         assert f"r/{RECIPE}.html" in pages
