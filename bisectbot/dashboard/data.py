@@ -328,6 +328,16 @@ def _issue(ledger: Ledger, fps: list[str], github_url: str) -> dict[str, Any] | 
     return None
 
 
+def page_key(session_id: str) -> str:
+    """A session id as a file name: itself when it is ``[A-Za-z0-9_-]{1,64}`` (bisectbot's ids are 12
+    hex), else 16 hex of its SHA-256 (an id from an edited ledger never names a path)."""
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", session_id):
+        return session_id
+    import hashlib
+
+    return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _cand(ref: str, label: str, component: str) -> Candidate:
     return Candidate(CandidateKind.COMMIT, ref, label, component)
 
@@ -452,7 +462,7 @@ def _bisections(rd: RecipeData, runs: list[ArchivedRun], ledger: Ledger, github_
         if s.stage != STAGE1 or s.id in covered:
             continue
         st = _stage_from_session(s)
-        out.append(Bisection(f"s-{s.id}", rd.name, rd.kind, rd.regress, s.status, [st], s.created,
+        out.append(Bisection(f"s-{page_key(s.id)}", rd.name, rd.kind, rd.regress, s.status, [st], s.created,
                              fingerprint=_ledger_fingerprint(rd.name, rd.kind, st)))
     when = {p.ref: p.when for p in rd.points}
     for b in out:

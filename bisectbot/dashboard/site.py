@@ -136,6 +136,8 @@ def write_site(recipes: list[RecipeData], out: Path) -> RenderStats:
         h = hashlib.sha256(salt + data.encode("utf-8", "surrogatepass")).hexdigest()
         new_pages[rel] = h
         target = out / rel
+        if not target.resolve().is_relative_to(out.resolve()):  # keys are checked names; never write outside
+            raise ValueError(f"page {rel!r} lies outside {out}")
         if old_pages.get(rel) == h and target.is_file():
             stats.unchanged += 1
             continue

@@ -72,6 +72,15 @@ def test_chart_geometry_inverts_to_the_thresholds() -> None:
     assert c.below is not None and abs(value(c.below.pos) - 20000) < 20
 
 
+def test_a_session_id_never_names_a_path() -> None:
+    from bisectbot.dashboard.data import page_key
+
+    assert page_key("05acb4bc9059") == "05acb4bc9059"
+    for bad in ("../../etc/x", "a/b", "x" * 65, "", "a\x00b"):
+        k = page_key(bad)
+        assert k != bad and len(k) == 16 and k.isalnum()
+
+
 def test_write_site_removes_only_pages_it_wrote(tmp_path: Path) -> None:
     out = tmp_path / "site"
     stats = write_site([RecipeData("a"), RecipeData("b")], out)
