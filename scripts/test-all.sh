@@ -17,7 +17,9 @@ ROOT=$PWD
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 need=()
-for pair in dockerd:docker.io docker-registry:docker-registry debootstrap:debootstrap patch:patch git:git curl:curl; do
+# chromium + chromedriver: tests/dashboard open the rendered site in a real headless browser
+for pair in dockerd:docker.io docker-registry:docker-registry debootstrap:debootstrap patch:patch git:git curl:curl \
+            chromium:chromium chromedriver:chromium-driver; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)

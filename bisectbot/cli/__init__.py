@@ -21,6 +21,7 @@ from ..errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, BisectbotErro
 from ..secrets import install_stream_redaction
 from . import (  # noqa: F401  (modules register their commands on import)
     build_cmd,
+    dashboard_cmd,
     demo_cmd,
     nightlies_cmd,
     patches_cmd,

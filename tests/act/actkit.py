@@ -9,7 +9,10 @@
 * ``actions/upload-artifact`` / ``download-artifact`` need GitHub's artifact service:
   ``--local-repository`` swaps them for ``tests/act/upload-artifact`` (a composite action that
   copies ``path`` into ``$ACT_TEST_ARTIFACTS/<name>``) and ``tests/act/download-artifact``
-  (copies the artifacts matching ``name`` or ``pattern`` back out).
+  (copies the artifacts matching ``name`` or ``pattern`` back out); ``upload-pages-artifact`` /
+  ``deploy-pages`` for ``tests/act/upload-pages-artifact`` (the same tar, into
+  ``$ACT_TEST_PAGES/<name>/artifact.tar``) and ``tests/act/deploy-pages`` (unpacks it into
+  ``$ACT_TEST_PAGES/deployed``); ``ACT_TEST_PAGES`` defaults to the runner's temporary directory.
 * act's workspaces and its runner tool cache live in ``tmp/act-cache``: the runs of one test share
   the virtualenv ``.github/actions/install-bisectbot`` keeps there (one per source tree), as the
   jobs on one self-hosted runner do; nothing outlives the test's temporary directory.
@@ -35,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STAND_INS = {  # as pinned in the workflows -> the local composite stand-in
     "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f": Path(__file__).parent / "upload-artifact",
     "actions/download-artifact@37930b1c2abaa49bbe596cd826c3c89aef350131": Path(__file__).parent / "download-artifact",
+    "actions/upload-pages-artifact@fc324d3547104276b827a68afc52ff2a11cc49c9": Path(__file__).parent / "upload-pages-artifact",
+    "actions/deploy-pages@cd2ce8fcbc39b97be8ca5fce6e763baed58fa128": Path(__file__).parent / "deploy-pages",
 }
 LABELS = ("self-hosted", "linux", "mi355x", "bisectbot-ledger", "ubuntu-latest")
 DEPLOY_REPO = "octo-org/bisectbot-deploy"

@@ -1,0 +1,203 @@
+"""Geometry of the threshold-over-time chart (plain numbers; the SVG itself is a template).
+
+x is a true time axis (UTC; a nightly sits at its date, a run of a non-nightly recipe at the time
+it ran), y is the garbage threshold in prompt **tokens** on a log10 scale (thresholds of one
+recipe span 250 to 100,000 tokens). Each probed candidate is one mark:
+
+* ``interval`` -- garbage first at ``hi``, none up to ``lo``: a bar from ``lo`` to ``hi`` and a dot
+  at ``hi``;
+* ``ceiling`` -- no garbage up to ``lo`` (the largest size probed): an open up-triangle at ``lo``,
+  "no garbage up to N" (never a threshold of N);
+* ``floor`` -- garbage already at ``hi``, the smallest size probed: a down-triangle at ``hi``;
+* ``verdict`` -- a verdict without a threshold (command and patch modes): a square in the
+  verdict row under the plot;
+* ``skip`` -- untestable: a cross in the skips row, under the verdict row.
+
+Every mark carries ``lo``/``hi`` and its pixel ``y`` values, so the SVG can be checked against the
+ledger by reading ``data-*`` attributes and geometry back (tests/dashboard).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+WIDTH = 960
+"""Chart width in CSS pixels."""
+PLOT_TOP, PLOT_HEIGHT = 24, 260
+LEFT, RIGHT = 70, 20
+ROW_HEIGHT = 22
+"""Height of the verdict row and of the skips row under the plot (pixels)."""
+
+
+@dataclass
+class Mark:
+    """One plotted candidate: ``shape`` (interval, ceiling, floor, verdict, skip), pixel ``x``/``y``
+    (``y`` of ``hi`` for interval and floor, of ``lo`` for a ceiling, the row's centre otherwise),
+    ``y_lo``/``y_hi`` (pixels, None when that end was not measured), ``css`` (good, bad, skip)."""
+
+    shape: str
+    x: float
+    y: float
+    y_lo: float | None
+    y_hi: float | None
+    css: str
+    lo: int | None
+    hi: int | None
+    ref: str
+    when: str
+    verdict: str
+    title: str
+    href: str = ""
+
+
+@dataclass
+class Band:
+    """A bisection's range on the time axis: from its last good to its first bad candidate."""
+
+    x: float
+    width: float
+    title: str
+    label: str
+    href: str = ""
+
+
+@dataclass
+class Tick:
+    pos: float
+    label: str
+    value: float
+
+
+@dataclass
+class Chart:
+    """Everything the SVG template draws; ``height`` is the whole SVG's height in pixels."""
+
+    width: int
+    height: int
+    plot_top: int
+    plot_bottom: int
+    left: int
+    right: int
+    verdict_row: float
+    skip_row: float
+    marks: list[Mark] = field(default_factory=list)
+    bands: list[Band] = field(default_factory=list)
+    xticks: list[Tick] = field(default_factory=list)
+    yticks: list[Tick] = field(default_factory=list)
+    below: Tick | None = None
+    empty: bool = True
+
+
+class LogScale:
+    """tokens -> pixel y on a log10 scale, ``lo_v`` at ``bottom``, ``hi_v`` at ``top``."""
+
+    def __init__(self, lo_v: float, hi_v: float, top: float, bottom: float):
+        self.a, self.b = math.log10(lo_v), math.log10(hi_v)
+        self.top, self.bottom = top, bottom
+
+    def __call__(self, v: float) -> float:
+        f = (math.log10(max(v, 1e-9)) - self.a) / (self.b - self.a)
+        return round(self.bottom - f * (self.bottom - self.top), 2)
+
+
+def _y_ticks(lo: float, hi: float) -> list[float]:
+    out = []
+    for k in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1):
+        for m in (1, 2, 5):
+            v = m * 10 ** k
+            if lo <= v <= hi:
+                out.append(float(v))
+    return out
+
+
+def _tokens(v: float) -> str:
+    return f"{v / 1000:g}K" if v >= 1000 else f"{v:g}"
+
+
+_STEPS = [(timedelta(hours=1), "%H:%M"), (timedelta(hours=6), "%d %b %H:%M"), (timedelta(days=1), "%d %b"),
+          (timedelta(days=2), "%d %b"), (timedelta(days=7), "%d %b"), (timedelta(days=14), "%d %b"),
+          (timedelta(days=30), "%b %Y"), (timedelta(days=91), "%b %Y"), (timedelta(days=365), "%Y")]
+
+
+def _x_ticks(t0: datetime, t1: datetime, max_ticks: int = 10) -> list[tuple[datetime, str]]:
+    span = t1 - t0
+    step, fmt = next(((s, f) for s, f in _STEPS if span / s <= max_ticks), _STEPS[-1])
+    if step >= timedelta(days=30):  # month starts (every 1, 3 or 12 months)
+        months = round(step.days / 30.4)
+        y, m = t0.year, t0.month
+        out = []
+        while True:
+            t = datetime(y, m, 1, tzinfo=timezone.utc)
+            if t > t1:
+                return out
+            if t >= t0 and (m - 1) % months == 0:
+                out.append((t, t.strftime(fmt)))
+            m += 1
+            if m > 12:
+                y, m = y + 1, 1
+    base = datetime(t0.year, t0.month, t0.day, tzinfo=timezone.utc)
+    out = []
+    t = base
+    while t <= t1:
+        if t >= t0:
+            out.append((t, t.strftime(fmt)))
+        t += step
+    return out
+
+
+def build_chart(points: list[dict], bands: list[dict], threshold_below: int | None = None,
+                max_size: int | None = None) -> Chart:
+    """The chart of ``points`` (dicts: ``when`` datetime (UTC), ``lo``/``hi`` tokens or None,
+    ``verdict``, ``css``, ``ref``, ``title``, ``href``) and ``bands`` (``start``/``end`` datetime,
+    ``title``, ``label``, ``href``); ``threshold_below`` (tokens) is drawn as a dashed line."""
+    plot_bottom = PLOT_TOP + PLOT_HEIGHT
+    verdict_row = plot_bottom + 34
+    skip_row = verdict_row + ROW_HEIGHT
+    chart = Chart(WIDTH, int(skip_row + 40), PLOT_TOP, plot_bottom, LEFT, RIGHT, verdict_row, skip_row)
+    if not points:
+        return chart
+    chart.empty = False
+    times = [p["when"] for p in points] + [b[k] for b in bands for k in ("start", "end") if b.get(k)]
+    t0, t1 = min(times), max(times)
+    pad = max(timedelta(hours=12), (t1 - t0) * 0.03)
+    t0, t1 = t0 - pad, t1 + pad
+    span = (t1 - t0).total_seconds()
+
+    def x(t: datetime) -> float:
+        return round(LEFT + (t - t0).total_seconds() / span * (WIDTH - LEFT - RIGHT), 2)
+
+    values = [v for p in points for v in (p.get("lo"), p.get("hi")) if v] + ([threshold_below] if threshold_below else [])
+    lo_v = min(values) / 1.6 if values else 100.0
+    hi_v = max(values) * 1.6 if values else float(max_size or 100_000)
+    lo_v = max(lo_v, 1.0)
+    if hi_v / lo_v < 10:  # at least a decade, so the axis has several ticks to read values by
+        mid = math.sqrt(hi_v * lo_v)
+        lo_v, hi_v = max(1.0, mid / math.sqrt(10)), mid * math.sqrt(10)
+    y = LogScale(lo_v, hi_v, PLOT_TOP, plot_bottom)
+    chart.yticks = [Tick(y(v), _tokens(v), v) for v in _y_ticks(lo_v, hi_v)]
+    chart.xticks = [Tick(x(t), label, t.timestamp()) for t, label in _x_ticks(t0, t1)]
+    if threshold_below:
+        chart.below = Tick(y(threshold_below), f"threshold-below {threshold_below}", threshold_below)
+    for b in bands:
+        x0, x1 = x(b["start"]), x(b["end"])
+        chart.bands.append(Band(x0, max(3.0, x1 - x0), b["title"], b["label"], b.get("href", "")))
+    for p in points:
+        lo, hi, verdict = p.get("lo"), p.get("hi"), p["verdict"]
+        common = dict(x=x(p["when"]), css=p["css"], lo=lo, hi=hi, ref=p["ref"], when=p["when"].isoformat(),
+                      verdict=verdict, title=p["title"], href=p.get("href", ""))
+        if verdict == "skip":
+            chart.marks.append(Mark("skip", y=skip_row, y_lo=None, y_hi=None, **common))
+        elif lo and hi:
+            chart.marks.append(Mark("interval", y=y(hi), y_lo=y(lo), y_hi=y(hi), **common))
+        elif lo:
+            chart.marks.append(Mark("ceiling", y=y(lo), y_lo=y(lo), y_hi=None, **common))
+        elif hi:
+            chart.marks.append(Mark("floor", y=y(hi), y_lo=None, y_hi=y(hi), **common))
+        else:
+            chart.marks.append(Mark("verdict", y=verdict_row, y_lo=None, y_hi=None, **common))
+    return chart
+
+
+__all__ = ["Band", "Chart", "LogScale", "Mark", "Tick", "WIDTH", "build_chart"]

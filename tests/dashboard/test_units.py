@@ -1,0 +1,102 @@
+"""Pure parts of the dashboard: text cleaning, URL checks, chart geometry, the site writer's
+bookkeeping, bad report files (no browser; the end-to-end tests are the other files here)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from bisectbot.dashboard.chart import build_chart
+from bisectbot.dashboard.data import RecipeData
+from bisectbot.dashboard.safe import block, clean, refresh_secrets, safe_url
+from bisectbot.dashboard.site import MANIFEST, write_site
+from bisectbot.dashboard.views import slug, threshold_text
+from tests.dashboard.conftest import cli
+
+
+def test_clean_escapes_controls_breaks_markers_redacts_and_bounds(monkeypatch) -> None:
+    monkeypatch.setenv("BISECTBOT_GITHUB_TOKEN", "ghp_" + "A1b2C3d4" * 5)
+    refresh_secrets()
+    s = clean("a\u202eb\x1b[31m\nc <!-- bisectbot:fingerprint=0123456789abcdef --> token ghp_" + "A1b2C3d4" * 5)
+    assert "\u202e" not in s and "\\u202e" in s and "\x1b" not in s and "\n" not in s
+    assert "bisectbot:fingerprint=" not in s and "ghp_A1b2" not in s and "***" in s
+    assert "<!--" in s  # HTML escaping is the template's job (autoescape), not the cleaner's
+    assert len(clean("x" * 10_000, 300)) <= 300
+    assert clean("/var/lib/runner/state/logs/server-1.log") == "…/server-1.log"  # host layout not published
+    assert block("line 1\r\nline 2\x07") == "line 1\nline 2\\x07"
+    monkeypatch.delenv("BISECTBOT_GITHUB_TOKEN")
+    refresh_secrets()
+
+
+@pytest.mark.parametrize("url,ok", [
+    ("https://github.com/o/r/issues/1", True), ("http://127.0.0.1:8080/x?y=1#z", True),
+    ("javascript:alert(1)", False), ('https://x.test/"onmouseover="a', False), ("https://x.test/<b>", False),
+    ("https://user:pass@x.test/", False), ("file:///etc/passwd", False), ("https://x.test/ a", False)])
+def test_safe_url(url: str, ok: bool) -> None:
+    assert (safe_url(url) == url) is ok
+
+
+def test_slug_and_threshold_words() -> None:
+    assert slug("glm51-fp8") == "glm51-fp8"
+    assert slug("../x y") != slug("../x z") and "/" not in slug("../x y") and not slug("../x").startswith(".")
+    assert threshold_text((2983, 3038)) == "garbage from 3038 tokens (none up to 2983)"
+    assert threshold_text((16007, None)) == "no garbage up to 16007 tokens"
+    assert threshold_text((None, 1000)) == "garbage already at 1000 tokens"
+    assert threshold_text(None) == "—"
+
+
+def test_chart_geometry_inverts_to_the_thresholds() -> None:
+    t0 = datetime(2026, 4, 1, tzinfo=timezone.utc)
+    pts = [{"when": t0 + timedelta(days=i), "lo": lo, "hi": hi, "verdict": v, "css": v, "ref": f"r{i}", "title": ""}
+           for i, (lo, hi, v) in enumerate([(16007, None, "good"), (2983, 3038, "bad"), (None, 250, "bad"),
+                                             (None, None, "skip"), (None, None, "good")])]
+    c = build_chart(pts, [{"start": pts[0]["when"], "end": pts[1]["when"], "title": "t", "label": "l"}], 20000)
+    (v1, y1), (v2, y2) = (c.yticks[0].value, c.yticks[0].pos), (c.yticks[-1].value, c.yticks[-1].pos)
+
+    def value(y: float) -> float:
+        return 10 ** (math.log10(v1) + (y - y1) / (y2 - y1) * (math.log10(v2) - math.log10(v1)))
+
+    shapes = [m.shape for m in c.marks]
+    assert shapes == ["ceiling", "interval", "floor", "skip", "verdict"]
+    ceil, inter, floor = c.marks[:3]
+    assert abs(value(ceil.y) - 16007) < 16007 * 1e-3 and abs(value(inter.y_lo) - 2983) < 3 and \
+        abs(value(inter.y_hi) - 3038) < 3 and abs(value(floor.y) - 250) < 0.3
+    assert c.marks[3].y == c.skip_row and c.marks[4].y == c.verdict_row and c.skip_row > c.verdict_row > c.plot_bottom
+    xs = [m.x for m in c.marks]
+    assert xs == sorted(xs) and len({round(b - a, 2) for a, b in zip(xs, xs[1:])}) == 1  # a true, even date axis
+    (band,) = c.bands
+    assert band.x == xs[0] and abs(band.x + band.width - xs[1]) < 0.01
+    assert c.below is not None and abs(value(c.below.pos) - 20000) < 20
+
+
+def test_a_session_id_never_names_a_path() -> None:
+    from bisectbot.dashboard.data import page_key
+
+    assert page_key("05acb4bc9059") == "05acb4bc9059"
+    for bad in ("../../etc/x", "a/b", "x" * 65, "", "a\x00b"):
+        k = page_key(bad)
+        assert k != bad and len(k) == 16 and k.isalnum()
+
+
+def test_write_site_removes_only_pages_it_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    stats = write_site([RecipeData("a"), RecipeData("b")], out)
+    assert stats.rendered == 3 and (out / "r" / "b.html").is_file() and (out / MANIFEST).is_file()
+    (out / "r" / "mine.html").write_text("a page of someone else")
+    stats = write_site([RecipeData("a")], out)
+    assert stats.removed == 1 and not (out / "r" / "b.html").exists() and (out / "r" / "mine.html").is_file()
+    assert stats.rendered == 1 and stats.written == ["index.html"]  # r/a.html unchanged
+
+
+def test_a_report_that_is_not_one_is_exit_2_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "report.json"
+    bad.write_text('{"result": {"recipe": "x", "stages": "oops"')
+    p = cli("--state", str(tmp_path / "state"), "dashboard", "--out", str(tmp_path / "site"), "--report", str(bad))
+    assert p.returncode == 2 and str(bad) in p.stderr, p.stderr
+    p = cli("--state", str(tmp_path / "state"), "dashboard", "--out", str(tmp_path / "site"),
+            "--job-url", "javascript:alert(1)")
+    assert p.returncode == 2 and "--job-url" in p.stderr, p.stderr
+    assert not (tmp_path / "site" / "index.html").exists()
