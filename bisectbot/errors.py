@@ -12,6 +12,9 @@ Exit codes (documented in the README and ``bisectbot --help``):
   code for ``run``, ``bisect plan`` and ``nightlies``. Try again later or check the network.
 * 6 -- ``run --file-issue``: the report is written but filing it on GitHub failed after the
   retries (:data:`EXIT_FILING_FAILED`); ``report file`` files it later.
+* 70 -- internal error: an unexpected exception (a bug in bisectbot; the traceback is on
+  stderr). Never 1, which ``probe`` uses for "garbage found" (issue 25); 70 is ``EX_SOFTWARE``
+  of BSD's ``sysexits.h``.
 * 130 -- interrupted (Ctrl-C / SIGTERM); an interrupted ``run`` resumes from the ledger.
 """
 
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_GARBAGE = 1
+"""``probe``: garbage found (the same number as :data:`EXIT_ERROR`, which ``probe`` never uses)."""
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
 EXIT_SERVER_ERROR = 4
@@ -26,6 +31,8 @@ EXIT_UNREACHABLE = 5
 EXIT_FILING_FAILED = 6
 """``run --file-issue``: the bisection finished and its report is written, but filing it on GitHub
 failed after the retries (issue 13); ``bisectbot report file RESULT.json`` files it later."""
+EXIT_INTERNAL = 70
+"""An unexpected exception: a bug, not a verdict (``EX_SOFTWARE`` in ``sysexits.h``; issue 25)."""
 EXIT_INTERRUPTED = 130
 
 

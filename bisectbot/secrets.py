@@ -33,6 +33,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
+from .terminal import guard, visible
+
 SECRET_ENV: tuple[str, ...] = (
     "BISECTBOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",  # the bot's GitHub token (report.github)
     "BISECTBOT_API_KEY",  # bearer token sent to the server under test (probe)
@@ -226,7 +228,9 @@ def passthrough_env(names: Iterable[str], environ: Mapping[str, str] | None = No
 
 
 class RedactingStream(io.TextIOBase):
-    """A text stream that passes every write through :func:`redact` (the bot's stdout/stderr).
+    """A text stream that passes every write through :func:`redact` (the bot's stdout/stderr),
+    then through :func:`bisectbot.terminal.guard` (control, escape and bidi characters shown as
+    ``\\xNN``; colour sequences kept only on a terminal, issue 25).
 
     Writes are redacted one call at a time; ``click.echo`` and :mod:`logging` write each message
     in one call, so a secret is never split across two writes.
@@ -234,11 +238,15 @@ class RedactingStream(io.TextIOBase):
 
     def __init__(self, inner: TextIO):
         self._inner = inner
+        try:
+            self._tty = bool(inner.isatty())
+        except (AttributeError, ValueError, OSError):
+            self._tty = False
 
     def write(self, s: str) -> int:
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
-        self._inner.write(redact(s))
+        self._inner.write(guard(redact(s), keep_sgr=self._tty))
         return len(s)
 
     def flush(self) -> None:
@@ -264,14 +272,16 @@ class RedactingStream(io.TextIOBase):
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that redacts the formatted message of every record (also its arguments)."""
+    """A logging filter that redacts the formatted message of every record (also its arguments) and
+    shows its control and bidi characters as ``\\xNN`` (:func:`bisectbot.terminal.visible`: a
+    logged server message cannot drive the terminal, issue 25)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             msg = record.getMessage()
         except Exception:  # a broken format string: leave it to logging's own error handling
             return True
-        record.msg = redact(msg)
+        record.msg = visible(redact(msg))
         record.args = None
         if record.exc_text:
             record.exc_text = redact(record.exc_text)

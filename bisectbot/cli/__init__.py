@@ -3,8 +3,9 @@
 Each command group lives in its own module of this package (``*_cmd.py``); the
 top-level group and global options are in :mod:`bisectbot.cli.base`.
 
-Exit codes: 0 done / culprit found, 1 error, 2 usage or bad input, 3 inconclusive,
-4 server error (``probe``). See :mod:`bisectbot.errors`.
+Exit codes: 0 done / culprit found, 1 error (``probe``: garbage found), 2 usage or bad input,
+3 inconclusive, 4 server error (``probe``), 70 internal error (a bug: never 1). See
+:mod:`bisectbot.errors`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,16 @@ from typing import TextIO
 
 import click
 
-from ..errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, BisectbotError, UpstreamUnreachable
+from ..errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    BisectbotError,
+    UpstreamUnreachable,
+)
 from ..secrets import install_stream_redaction
+from ..terminal import inert
 from . import (  # noqa: F401  (modules register their commands on import)
     build_cmd,
     dashboard_cmd,
@@ -70,7 +79,7 @@ def _invoke(args: list[str], as_json: bool) -> int:
         code = EXIT_BAD_INPUT if isinstance(e, click.UsageError) else e.exit_code
         return fail(_kind(e), e.format_message(), code)
     except BisectbotError as e:
-        click.echo(f"bisectbot: error: {e}", err=True)
+        click.echo(f"bisectbot: error: {inert(str(e), multiline=True)}", err=True)
         return fail(_kind(e), str(e), e.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
@@ -81,10 +90,12 @@ def _invoke(args: list[str], as_json: bool) -> int:
             click.echo(str(e.code), err=True)
         rv = code
     except Exception as e:  # a bug: the traceback goes to stderr, the contract still holds on stdout
-        if not as_json:
-            raise
+        # never exit 1: probe's "garbage found" (issue 25: a reply made of Rich markup crashed
+        # the table and read as a garbage verdict)
         traceback.print_exc()
-        return fail("internal", f"{type(e).__name__}: {e}", EXIT_ERROR)
+        click.echo(f"bisectbot: internal error (a bug, exit {EXIT_INTERNAL}): {type(e).__name__}: "
+                   f"{inert(str(e))[:500]}", err=True)
+        return fail("internal", f"{type(e).__name__}: {e}", EXIT_INTERNAL)
     code = rv if isinstance(rv, int) else 0
     if as_json and not JsonOut.emitted:  # a command without a document of its own (e.g. --help)
         if code:

@@ -3,8 +3,8 @@
 Each command group lives in its own module of this package; this module holds the
 top-level group, the global options and the error-to-exit-code translation.
 
-Exit codes: 0 done / culprit found, 1 error, 2 usage or bad input, 3 inconclusive,
-4 server error (``probe``). See :mod:`bisectbot.errors`.
+Exit codes: 0 done / culprit found, 1 error (``probe``: garbage found), 2 usage or bad input,
+3 inconclusive, 4 server error (``probe``), 70 internal error. See :mod:`bisectbot.errors`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from .. import __version__
+from .. import __version__, terminal
 from ..secrets import install_stream_redaction
 
 EPILOG = """\b
@@ -37,6 +37,7 @@ Exit codes:
   4  server error (probe)
   5  upstream unreachable (registry, package index, GitHub)
   6  run --file-issue: report written, filing on GitHub failed (report file files it later)
+  70 internal error (a bug in bisectbot; traceback on stderr) -- never 1
   130 interrupted (run resumes from the ledger)
 
 \b
@@ -100,7 +101,7 @@ class Ctx:
             if not JsonOut.write(data):
                 logging.getLogger(__name__).warning("--json: a second document was dropped (one per command)")
         else:
-            click.echo(text if text is not None else json.dumps(data, indent=2, default=str))
+            terminal.echo(text if text is not None else json.dumps(data, indent=2, default=str))
 
 
 pass_ctx = click.make_pass_decorator(Ctx)

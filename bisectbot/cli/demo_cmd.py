@@ -26,6 +26,7 @@ from typing import Any
 import click
 import yaml
 
+from .. import terminal
 from ..errors import EXIT_ERROR, EXIT_OK, BadInput
 from .base import Ctx, cli, error_document, pass_ctx
 
@@ -134,7 +135,7 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
     ctx.state_dir = Path(state)
     ctx._ledger = None
     def say(line: str = "", err: bool = False) -> None:  # with --json, the one document says it all
-        click.echo(line, err=err or ctx.json)
+        terminal.echo(line, err=err or ctx.json)
 
     try:
         hist = make_history(work / "engine-history", commits=commits, seed=seed, subtle=subtle)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_SERVER_ERROR
+from .. import terminal
+from ..errors import EXIT_GARBAGE, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_SERVER_ERROR
 from .base import Ctx, cli, pass_ctx
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ Exit codes:
   2  bad input (recipe, sizes, arguments)
   3  inconclusive (no size could be decided)
   4  server error (died, HTTP error, timeout) -- never reported as garbage
+  70 internal error (a bug in bisectbot, traceback on stderr) -- never 1
 """
 
 
@@ -52,7 +54,7 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> l
 
 def exit_code(status: str) -> int:
     """Exit code of ``probe`` for a :class:`ThresholdResult` status."""
-    return {"ok": EXIT_OK, "garbage": EXIT_ERROR, "all-garbage": EXIT_ERROR, "non-monotone": EXIT_ERROR,
+    return {"ok": EXIT_OK, "garbage": EXIT_GARBAGE, "all-garbage": EXIT_GARBAGE, "non-monotone": EXIT_GARBAGE,
             "error": EXIT_SERVER_ERROR}.get(status, EXIT_INCONCLUSIVE)
 
 
@@ -75,13 +77,34 @@ def _summary(r: ThresholdResult) -> str:
     return f"INCONCLUSIVE: no size could be decided{': ' + why if why else ''}"
 
 
+def _evidence_lines(res: ThresholdResult) -> list[str]:
+    """The garbage itself beside a healthy reply (issue 25): the reply at the smallest GARBAGE size
+    and at the largest OK size below it (``SizeResult.excerpt``: the reply's first 120 characters),
+    each with its size in prompt tokens. Empty when no size was GARBAGE."""
+    from ..reproduce.classify import Outcome
+
+    bad = [r for r in res.table if r.outcome == Outcome.GARBAGE and r.excerpt]
+    if not bad:
+        return []
+    first = min(bad, key=lambda r: r.size)
+    lines = [f"reply at the first GARBAGE size ({first.size} prompt tokens): {first.excerpt}"]
+    ok = [r for r in res.table if r.outcome == Outcome.OK and r.excerpt and r.size < first.size]
+    if ok:
+        last = max(ok, key=lambda r: r.size)
+        lines.append(f"reply at the last OK size ({last.size} prompt tokens): {last.excerpt}")
+    return lines
+
+
 def _print_table(res: ThresholdResult) -> None:
+    """The per-size table and the summary. Every string from the server (model id, replies, reasons,
+    notes, error messages) passes :mod:`bisectbot.terminal`: a reply made of Rich markup, ANSI
+    escapes, carriage returns or bidi controls is printed as visible, inert text (issue 25)."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console(highlight=False, soft_wrap=False)
     what = res.endpoint if str(res.endpoint).startswith("command:") else f"{res.endpoint} ({res.model})"
-    t = Table(title=f"probe of {what}", show_lines=False)
+    t = Table(title=terminal.text(f"probe of {what}"), show_lines=False)
     for col in ("#", "requested", "prompt_tokens", "outcome", "agree", "s", "reasons / excerpt"):
         t.add_column(col, justify="right" if col not in ("outcome", "reasons / excerpt") else "left")
     style = {"OK": "green", "GARBAGE": "red", "ERROR": "yellow", "INCONCLUSIVE": "magenta"}
@@ -92,17 +115,20 @@ def _print_table(res: ThresholdResult) -> None:
             detail = row.reasons[0] if len(row.reasons) == 1 else ", ".join(names)
         else:
             detail = row.excerpt
+        detail = terminal.inert(detail)  # escape first, then cut: the cut cannot undo the escaping
         t.add_row(str(i), str(row.requested), str(row.prompt_tokens if row.prompt_tokens is not None else "-"),
-                  f"[{style.get(o, '')}]{o}[/]", f"{row.agreement:.0%}", f"{row.seconds:.1f}",
-                  (detail[:70] + "…") if len(detail) > 70 else detail)
+                  terminal.text(o, style.get(o, "")), f"{row.agreement:.0%}", f"{row.seconds:.1f}",
+                  terminal.text((detail[:70] + "…") if len(detail) > 70 else detail))
     if res.table:
         console.print(t)
+    for line in _evidence_lines(res):
+        console.print(terminal.text(line))
     for n in res.notes:
-        console.print(f"note: {n}")
-    console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s")
+        console.print(terminal.text(f"note: {n}"))
+    console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s", markup=False)
     if res.reasons:
-        console.print("reasons at first garbage size: " + "; ".join(res.reasons), markup=False)
-    console.print(_summary(res), markup=False)
+        console.print(terminal.text("reasons at first garbage size: " + "; ".join(res.reasons)))
+    console.print(terminal.text(_summary(res)))
 
 
 @cli.command(epilog=PROBE_EPILOG)
@@ -232,7 +258,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
 
     def log(line: str) -> None:
         if ctx.verbosity >= 0:
-            click.echo(line, err=True)
+            terminal.echo(line, err=True)
 
     if spec.kind == "command" and endpoint is None:
         from ..reproduce.command import run_argv, search_threshold_command
@@ -283,5 +309,5 @@ def _output(ctx: Ctx, res: ThresholdResult, extra: dict | None = None) -> None:
     else:
         _print_table(res)
         if extra.get("decode_path"):
-            click.echo(extra["decode_path"]["line"])
+            terminal.echo(extra["decode_path"]["line"])
     click.get_current_context().exit(exit_code(res.status))

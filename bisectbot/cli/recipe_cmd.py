@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .. import terminal
 from ..errors import EXIT_BAD_INPUT, RecipeError
 from .base import Ctx, cli, pass_ctx
 
@@ -77,9 +78,9 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
         ctx.emit({"ok": ok, "problems": problems, "warnings": warnings})
     else:
         for f, h in ok.items():
-            click.echo(f"{f}: ok (verdict hash {h})")
+            terminal.echo(f"{f}: ok (verdict hash {h})")
         for p in problems + warnings:
-            click.echo(p, err=True)
+            terminal.echo(p, err=True)
     if problems:
         sys.exit(EXIT_BAD_INPUT)
     return 0

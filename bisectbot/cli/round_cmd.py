@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from .. import terminal
 from ..errors import EXIT_BAD_INPUT, BadInput
 from .base import Ctx, cli, pass_ctx
 
@@ -68,7 +69,7 @@ def _replay(ctx: Ctx, recipe, path: Path, good: str, bad: str, session_id: str, 
         cleanup_free_probe_dirs(_probe_root(ctx, recipe),
                                 lambda d: LocalRunner(recipe, repos, workdir=d).cleanup_stale())
     recipe.bisect.parallel = slots
-    echo = (lambda s: click.echo(s, err=True)) if ctx.verbosity > 0 else None
+    echo = (lambda s: terminal.echo(s, err=True)) if ctx.verbosity > 0 else None
     session = Session(recipe, ctx.ledger(), runner, echo=echo, base_dir=path.parent, prefetch=False,
                       recipe_path=str(path), executor=PlanningExecutor(slots))
     return plan_round(session, good, bad, session_id, slots)
@@ -128,7 +129,7 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
     if not slots:
         raise BadInput("a new round session needs --slots K (probes per round)")
     with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
-                     echo=lambda s: click.echo(s, err=True)):
+                     echo=lambda s: terminal.echo(s, err=True)):
         plan, result = _replay(ctx, recipe, path, good, bad, session_id, slots, runner_kind)
         if plan.done and result is not None:
             gh = recipe.report.github
@@ -139,7 +140,7 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
                          plan.status or "running",
                          {"kind": "rounds", "slots": slots, "round": plan.round, "done": plan.done,
                           "pending": [j.key for j in plan.jobs], "result": plan.result})
-    click.echo(json.dumps(plan.to_dict(), sort_keys=True))
+    terminal.echo(json.dumps(plan.to_dict(), sort_keys=True))
 
 
 @round_group.command("probe")
@@ -184,7 +185,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
                        attempt=attempt, toggle=toggle, runner=runner_name, started=started)
     text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     if out_file == "-":
-        click.echo(text, nl=False)
+        terminal.echo(text, nl=False)
     else:
         out = Path(out_file)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +193,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, out)
     summary = {"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason, "out": out_file}
-    click.echo(json.dumps(summary, sort_keys=True) if ctx.json else
+    terminal.echo(json.dumps(summary, sort_keys=True) if ctx.json else
                f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out_file}",
                err=out_file == "-")
 
@@ -222,12 +223,12 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
     row = _session_row(ctx, recipe, session_id)
     slots = int(row["state"].get("slots") or 1)
     with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
-                     echo=lambda s: click.echo(s, err=True)):
+                     echo=lambda s: terminal.echo(s, err=True)):
         plan, _ = _replay(ctx, recipe, path, row["good"], row["bad"], session_id, slots, runner_kind)
         outcomes = import_verdicts(led, plan, recipe, [Path(f) for f in files])
     if ctx.json:
         ctx.emit([o.__dict__ for o in outcomes])
     else:
         for o in outcomes:
-            click.echo(f"{o.action}: {o.message}", err=o.action == "refused")
+            terminal.echo(f"{o.action}: {o.message}", err=o.action == "refused")
     cctx.exit(EXIT_BAD_INPUT if any(o.action == "refused" for o in outcomes) else 0)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from .. import terminal
 from ..errors import BadInput
 from .base import Ctx, cli, pass_ctx
 
@@ -119,7 +120,7 @@ def _writer(ctx: Ctx, recipe_file: str, wait_lock: float, dry_run: bool = False)
     from ..shipped import find_recipe
 
     recipe = load_recipe(find_recipe(recipe_file))
-    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: click.echo(s, err=True))
+    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
     with writer_lock(ctx.ledger().state_dir, recipe.name, wait_s=wait_lock, echo=echo):
         yield
 
@@ -174,7 +175,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             raise BadInput(f"{replay}: cannot read replay log: {e.strerror or e}") from None
         lines = parse_replay(text, replay)
     runner = _make_runner(ctx, recipe, path, runner_kind)
-    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: click.echo(s, err=True))
+    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
     commands, human = _maintainer_verdicts(recipe) if file_issue else ([], [])
 
     def bisect(human):  # -> RunResult
@@ -186,7 +187,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     try:
         result = bisect(human)
     except KeyboardInterrupt:
-        click.echo(f"interrupted: the finished probes are in the ledger; resume with: "
+        terminal.echo(f"interrupted: the finished probes are in the ledger; resume with: "
                    f"{resume_command(ctx.ledger().state_dir, path, good, bad, out)}", err=True)
         raise
     retracts = _retractions(ctx, result, commands)
@@ -221,28 +222,28 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             if final.first_bad is not None and final.status.value == "culprit":
                 from ..report.render import culprit_word, patch_message
 
-                click.echo(f"{culprit_word(result).lower()}: {final.first_bad.component} {final.first_bad.ref} "
+                terminal.echo(f"{culprit_word(result).lower()}: {final.first_bad.component} {final.first_bad.ref} "
                            f"({final.first_bad.label}), confidence {confidence_text(final.confidence, percent=True)}, "
                            f"{'verified' if recipe.bisect.verify else 'not verified'}")
                 if final.message.startswith("first-bad:"):  # patch modes: which release, which state
-                    click.echo(patch_message(result, final.message))
+                    terminal.echo(patch_message(result, final.message))
             else:
-                click.echo(f"{final.status.value}: {final.message}")
+                terminal.echo(f"{final.status.value}: {final.message}")
                 if final.culprits:
                     from ..report.render import ends_words
 
                     first = ends_words(result.kind, result.regress)["first"]
                     if final.status.value == "inconclusive":  # a best guess, not a located range
-                        click.echo(f"best guess (nobody blamed): {first} is one of "
+                        terminal.echo(f"best guess (nobody blamed): {first} is one of "
                                    + " ".join(c.ref for c in final.culprits)
                                    + f" with probability {confidence_text(final.confidence, percent=True)}")
                     else:
-                        click.echo(f"{first} is one of: " + " ".join(c.ref for c in final.culprits))
+                        terminal.echo(f"{first} is one of: " + " ".join(c.ref for c in final.culprits))
         from ..report.render import note_words
 
         for n in result.notes:
-            click.echo(note_words(result, n))
-        click.echo(f"report: {paths[1]} ({paths[0].name})")
+            terminal.echo(note_words(result, n))
+        terminal.echo(f"report: {paths[1]} ({paths[0].name})")
     if file_issue:
         # After a retraction the new answer has its own fingerprint: it is filed (a new issue, or a
         # comment on the issue of that answer) and the acknowledgement on the old issue links to it.
@@ -252,16 +253,16 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         try:
             outcome = _file_with_retries(ctx, recipe, result, paths[0].parent, echo)
         except (GitHubError, UpstreamUnreachable) as e:
-            click.echo(f"github: filing failed after {len(FILE_RETRY_WAITS_S) + 1} attempts: {e}", err=True)
-            click.echo(f"github: the report is kept in {paths[0].parent}; file it later with: bisectbot report file "
+            terminal.echo(f"github: filing failed after {len(FILE_RETRY_WAITS_S) + 1} attempts: {e}", err=True)
+            terminal.echo(f"github: the report is kept in {paths[0].parent}; file it later with: bisectbot report file "
                        f"{paths[0]} --recipe {path}", err=True)
             return EXIT_FILING_FAILED
-        click.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
+        terminal.echo(f"github: {outcome.action}: {outcome.message}", err=ctx.json)
         try:
             for line in _acknowledge(recipe, commands, result, outcome):
-                click.echo(f"github: {line}", err=ctx.json)
+                terminal.echo(f"github: {line}", err=ctx.json)
         except (GitHubError, UpstreamUnreachable) as e:  # the next run acknowledges them
-            click.echo(f"github: acknowledging maintainer commands failed: {e}", err=True)
+            terminal.echo(f"github: acknowledging maintainer commands failed: {e}", err=True)
     return exit_code(result, recipe.bisect.blame_confidence)
 
 
@@ -326,7 +327,7 @@ def _maintainer_verdicts(recipe):  # -> (list[Command], list[LogLine])
     try:
         commands = read_commands(recipe.report.github, token, include_acknowledged=True)
     except (GitHubError, UpstreamUnreachable) as e:  # probe first: GitHub trouble never stops the bisection
-        click.echo(f"github: cannot read maintainer commands, bisecting without them: {e}", err=True)
+        terminal.echo(f"github: cannot read maintainer commands, bisecting without them: {e}", err=True)
         return [], []
     human = [LogLine(Verdict(c.kind), c.ref, note=f"maintainer verdict by {c.author} in #{c.issue}")
              for c in commands if c.kind in ("good", "bad") and c.ref and not c.error]
@@ -502,7 +503,7 @@ def bisect_log(ctx: Ctx, session: str | None, recipe_name: str | None) -> None:
     if ctx.json:
         ctx.emit({"session": s, "events": events})
     else:
-        click.echo(format_log(s, events), nl=False)
+        terminal.echo(format_log(s, events), nl=False)
 
 
 @bisect_group.command("replay")

@@ -23,44 +23,18 @@ from __future__ import annotations
 
 import re
 
+from ..terminal import escape_char as _escape_char
+from ..terminal import visible  # noqa: F401  (re-exported: one character table for terminal and Markdown)
+
 GITHUB_BODY_LIMIT = 65_536
 """Maximum characters of an issue/comment body on GitHub (REST API, 422 beyond)."""
 
 TRUNCATION_MARK = "… [{n} characters cut]"
 
-# Invisible characters that reorder or hide text (Trojan Source, CVE-2021-42574) or are BOMs.
-_INVISIBLE = set(range(0x200B, 0x2010)) | set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A)) | {0xFEFF}
-
 _MD_ESCAPE = set("\\`*_[]|~")
 _HTML_ESCAPE = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 _ZWSP = "&#8203;"
 _LINE_START_SPECIAL = set("#>-+=!")
-
-
-def _escape_char(ch: str) -> str | None:
-    """``\\xNN``/``\\uNNNN`` for control and invisible characters, else None."""
-    cp = ord(ch)
-    if cp < 0x20 or 0x7F <= cp <= 0x9F:
-        return f"\\x{cp:02x}"
-    if cp in _INVISIBLE or 0xD800 <= cp <= 0xDFFF:
-        return f"\\u{cp:04x}"
-    return None
-
-
-def visible(text: str, *, keep_newlines: bool = True, keep_tabs: bool = True) -> str:
-    """Replace control, bidi and other invisible characters by ``\\xNN``/``\\uNNNN`` escapes.
-
-    ``\\r\\n`` becomes ``\\n``; newlines and tabs are kept unless told otherwise. No length cap.
-    """
-    text = text.replace("\r\n", "\n")
-    out = []
-    for ch in text:
-        if (ch == "\n" and keep_newlines) or (ch == "\t" and keep_tabs):
-            out.append(ch)
-            continue
-        esc = _escape_char(ch)
-        out.append(esc if esc is not None else ch)
-    return "".join(out)
 
 
 _GITHUB_REF_URL = re.compile(
