@@ -182,7 +182,9 @@ class RunResult:
     vllm, aiter, torch, rocm, gpu_arch ...) to strings. ``triage`` maps a toggle name to
     the verdict with it applied. ``reproduce`` is the exact command to reproduce.
     ``findings`` are searches beside the culprit's (e.g. where the threshold drifted inside
-    the bad range, issue 12); they never change ``final``.
+    the bad range, issue 12); they never change ``final``. ``reproduction`` holds what the
+    report's Reproduce section needs without the bot (issue 25): the recipe's name and text,
+    its source, server and reproducer settings (:func:`bisectbot.report.reproduce_kit.facts`).
     """
 
     recipe: str
@@ -200,6 +202,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     session_id: str = ""
     findings: list[StageResult] = field(default_factory=list)
+    reproduction: dict[str, Any] = field(default_factory=dict)
 
     @property
     def final(self) -> StageResult | None:
@@ -224,4 +227,5 @@ class RunResult:
             "notes": self.notes,
             "session_id": self.session_id,
             "findings": [s.to_dict() for s in self.findings],
+            "reproduction": self.reproduction,
         })

@@ -187,8 +187,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     try:
         result = bisect(human)
     except KeyboardInterrupt:
+        pg, pb = pinned_ends(recipe, path, good, bad)
         terminal.echo(f"interrupted: the finished probes are in the ledger; resume with: "
-                   f"{resume_command(ctx.ledger().state_dir, path, good, bad, out)}", err=True)
+                   f"{resume_command(ctx.ledger().state_dir, path, pg, pb, out)}", err=True)
         raise
     retracts = _retractions(ctx, result, commands)
     if retracts:  # the culprit was called wrong on its issue: search again with it excluded (skip)
@@ -210,6 +211,10 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         rg, rb = reproduce_ends(result.final)
         if rg and rb:
             result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, rg.ref, rb.ref)
+    from ..report.reproduce_kit import facts
+
+    if not reproducible:  # the Reproduce section without the bot (issue 25); none when its files go away
+        result.reproduction = facts(recipe, path)
     paths = write_report(result, out_dir, recipe.bisect.blame_confidence, list(gh.mentions) if gh else None)
     final = result.final
     if ctx.json:
@@ -299,6 +304,22 @@ def resume_command(state_dir: Path, recipe_path: Path, good: str | None, bad: st
         if val:
             argv += [flag, val]
     return shlex.join(argv)
+
+
+def pinned_ends(recipe, path: Path, good: str | None, bad: str | None) -> tuple[str | None, str | None]:
+    """``good``/``bad`` (else the recipe's ``bisect.good``/``bad``) of a git source as full SHAs: a
+    resume line with ``HEAD~80`` or ``main`` means another range once the branch moves (issue 25).
+    Other sources, and refs that do not resolve, are returned as given."""
+    g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
+    if recipe.source.kind != "git":
+        return good, bad
+    try:
+        from ..session.sources import GitCandidates
+
+        repo = GitCandidates(recipe.source, path.parent).repo
+        return (repo.resolve(g) if g else good), (repo.resolve(b) if b else bad)
+    except Exception:  # noqa: BLE001 - the resume line must print even when git cannot answer
+        return good, bad
 
 
 def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: str, bad: str) -> str:

@@ -39,6 +39,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 DEFAULT_BLAME_CONFIDENCE = 0.66
 """Below this confidence the issue names a range, not a culprit (issue 6; recipe ``bisect.blame_confidence``)."""
 
+INLINE_REQUEST_CHARS = 16_000
+"""``request.json`` longer than this (characters) is not inlined in the report; ``make_request.py`` is."""
 TEXT_KEYS = ("reply", "output", "content", "reasoning", "excerpt")
 LOG_TAIL_BYTES = 256 * 1024
 """Bytes read from the end of each log file for excerpts."""
@@ -204,30 +206,147 @@ def is_command_result(result: RunResult) -> bool:
     return bool(judged) and all("returncode" in p.extra for p in judged)
 
 
+def _evidence_view(result: RunResult, reason_chars: int = 300) -> dict[str, Any] | None:
+    """The template's view of :func:`.evidence.culprit_evidence`: a table whose columns are the two
+    ends in history order (the last end left, the first end right), rows of cells. Cells of rows
+    marked ``safe`` are the bot's own text (numbers, outcome words); every other cell is raw and
+    sanitised by the template."""
+    from .evidence import culprit_evidence
+
+    command = is_command_result(result)
+    ev = culprit_evidence(result, command=command)
+    if ev is None:
+        return None
+    w = ends_words(result.kind, result.regress)
+    by_end = {ev.bad_end: ev.bad, ev.good_end: ev.good}
+    ends = [by_end.get("last"), by_end.get("first")]
+    heads = [f"{w[e]}: {candidate_link(r.candidate) if r else '—'}" for e, r in zip(("Last", "First"), ends)]
+
+    def row(label: str, get: Any, safe: bool = False, limit: int = reason_chars) -> dict[str, Any]:
+        return {"label": label, "cells": [get(r) if r is not None else ("—" if safe else "") for r in ends],
+                "safe": safe, "limit": limit}
+
+    def outcome(r: Any) -> str:
+        word = sanitize(r.outcome, 40)
+        return f"**{word}**" if r is ev.bad else word
+
+    tails = []
+    if command:
+        intro = "The reproducer command on both ends of the final range:"
+        rows = [row("exit code", lambda r: sanitize(r.exit, 40), safe=True),
+                row("verdict", lambda r: sanitize(verdict_word(r.outcome, result.kind, result.regress), 40), safe=True),
+                row("reason", lambda r: "; ".join(r.reasons))]
+        for e, r in zip(("Last", "First"), ends):
+            for key in ("stdout", "stderr"):
+                if r is not None and getattr(r, key).strip():
+                    tails.append({"title": f"{w[e]} {_short(r.candidate)[:12]}, {key} (tail)",
+                                  "text": getattr(r, key)})
+        return {"command": True, "bad_end": w[ev.bad_end], "good_end": w[ev.good_end], "intro": intro,
+                "heads": heads, "rows": rows, "tails": tails, "diverges": None}
+    if ev.same_prompt:
+        intro = (f"Both replies answer the same prompt: the reproducer's prompt of {ev.bad.requested} tokens "
+                 "(requested; a prompt is a function of the size and the recipe's seed). Each reply's start as "
+                 "the reproducer kept it, control characters shown as `\\xNN`:")
+    else:
+        intro = f"The {w[ev.bad_end]}'s failing reply at {ev.bad.requested} tokens; {sanitize(ev.note, 300)}:"
+    rows = [row("prompt tokens (requested / measured)", lambda r: f"{r.requested} / {r.prompt_tokens or '?'}", safe=True),
+            row("outcome", outcome, safe=True),
+            row("reasons", lambda r: "; ".join(r.reasons)),
+            row("reply", lambda r: r.text or "(empty reply)", limit=400)]
+    diverges = None
+    if any(r is not None and r.reference for r in ends):
+        ref = ev.bad.reference
+        tol = ref.get("tolerance") or {}
+
+        def num(key: str, fmt: str) -> Any:
+            def get(r: Any) -> str:
+                v = r.reference.get(key)
+                return fmt.format(v) if isinstance(v, (int, float)) else "not compared"
+            return get
+
+        def first_div(r: Any) -> str:
+            if not r.reference:
+                return "not compared"
+            fd = r.reference.get("first_divergence")
+            return "none (identical)" if fd is None else f"{fd} of {r.reference.get('tokens', '?')}"
+
+        cont = [ends[0].reference.get("reference_continuation", "") if ends[0] else "",
+                *(r.reference.get("continuation", "") if r is not None else "" for r in ends)]
+        label = f" ({ev.reference_label})" if ev.reference_label else ""
+        d_intro = (f"Greedy continuations of that prompt, each compared with the reference{label}; "
+                   f"tolerance: edit distance {tol.get('edit_distance', '?')}, prompt logprobs |Δ| mean "
+                   f"{tol.get('logprob', '?')} nats"
+                   + (f" (calibrated at {tol['calibrated_at']} tokens between two good builds)"
+                      if tol.get("calibrated_at") else " (the recipe's floors: not calibrated)") + ":")
+        diverges = {
+            "intro": sanitize(d_intro, 600),
+            "heads": ["reference", w["last"], w["first"]],
+            "rows": [{"label": "continuation", "cells": [ref.get("reference_continuation", "") or cont[0],
+                                                         cont[1], cont[2]], "safe": False, "limit": 400},
+                     {"label": "first diverging token", "cells": ["—", *(first_div(r) if r else "—" for r in ends)],
+                      "safe": True},
+                     {"label": "normalised edit distance", "cells": ["—", *(num("edit_distance", "{:.3f}")(r)
+                                                                           if r and r.reference else "—" for r in ends)],
+                      "safe": True},
+                     {"label": "prompt logprobs \\|Δ\\| mean (nats)",
+                      "cells": ["—", *(num("logprob_mean", "{:.4f}")(r) if r and r.reference else "—" for r in ends)],
+                      "safe": True}],
+        }
+    return {"command": False, "bad_end": w[ev.bad_end], "good_end": w[ev.good_end], "intro": intro,
+            "heads": heads, "rows": rows, "tails": tails, "diverges": diverges}
+
+
+def _boundary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows worth reading of one candidate: its failing reply at the smallest size and its OK
+    reply at the largest size below that (all OK: the largest), the failing one first; rows without
+    a size come after, in order."""
+    def size(r: dict[str, Any]) -> float:
+        v = r.get("requested", r.get("size"))
+        return float(v) if isinstance(v, (int, float)) else float("inf")
+
+    failing = sorted((r for r in rows if r.get("outcome") == "GARBAGE"), key=size)
+    top = size(failing[0]) if failing else float("inf")
+    ok = sorted((r for r in rows if r.get("outcome") == "OK" and size(r) < top), key=size)
+    # an empty reply is garbage too, but shows nothing: the smallest failing reply with text
+    worded = [r for r in failing if any(isinstance(r.get(k), str) and r[k].strip() for k in TEXT_KEYS)]
+    picked = (worded or failing)[:1] + ok[-1:]
+    return picked + [r for r in rows if r not in picked and size(r) == float("inf")]
+
+
 def _excerpts(result: RunResult) -> list[Any]:
-    """Log tails and model replies, most relevant first (culprit and boundary probes first)."""
+    """Log tails and model replies, most relevant first: the culprit's and the boundary's probes
+    first, then the others; of each candidate its failing reply at the smallest size and its OK
+    reply just below (not its smallest size over and over: issue 25), then its logs."""
     final = result.final
-    important = set()
-    if final is not None:
-        important = {c.ref for c in final.culprits}
-        important |= {c.ref for c in (final.first_bad, final.last_good) if c is not None}
+    rank: dict[str, int] = {}
+    if final is not None:  # the culprit (first bad) first, then the last good, then the rest
+        if final.last_good is not None:
+            rank[final.last_good.ref] = 1
+        rank.update({c.ref: 0 for c in final.culprits})
+        if final.first_bad is not None:
+            rank[final.first_bad.ref] = 0
     probes = [p for st in reversed(result.stages) for p in st.probes]
-    probes.sort(key=lambda p: 0 if p.candidate.ref in important else 1)
+    probes.sort(key=lambda p: rank.get(p.candidate.ref, 2))
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for p in probes:
+        rows.setdefault(p.candidate.ref, []).extend(p.table)
     out: list[Any] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[Any, ...]] = set()
     for p in probes:
         name = _short(p.candidate)
-        for row in p.table:
-            for key in TEXT_KEYS:
-                val = row.get(key)
-                if isinstance(val, str) and val.strip() and (p.candidate.ref, f"{key}{row.get('size')}") not in seen:
-                    seen.add((p.candidate.ref, f"{key}{row.get('size')}"))
-                    size = row.get("prompt_tokens") or row.get("requested") or row.get("size") or "?"
-                    out.append({"title": f"{name}: {key} at {size} tokens ({row.get('outcome', '')})",
-                                "text": val, "keep": "head"})
+        if (p.candidate.ref, "rows") not in seen:
+            seen.add((p.candidate.ref, "rows"))
+            for row in _boundary_rows(rows[p.candidate.ref]):
+                for key in TEXT_KEYS:
+                    val = row.get(key)
+                    if isinstance(val, str) and val.strip():
+                        size = row.get("prompt_tokens") or row.get("requested") or row.get("size") or "?"
+                        out.append({"title": f"{name}: {key} at {size} tokens ({row.get('outcome', '')})",
+                                    "text": val, "keep": "head"})
         for key in TEXT_KEYS:
             val = p.extra.get(key)
-            if isinstance(val, str) and val.strip():
+            if isinstance(val, str) and val.strip() and (p.candidate.ref, key, val) not in seen:
+                seen.add((p.candidate.ref, key, val))
                 out.append({"title": f"{name}: {key}", "text": val, "keep": "head"})
         for key, label in (("stdout_tail", "stdout"), ("stderr_tail", "stderr")):  # command runs
             val = p.extra.get(key)
@@ -540,13 +659,36 @@ def render_markdown(
         "notes": [note_words(result, n) for n in result.notes
                   if not (final_view and n == final_view.get("decode_path"))],
         "excerpts": _excerpts(result),
+        "evidence": _evidence_view(result),
+        "reproduce_section": "",
         "mentions": _mentions(mentions) if for_issue else "",
         "session_id": result.session_id,
     }
+    section = reproduce_section(result, for_github=bool(ctx["for_github"]))
     tpl = _template("report.md.j2")
-    if ctx["for_github"]:  # leaves the machine: no host paths
-        return _fit(lambda b: shorten_paths(tpl.render(**ctx, b=b)), limit)
+    if ctx["for_github"]:  # leaves the machine: no host paths, except in the Reproduce section (issue 25:
+        # its commands are pasted, an elided path cannot be)
+        mark = "\x00reproduce-section\x00"
+        ctx["reproduce_section"] = mark if section else ""
+        return _fit(lambda b: shorten_paths(tpl.render(**ctx, b=b)).replace(mark, section), limit)
+    ctx["reproduce_section"] = section
     return _fit(lambda b: tpl.render(**ctx, b=b), limit)
+
+
+def reproduce_section(result: RunResult, for_github: bool = False) -> str:
+    """The Markdown of the Reproduce section built from :func:`.reproduce_kit.kit` (empty when the
+    result carries no reproduction facts: the template then shows ``result.reproduce`` alone).
+    ``for_github``: the issue's bisectbot line (no ``--state``, the recipe by name); a local report
+    keeps ``result.reproduce``, which resumes from this machine's ledger."""
+    from .reproduce_kit import kit
+
+    k = kit(result)
+    if k is None:
+        return ""
+    bot = k.bot if for_github or not result.reproduce else redact(result.reproduce)
+    return _template("reproduce.md.j2").render(
+        kit=k, words=ends_words(result.kind, result.regress), request_json=k.request_json()
+        if len(k.request_json()) <= INLINE_REQUEST_CHARS else "", bot=bot, for_github=for_github).rstrip("\n") + "\n"
 
 
 def render_json(result: RunResult, nightly: NightlyResult | None = None) -> str:
@@ -653,9 +795,11 @@ class ReportPaths:
     issue: Path
     charts: list[Path] = field(default_factory=list)
     step_summary: Path | None = None
+    reproduce: list[Path] = field(default_factory=list)
+    """``request.json`` and ``make_request.py`` of the Reproduce section (issue 25), when there is a request."""
 
     def all(self) -> list[Path]:
-        return [self.markdown, self.json, self.issue, *self.charts]
+        return [self.markdown, self.json, self.issue, *self.charts, *self.reproduce]
 
 
 def run_thresholds(result: RunResult) -> NightlyResult | None:
@@ -694,8 +838,9 @@ def write_report(
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     step_summary: bool = True,
 ) -> ReportPaths:
-    """Write ``report.md``, ``report.json``, ``issue.md`` (title on the first line as ``# ...``)
-    and, when ``nightly`` has threshold data, ``threshold.png``/``threshold.svg`` into ``out_dir``
+    """Write ``report.md``, ``report.json``, ``issue.md`` (title on the first line as ``# ...``),
+    ``request.json`` and ``make_request.py`` (the Reproduce section's request, when the probes
+    recorded it) and, when ``nightly`` has threshold data, ``threshold.png``/``threshold.svg`` into ``out_dir``
     (created). When ``step_summary`` and ``$GITHUB_STEP_SUMMARY`` is set (GitHub Actions), a
     short summary is appended to that file. Raises ``OSError`` when a file cannot be written.
     """
@@ -716,6 +861,13 @@ def write_report(
     paths.json.write_text(render_json(result, nightly), encoding="utf-8")
     title, body = render_issue(result, nightly, mentions=mentions, blame_confidence=blame_confidence)
     paths.issue.write_text(f"# {title}\n\n{body}", encoding="utf-8")
+    from .reproduce_kit import kit
+
+    k = kit(result)
+    if k is not None and k.request is not None:  # the Reproduce section's files, beside the report
+        for name, text in (("request.json", k.request_json()), ("make_request.py", k.make_request)):
+            (out_dir / name).write_text(text, encoding="utf-8")
+            paths.reproduce.append(out_dir / name)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary and summary_file:
         with open(summary_file, "a", encoding="utf-8") as fh:
@@ -794,6 +946,7 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
         patch_stack=list(d.get("patch_stack") or []), triage=dict(d.get("triage") or {}),
         reproduce=d.get("reproduce", ""), notes=list(d.get("notes") or []), session_id=d.get("session_id", ""),
         findings=[stage(s) for s in d.get("findings") or []],
+        reproduction=dict(d.get("reproduction") or {}),
     )
 
 

@@ -76,6 +76,7 @@ class _Result(_Shape):
     notes: list[str] = Field(default_factory=list)
     session_id: str = ""
     findings: list[_Stage] = Field(default_factory=list)
+    reproduction: dict[str, Any] = Field(default_factory=dict)
 
 
 def check_result_shape(data: Any, filename: str) -> None:

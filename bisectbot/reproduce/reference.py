@@ -52,6 +52,10 @@ _TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 DEFAULT_CALIBRATION_POINTS = 4
 
 
+CONTINUATION_CHARS = 400
+"""Characters of each greedy continuation kept in a size's evidence (the report shows both)."""
+
+
 def text_tokens(text: str) -> list[str]:
     """Word and punctuation tokens of ``text`` (server-independent; the unit of the figures)."""
     return _TOKEN_RE.findall(text)
@@ -378,7 +382,10 @@ class ReferenceProbe:
                                      "tolerance": {"edit_distance": round(tol.edit_distance, 4),
                                                    "logprob": round(tol.logprob, 5),
                                                    "calibrated_at": tol.calibrated_at},
-                                     "text_outcome": res.outcome.value}
+                                     "text_outcome": res.outcome.value,
+                                     # both continuations, bounded: the report shows them side by side (issue 25)
+                                     "continuation": cand.text[:CONTINUATION_CHARS],
+                                     "reference_continuation": refr.text[:CONTINUATION_CHARS]}
         if lp and cmp.logprob_mean is None:
             res.evidence["reference"]["prompt_logprobs"] = "not offered by both servers"
         text_bad = res.outcome == Outcome.GARBAGE

@@ -557,6 +557,7 @@ class HttpProbe:
         res = vote(classes, replies, size, measured, time.monotonic() - t0)
         if usage:
             res.evidence["usage_prompt_tokens"] = usage
+        res.evidence["prompt_words"] = prompt.words  # with the seed: the prompt again (issue 25's request.json)
         return res
 
     def __call__(self, size: int) -> SizeResult:

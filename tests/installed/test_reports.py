@@ -27,7 +27,8 @@ def bb(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProce
 
 
 def _reproduce_line(report: Path) -> str | None:
-    m = re.search(r"### Reproduce\n\n```sh\n(.*?)\n```", report.read_text(), re.S)
+    """The bisectbot command of the Reproduce section (issue 25: after the steps without the bot)."""
+    m = re.search(r"### Reproduce\n\n(?:.*?\*\*With bisectbot\*\*[^\n]*\n\n)?```sh\n(.*?)\n```", report.read_text(), re.S)
     return m.group(1) if m else None
 
 
@@ -207,6 +208,12 @@ def test_ctrl_c_says_how_to_resume(tmp_path):
     argv = shlex.split(line.split("resume with:", 1)[1])
     assert argv[:2] == ["bisectbot", "--state"] and Path(argv[2]) == tmp_path / "state"  # absolute
     assert Path(argv[argv.index("run") + 1]) == rp
+    # issue 25: the ends pinned as full SHAs (the recipe's "v0" and "main" move; HEAD~80 would too)
+    def rev(ref: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path / "repo"), "rev-parse", ref], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    assert argv[argv.index("--good") + 1] == rev("v0") and argv[argv.index("--bad") + 1] == rev("main"), argv
 
 
 @pytest.mark.slow

@@ -1,0 +1,267 @@
+"""The Reproduce section a maintainer can run without bisectbot and without its state (issue 25,
+input 3), in the spirit of syzbot's "C reproducer".
+
+Three parts:
+
+* **The server** of the first bad candidate (and how to get the last good's): for a git source the
+  clone, the ``git checkout`` of the full SHA, the recipe's build command and its server command
+  with its environment; for a registry nightly ``docker run`` of the image by digest; for a release
+  the ``pip install`` of that version. ``{port}`` becomes ``"${PORT:-8000}"``.
+* **The request**: the exact chat request body the reproducer sent at the failing size
+  (``request.json``: model, messages, ``max_tokens``, ``temperature``, ``seed``), rebuilt from the
+  prompt generator's arguments recorded with the probe (filler seed, filler words, question, needle
+  count: :func:`bisectbot.reproduce.prompts.build_messages` is a pure function of them), and
+  ``make_request.py``, a standalone copy of that generator (Python standard library only) which
+  prints the same JSON; a one-line ``curl`` sends it. Then the reply expected (the last good's)
+  and the reply seen (the first bad's), with the reasons.
+* **With bisectbot**: ``bisectbot run RECIPE --good SHA --bad SHA`` with full SHAs/digests (never
+  ``HEAD~80``) and the recipe by name when it is shipped, else by file name with its text beside.
+
+:func:`facts` (at the end of a run, where the recipe is known) records what the section needs in
+``RunResult.reproduction``; :func:`kit` builds the section from a result (``report render`` of a
+saved ``result.json`` gives the same section).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..models import RunResult
+
+RECIPE_TEXT_CHARS = 12_000
+"""A recipe's text longer than this (characters) is not copied into the result (a real one is ~3K)."""
+_PYTHON = re.compile(r"^/.*/python(3(\.\d+)?)?$")
+
+
+def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
+    """What the Reproduce section needs from ``recipe`` (a :class:`bisectbot.recipe.Recipe`) loaded
+    from ``recipe_path``: its name, whether it is a shipped recipe (then the name is enough), the
+    file name and text, the source, server and reproducer settings. JSON-ready."""
+    from ..shipped import shipped_dir
+
+    path = Path(recipe_path).resolve()
+    shipped = shipped_dir("recipes")
+    is_shipped = shipped is not None and path.parent == shipped.resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    src = recipe.source.model_dump(mode="json")
+    rep = recipe.reproducer
+    return {
+        "recipe": recipe.name, "shipped": is_shipped, "file": path.name,
+        "text": text if len(text) <= RECIPE_TEXT_CHARS else "",
+        "source": {k: src.get(k) for k in ("kind", "repo", "component", "registry", "repository", "package", "index")
+                   if src.get(k) is not None},
+        "server": {"command": list(recipe.server.command), "env": dict(recipe.server.env), "port": recipe.server.port,
+                   "build_command": list(recipe.server.build_command or [])},
+        "reproducer": {"kind": rep.kind, "question": rep.question, "needles": rep.needles, "seed": rep.seed,
+                       "max_tokens": rep.max_tokens, "temperature": rep.temperature,
+                       "expected_answer": rep.expected_answer, "command": list(rep.command or [])},
+        "model": recipe.model, "tp": recipe.tp, "patches": list(recipe.patches),
+    }
+
+
+@dataclass
+class Kit:
+    """The Reproduce section's parts (plain text; the template fences and sanitises them).
+
+    ``server``: shell lines that start the first bad's server; ``good_hint``: how to get the last
+    good's instead; ``request``: the chat request body (None when the probe did not record the
+    prompt's arguments); ``make_request``: the standalone generator script; ``send``: the one-line
+    ``curl``; ``expected``/``seen``: the last good's and first bad's replies; ``bot``: the
+    bisectbot command; ``recipe_file``/``recipe_text``: the recipe to save beside it (empty for a
+    shipped recipe, which goes by name)."""
+
+    server: list[str] = field(default_factory=list)
+    good_hint: str = ""
+    notes: list[str] = field(default_factory=list)
+    request: dict[str, Any] | None = None
+    make_request: str = ""
+    send: str = ""
+    size: int | None = None
+    prompt_tokens: int | None = None
+    expected: str = ""
+    expected_from: str = ""
+    seen: str = ""
+    seen_from: str = ""
+    reasons: str = ""
+    bot: str = ""
+    recipe_file: str = ""
+    recipe_text: str = ""
+
+    def request_json(self) -> str:
+        """``request.json`` as written next to the report (indented, UTF-8 kept)."""
+        return json.dumps(self.request, indent=1, sort_keys=True, ensure_ascii=False) + "\n" if self.request else ""
+
+
+def _argv_text(argv: list[str], model: str, tp: int) -> str:
+    """A recipe argv as one shell line: ``{port}`` -> ``"${PORT:-8000}"``, ``{model}``/``{tp}`` filled, an
+    absolute Python interpreter (the demo fills in the bot's own) shown as ``python3``."""
+    out = []
+    for i, a in enumerate(argv):
+        if i == 0 and _PYTHON.match(a):
+            out.append("python3")
+            continue
+        a = a.replace("{model}", model).replace("{tp}", str(tp))
+        if "{port}" in a or "{source}" in a:  # double quotes: the shell fills in $PORT / $PWD
+            a = a.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+            out.append('"' + a.replace("{port}", "${PORT:-8000}").replace("{source}", "$PWD") + '"')
+        else:
+            out.append(shlex.quote(a))
+    return " ".join(out)
+
+
+def _server_lines(f: dict[str, Any], ref: str, label: str) -> tuple[list[str], list[str]]:
+    src, srv = f.get("source") or {}, f.get("server") or {}
+    model, tp = str(f.get("model") or ""), int(f.get("tp") or 1)
+    env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted((srv.get("env") or {}).items()))
+    cmd = _argv_text(list(srv.get("command") or []), model, tp)
+    notes: list[str] = []
+    kind = src.get("kind")
+    lines: list[str] = []
+    if kind == "git":
+        lines += [f"git clone {shlex.quote(str(src.get('repo', '')))} candidate && cd candidate",
+                  f"git checkout --detach {ref}   # {label}"]
+        if srv.get("build_command"):
+            lines.append(_argv_text(list(srv["build_command"]), model, tp))
+        lines.append(f"{env} {cmd}".strip())
+    elif kind == "registry":
+        image = f"{src.get('registry', '')}/{src.get('repository', '')}@{ref}".lstrip("/")
+        envs = " ".join(f"-e {k}={shlex.quote(str(v))}" for k, v in sorted((srv.get("env") or {}).items()))
+        port = int(srv.get("port") or 8000)
+        argv = [a.replace("{port}", str(port)) for a in srv.get("command") or []]
+        lines.append(f"docker run --rm -p \"${{PORT:-8000}}\":{port} {envs} {shlex.quote(image)} "
+                     f"{_argv_text(argv, model, tp)}".replace("  ", " ") + f"   # {label}")
+        notes.append("plus the runner profile's docker flags (devices, groups, shm) on a GPU host")
+    elif kind == "pypi":
+        lines += [f"python3 -m venv candidate && . candidate/bin/activate   # {label}",
+                  f"pip install {shlex.quote(str(src.get('package') or src.get('component') or ''))}=={ref}",
+                  f"{env} {cmd}".strip()]
+    else:
+        return [], []
+    if f.get("patches"):
+        notes.append("the bot applied its patch stack (" + ", ".join(map(str, f["patches"])) + ") to each candidate "
+                     "before serving it")
+    return lines, notes
+
+
+def make_request_script(body: dict[str, Any], seed: int, words: int, question: str, needles: int) -> str:
+    """A standalone Python script (standard library only) that prints ``body`` as JSON, its
+    ``messages`` rebuilt by a copy of :mod:`bisectbot.reproduce.prompts`' generator."""
+    from ..reproduce import prompts
+
+    src = inspect.getsource(prompts)
+    start = src.index("_NEEDLE_WORDS = ")
+    end = src.index("@dataclass\nclass Prompt")
+    parts = [src[start:end].rstrip(), "_WORD_CACHE: dict[int, tuple[list[str], list[int]]] = {}",
+             inspect.getsource(prompts.filler_words).rstrip(), inspect.getsource(prompts.build_messages).rstrip()]
+    rest = {k: v for k, v in body.items() if k != "messages"}
+    return "\n".join([
+        '"""Prints the chat request of a bisectbot report as JSON: python3 make_request.py > request.json',
+        "(a copy of bisectbot.reproduce.prompts' generator: the prompt is a function of these arguments)."
+        '"""',
+        "from __future__ import annotations",
+        "", "import hashlib", "import json", "import random", "import sys", "from typing import Any", "", "",
+        "\n\n\n".join(parts), "", "",
+        f"SEED, WORDS, NEEDLES = {seed!r}, {words!r}, {needles!r}",
+        f"QUESTION = {question!r}",
+        f"REQUEST = {json.dumps(rest, ensure_ascii=True)}",
+        "",
+        'if __name__ == "__main__":',
+        "    codes = needle_codes(SEED, NEEDLES) if NEEDLES else []",
+        '    json.dump({**REQUEST, "messages": build_messages(SEED, WORDS, QUESTION, codes)}, sys.stdout, indent=1,',
+        "              sort_keys=True, ensure_ascii=False)",
+        '    sys.stdout.write("\\n")',
+        "",
+    ])
+
+
+def _seed_of(row: dict[str, Any], default: int) -> int:
+    conf = str((row.get("evidence") or {}).get("confirmation") or "")
+    m = re.fullmatch(r"seed (\d+)", conf)
+    return int(m.group(1)) if m else default
+
+
+def kit(result: RunResult) -> Kit | None:
+    """The Reproduce section of ``result`` (None when the run recorded no reproduction facts:
+    an old ``result.json``, or a run without a final range)."""
+    from .evidence import culprit_evidence
+    from .render import is_command_result
+
+    f = result.reproduction
+    final = result.final
+    if not f or final is None or final.first_bad is None:
+        return None
+    k = Kit()
+    fb, lg = final.first_bad, final.last_good
+    k.server, k.notes = _server_lines(f, fb.ref, f"first bad: {fb.label or fb.ref}")
+    if lg is not None and k.server:
+        k.good_hint = f"{lg.ref} ({lg.label or 'last good'})"
+    rep = f.get("reproducer") or {}
+    ev = culprit_evidence(result, command=is_command_result(result))
+    if ev is not None and not ev.command:
+        bad_row = _row_of(result, ev.bad.candidate.ref, ev.bad.requested, "GARBAGE")
+        words = (bad_row.get("evidence") or {}).get("prompt_words") if bad_row else None
+        if isinstance(words, int):
+            from ..reproduce.prompts import build_messages, needle_codes
+
+            seed = _seed_of(bad_row or {}, int(rep.get("seed") or 0))
+            n = int(rep.get("needles") or 0)
+            question = str(rep.get("question") or "")
+            body: dict[str, Any] = {"model": result.model or f.get("model") or "", "messages": [],
+                                    "max_tokens": int(rep.get("max_tokens") or 256),
+                                    "temperature": float(rep.get("temperature") or 0.0), "seed": int(rep.get("seed") or 0)}
+            body["messages"] = build_messages(seed, words, question, needle_codes(seed, n) if n else [])
+            k.request = body
+            k.make_request = make_request_script(body, seed, words, question, n)
+            k.send = ("curl -s http://127.0.0.1:\"${PORT:-8000}\"/v1/chat/completions -H 'Content-Type: application/json' "
+                      "-d @request.json | python3 -c 'import json,sys; m=json.load(sys.stdin)[\"choices\"][0][\"message\"]; "
+                      "print(m.get(\"content\") or m.get(\"reasoning_content\") or \"\")'")
+        k.size, k.prompt_tokens = ev.bad.requested, ev.bad.prompt_tokens
+        k.seen, k.seen_from = ev.bad.text, ev.bad.candidate.label or ev.bad.candidate.ref
+        k.reasons = "; ".join(ev.bad.reasons)
+        if ev.good is not None:
+            k.expected = ev.good.text
+            k.expected_from = ev.good.candidate.label or ev.good.candidate.ref
+    k.bot = bot_command(result)
+    if not f.get("shipped"):
+        k.recipe_file, k.recipe_text = str(f.get("file") or ""), str(f.get("text") or "")
+    return k
+
+
+def _row_of(result: RunResult, ref: str, requested: int | None, outcome: str) -> dict[str, Any] | None:
+    for st in result.stages:
+        for p in st.probes:
+            if p.candidate.ref != ref:
+                continue
+            for r in p.table:
+                if r.get("requested", r.get("size")) == requested and r.get("outcome") == outcome:
+                    return r
+    return None
+
+
+def bot_command(result: RunResult) -> str:
+    """``bisectbot run RECIPE --good REF --bad REF --out reproduce``: the recipe by name when it is
+    shipped, else by its file name; the final range's ends as full SHAs (or digests), never
+    symbolic refs; no ``--state`` (a bot user's own ledger)."""
+    from ..session.result import reproduce_ends
+
+    f = result.reproduction
+    final = result.final
+    if final is None:
+        return ""
+    rg, rb = reproduce_ends(final)
+    if rg is None or rb is None:
+        return ""
+    recipe = str(f.get("recipe") if f.get("shipped") else f.get("file") or f.get("recipe") or result.recipe)
+    return shlex.join(["bisectbot", "run", recipe, "--good", rg.ref, "--bad", rb.ref, "--out", "reproduce"])
+
+
+__all__ = ["Kit", "bot_command", "facts", "kit", "make_request_script"]
