@@ -819,6 +819,15 @@ def run_thresholds(result: RunResult) -> NightlyResult | None:
     return run if run.has_thresholds() else None
 
 
+def chart_positions(result: RunResult) -> dict[str, int] | None:
+    """Each candidate's index in the final stage's range (0 = the good end): the chart's x for commits
+    and releases (commit distance, issue 25). None for nightlies, which the chart places by date."""
+    final = result.final
+    if final is None or not final.candidates or all(c.kind.value == "nightly" for c in final.candidates):
+        return None
+    return {c.ref: i for i, c in enumerate(final.candidates)}
+
+
 def render_summary(result: RunResult, nightly: NightlyResult | None, files: Sequence[Path]) -> str:
     """Short Markdown for ``$GITHUB_STEP_SUMMARY`` (the full report is an artifact)."""
     blame = blame_decision(result)
@@ -848,11 +857,16 @@ def write_report(
 
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    charts = threshold_chart(nightly, out_dir) if nightly is not None else []
+    final = result.final
+    ends = {"first_bad": final.first_bad.ref if final is not None and final.first_bad else None,
+            "last_good": final.last_good.ref if final is not None and final.last_good else None}
+    charts = threshold_chart(nightly, out_dir, **ends) if nightly is not None else []
     if not charts:  # a single run (commits, releases): the thresholds of its probed candidates, in order
         run = run_thresholds(result)
         if run is not None:
-            charts = threshold_chart(run, out_dir, over="probed candidates")
+            pos = chart_positions(result)
+            charts = threshold_chart(run, out_dir, over="probed candidates" if pos else "nightlies", positions=pos,
+                                     **ends)
     md = render_markdown(result, nightly, chart=charts[0].name if charts else None,
                          blame_confidence=blame_confidence)
     paths = ReportPaths(markdown=out_dir / "report.md", json=out_dir / "report.json",

@@ -1,0 +1,152 @@
+"""Issue 25, input 5: the threshold chart tells the truth, checked on what it plots.
+
+The figure :func:`bisectbot.report.chart.figure` returns is the one written to the PNG; its
+artists carry gids, and the tests read the plotted points back from them: a true x axis (dates
+with the missing night as a gap; commit distance for commits), "no garbage up to N" as an open
+up-triangle at N, skips in their own row, the first bad and last good marked, a legend, no fake
+0 on a log axis, and the divergence wording for ``regress: diverges``. The last test draws the
+chart of a real ``bisectbot demo`` run and checks the PNG's pixels at the culprit's line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import matplotlib
+import pytest
+
+from bisectbot.models import Candidate, CandidateKind, ProbeResult, Verdict
+from bisectbot.report.chart import chart_data, figure
+from bisectbot.report.history import NightlyResult
+from bisectbot.report.render import load_result, run_thresholds
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def nightly(day: int, verdict: Verdict, thr) -> ProbeResult:
+    tag = f"nightly_main_202611{day:02d}"
+    return ProbeResult(Candidate(CandidateKind.NIGHTLY, f"sha256:{day:064x}", tag, "image", {"tag": tag}), verdict,
+                       threshold=thr)
+
+
+def artists(fig, gid: str) -> list:
+    return [a for ax in fig.axes for a in (*ax.lines, *ax.collections, *ax.patches) if a.get_gid() == gid]
+
+
+def points(fig, gid: str) -> list[tuple[float, float]]:
+    out = []
+    for a in artists(fig, gid):
+        if hasattr(a, "get_xdata"):
+            out += list(zip(map(float, a.get_xdata()), map(float, a.get_ydata())))
+    return out
+
+
+@pytest.fixture
+def nights() -> NightlyResult:
+    # 11-02 has no nightly; 11-04 is untestable; 11-05 turned bad
+    probes = [nightly(1, Verdict.GOOD, (16000, None)), nightly(3, Verdict.GOOD, (16000, None)),
+              nightly(4, Verdict.SKIP, None), nightly(5, Verdict.BAD, (2000, 3000)),
+              nightly(6, Verdict.BAD, (None, 250))]
+    return NightlyResult(recipe="r", probes=probes, max_size=16000)
+
+
+def test_nightlies_on_a_date_axis_with_open_markers_skips_apart_and_the_boundary(nights) -> None:
+    data = chart_data(nights, first_bad=nights.probes[3].candidate.ref, last_good=nights.probes[1].candidate.ref)
+    fig = figure(data)
+    try:
+        main, skip_row = fig.axes[0], fig.axes[1]
+        day = {d: float(__import__("datetime").date(2026, 11, d).toordinal()) for d in range(1, 7)}
+        # "no garbage up to 16000": open up-triangles at 16000 (not a threshold of 16000)
+        ok = artists(fig, "ok-up-to")
+        assert points(fig, "ok-up-to") == [(day[1], 16000.0), (day[3], 16000.0)]
+        assert ok[0].get_marker() == "^" and ok[0].get_markerfacecolor() == "none"
+        # the missing 11-02 is a gap of two days on the axis
+        assert day[3] - day[1] == 2.0
+        # the measured interval: a bar 2000..3000 and its midpoint
+        assert points(fig, "threshold") == [(day[5], 2500.0)]
+        segs = [s.tolist() for c in artists(fig, "interval") for s in c.get_segments()]
+        assert segs == [[[day[5], 2000.0], [day[5], 3000.0]]]
+        # garbage at every size: an open down-triangle at the smallest size, never at 0
+        assert points(fig, "bad-from") == [(day[6], 250.0)]
+        # the skip sits in its own row, not on the threshold axis
+        assert [a.axes for a in artists(fig, "skip")] == [skip_row]
+        assert points(fig, "skip") == [(day[4], 0.0)]
+        assert not any(y == 0 for gid in ("ok-up-to", "threshold", "bad-from") for _, y in points(fig, gid))
+        # culprit and boundary
+        assert points(fig, "first-bad")[0][0] == day[5] and points(fig, "last-good")[0][0] == day[3]
+        assert artists(fig, "boundary")
+        legend = [t.get_text() for t in main.get_legend().get_texts()]
+        for want in ("no garbage up to N", "garbage already at N", "first bad (culprit)", "last good",
+                     "skip (untestable)", "threshold: last OK – first garbage"):
+            assert any(want in t for t in legend), (want, legend)
+        # log axis (250..16000 spans 64x): its bottom is above 0 and below the smallest value
+        assert main.get_yscale() == "log"
+        lo, hi = main.get_ylim()
+        assert 0 < lo < 250 and hi > 16000
+        assert "garbage threshold" in main.get_ylabel()
+        assert [t.get_text() for t in skip_row.get_xticklabels()][:2] == ["2026-11-01", "2026-11-03"]
+    finally:
+        plt.close(fig)
+
+
+def test_commits_are_placed_by_their_distance_in_the_range_and_diverges_is_named(nights) -> None:
+    cands = [Candidate(CandidateKind.COMMIT, f"{i:040x}", f"{i:010x} change {i}", "vllm") for i in range(100)]
+    probes = [ProbeResult(cands[i], v, threshold=t) for i, v, t in
+              ((0, Verdict.GOOD, (8000, None)), (50, Verdict.BAD, (3000, 4000)), (25, Verdict.GOOD, (8000, None)),
+               (37, Verdict.BAD, (3000, 4000)), (31, Verdict.GOOD, (8000, None)), (32, Verdict.BAD, (3000, 4000)))]
+    probes.sort(key=lambda p: int(p.candidate.ref, 16))
+    run = NightlyResult(recipe="r", probes=probes, regress="garbage, diverges", max_size=8000)
+    data = chart_data(run, "probed candidates", positions={c.ref: i for i, c in enumerate(cands)},
+                      first_bad=cands[32].ref, last_good=cands[31].ref)
+    fig = figure(data)
+    try:
+        assert [x for x, _ in points(fig, "ok-up-to")] == [0.0, 25.0, 31.0]  # commit distance, not slots
+        assert [x for x, _ in points(fig, "threshold")] == [32.0, 37.0, 50.0]
+        assert points(fig, "first-bad")[0][0] == 32.0 and points(fig, "last-good")[0][0] == 31.0
+        assert fig.axes[0].get_yscale() == "linear" and fig.axes[0].get_ylim()[0] == 0
+        assert "divergence" in fig.axes[0].get_ylabel()
+        assert "commit index" in fig.axes[1].get_xlabel()
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.slow
+def test_demo_chart_png_marks_the_culprit_at_its_commit_index(tmp_path) -> None:
+    """A real demo run: the chart's first-bad line stands at the culprit's index in the range, and
+    the PNG written beside the report has that line's colour in the column the figure puts it."""
+    r = subprocess.run([sys.executable, "-m", "bisectbot", "demo", "--out", "out"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / "out"
+    result, _ = load_result(out / "result.json")
+    final = result.final
+    index = [c.ref for c in final.candidates].index(final.first_bad.ref)
+    run = run_thresholds(result)
+    data = chart_data(run, "probed candidates", positions={c.ref: i for i, c in enumerate(final.candidates)},
+                      first_bad=final.first_bad.ref, last_good=final.last_good.ref)
+    assert data.first_bad_x == index and data.last_good_x == index - 1
+    assert {p.kind for p in data.points} >= {"interval", "ok-up-to"}
+    fig = figure(data)
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        # where the first-bad line is drawn, in PNG pixels (origin top-left)
+        x_px, _ = ax.transData.transform((index, 0))
+        y0, y1 = ax.bbox.y0, ax.bbox.y1
+        width, height = fig.canvas.get_width_height()
+    finally:
+        plt.close(fig)
+    from PIL import Image
+
+    png = Image.open(out / "threshold.png").convert("RGB")
+    assert png.size == (width, height)
+    col = round(x_px)
+    reds = [png.getpixel((c, int(height - y))) for c in (col - 1, col, col + 1)
+            for y in range(int(y0) + 5, int(y1) - 5, 7)]
+    assert sum(1 for r_, g, b in reds if r_ > 180 and g < 120 and b < 120) > 5, "no red first-bad line in the PNG"
+    report = (out / "report.md").read_text()
+    assert "![threshold over probed candidates](threshold.png)" in report
+    assert json.loads((out / "result.json").read_text())["stages"][-1]["first_bad"]["ref"] == final.first_bad.ref
