@@ -215,6 +215,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
 
     if not reproducible:  # the Reproduce section without the bot (issue 25); none when its files go away
         result.reproduction = facts(recipe, path)
+    diff = nightly_diff(ctx, result)
+    if diff is not None:
+        result.reproduction["nightly_diff"] = diff
     paths = write_report(result, out_dir, recipe.bisect.blame_confidence, list(gh.mentions) if gh else None)
     final = result.final
     if ctx.json:
@@ -304,6 +307,28 @@ def resume_command(state_dir: Path, recipe_path: Path, good: str | None, bad: st
         if val:
             argv += [flag, val]
     return shlex.join(argv)
+
+
+def nightly_diff(ctx: Ctx, result) -> dict | None:
+    """What changed between the final range's last good and first bad nightly (the ``nightlies diff``
+    of their images: vLLM, aiter, torch, ROCm versions and commits; introspected once per image and
+    kept in the ledger), as ``{"old", "new", "components"}``; None when the range is not of nightlies.
+    A failure is a note, never a failed run (issue 25, input 4)."""
+    final = result.final
+    ends = (final.last_good, final.first_bad) if final is not None else (None, None)
+    if any(c is None or c.kind.value != "nightly" or not c.meta.get("image") for c in ends):
+        return None
+    from ..components import diff_images, image_info
+
+    try:
+        a, b = (image_info(str(c.meta["image"]), ledger=ctx.ledger()) for c in ends)
+        changes = diff_images(a, b)
+    except Exception as e:  # noqa: BLE001 - docker, registry or an odd image: the report says so
+        result.notes.append(f"nightlies diff of the final range unavailable: {type(e).__name__}: {str(e)[:200]}")
+        return None
+    return {"old": {"image": a.get("image"), "digest": a.get("digest")},
+            "new": {"image": b.get("image"), "digest": b.get("digest")},
+            "components": [c.to_dict() for c in changes]}
 
 
 def pinned_ends(recipe, path: Path, good: str | None, bad: str | None) -> tuple[str | None, str | None]:

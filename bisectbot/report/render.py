@@ -296,6 +296,47 @@ def _evidence_view(result: RunResult, reason_chars: int = 300) -> dict[str, Any]
             "heads": heads, "rows": rows, "tails": tails, "diverges": diverges}
 
 
+def range_links(result: RunResult, blame: Blame) -> list[str]:
+    """Markdown lines linking the final range on GitHub (issue 25, input 4): the compare view of the
+    last good and first bad commits, the culprit commit and, when it is blamed and its subject names
+    ``(#N)``, its pull request. Empty off GitHub (the repository comes from the recipe's source or
+    ``bisect.components``, recorded in ``RunResult.reproduction``)."""
+    from .links import commit_url, compare_url, pull_url
+
+    final = result.final
+    if final is None or final.first_bad is None:
+        return []
+    repos = result.reproduction.get("repos") or {}
+    repo = repos.get(final.component) or repos.get(final.first_bad.component) or (
+        next(iter(repos.values())) if len(repos) == 1 else None)
+    if not repo:
+        return []
+    fb, lg = final.first_bad, final.last_good
+    lines = []
+    url = compare_url(repo, lg.ref, fb.ref) if lg is not None else None
+    if url:
+        lines.append(f"range on GitHub: [{lg.ref[:12]}...{fb.ref[:12]}]({url}) (the commits the {ends_words(result.kind)['first']} "
+                     "adds to the last good)")
+    cu = commit_url(repo, fb.ref)
+    if cu and _is_commit(fb):
+        lines.append(f"{ends_words(result.kind, result.regress)['first']} commit: [{fb.ref[:12]}]({cu})")
+    pu = pull_url(repo, _subject(fb)) if blame.ok else None
+    if pu:
+        lines.append(f"pull request: [#{pu.rsplit('/', 1)[1]}]({pu})")
+    return lines
+
+
+def nightly_diff_rows(result: RunResult) -> list[dict[str, Any]]:
+    """Rows of what changed between the last good and first bad nightly (``nightlies diff`` as
+    ``run`` recorded it in ``RunResult.reproduction['nightly_diff']``), with compare links."""
+    from .links import component_rows
+
+    diff = result.reproduction.get("nightly_diff")
+    if not isinstance(diff, dict):
+        return []
+    return component_rows(diff, result.reproduction.get("repos") or {})
+
+
 def _boundary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows worth reading of one candidate: its failing reply at the smallest size and its OK
     reply at the largest size below that (all OK: the largest), the failing one first; rows without
@@ -635,6 +676,7 @@ def render_markdown(
             "guess": final.status is Status.INCONCLUSIVE,
             # issue 18: the decode control's verdict, next to the first bad (its threshold)
             "decode_path": next((n for n in result.notes if n.startswith("decode path:")), ""),
+            "links": range_links(result, blame),
         }
     ctx = {
         "for_github": for_issue if for_github is None else for_github,
@@ -660,6 +702,7 @@ def render_markdown(
                   if not (final_view and n == final_view.get("decode_path"))],
         "excerpts": _excerpts(result),
         "evidence": _evidence_view(result),
+        "nightly_diff": nightly_diff_rows(result),
         "reproduce_section": "",
         "mentions": _mentions(mentions) if for_issue else "",
         "session_id": result.session_id,

@@ -65,7 +65,21 @@ def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
                        "max_tokens": rep.max_tokens, "temperature": rep.temperature,
                        "expected_answer": rep.expected_answer, "command": list(rep.command or [])},
         "model": recipe.model, "tp": recipe.tp, "patches": list(recipe.patches),
+        "repos": _repos(recipe),
     }
+
+
+def _repos(recipe: Any) -> dict[str, str]:
+    """Component name -> repository URL: the recipe's git source and its ``bisect.components``."""
+    out: dict[str, str] = {}
+    src = recipe.source
+    if getattr(src, "kind", "") == "git" and getattr(src, "repo", ""):
+        name = src.component or Path(str(src.repo)).name.removesuffix(".git")
+        out[name] = str(src.repo)
+    for name, comp in (recipe.bisect.components or {}).items():
+        out[comp.component or name] = str(comp.repo)
+        out.setdefault(name, str(comp.repo))
+    return out
 
 
 @dataclass

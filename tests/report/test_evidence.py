@@ -204,6 +204,12 @@ def test_nightly_run_in_containers_report_shows_the_garbage(tmp_path, require_do
         r = bb("--state", str(tmp_path / "state"), "run", str(recipe), cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
         check_evidence(tmp_path / "out")
+        # input 4: what changed between the last good and the first bad nightly, linked
+        report = (tmp_path / "out" / "report.md").read_text()
+        assert "What changed between the last good and the first bad nightly" in report, report[:3000]
+        row = next(ln for ln in report.splitlines() if ln.startswith("| vllm (changed) |"))
+        assert "0.19.1rc1.dev2+g0000002ab" in row and "0.19.1rc1.dev3+g0000003ab" in row, row
+        assert "(https://github.com/vllm-project/vllm/compare/0000002ab...0000003ab)" in row, row
     finally:
         subprocess.run(["docker", "rmi", "-f", *[p.ref for p in pushed], *[p.pinned for p in pushed]],
                        capture_output=True)
