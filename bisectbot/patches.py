@@ -516,6 +516,12 @@ class PatchStatus:
         return self.state is not State.CONFLICT
 
     @property
+    def patched_here(self) -> bool:
+        """The tree carries this patch's own marker: bisectbot patched it (an image it built), which
+        is no news from upstream (issue 25, input 8)."""
+        return self.state is State.UPSTREAM and self.detail.startswith("already patched here")
+
+    @property
     def label(self) -> str:
         """The one-line answer: ``applies with offset 12``, ``already upstream``, ..."""
         if self.state is State.APPLIES:
@@ -524,6 +530,8 @@ class PatchStatus:
             s = f"applies with offset {self.offset}"
         elif self.state is State.APPLIES_FUZZ:
             s = f"applies with fuzz {self.fuzz}" + (f" (offset {self.offset})" if self.offset else "")
+        elif self.state is State.UPSTREAM and self.patched_here:
+            s = "already applied here (its bisectbot marker is in the file: patched by bisectbot, not upstream)"
         elif self.state is State.UPSTREAM:
             s = "already upstream"
         elif self.state is State.NOT_APPLICABLE:

@@ -99,7 +99,7 @@ def _render(statuses: list, header: str) -> str:
     for s in statuses:
         kind = "required" if s.required else "best-effort"
         line = f"  {s.id:<{width}}  {kind:<11}  {s.label}"
-        if s.state is State.UPSTREAM and s.detail:
+        if s.state is State.UPSTREAM and s.detail and not s.patched_here:
             line += f" ({s.detail})"
         out.append(line)
         if s.state is State.CONFLICT:

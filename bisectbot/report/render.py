@@ -438,11 +438,12 @@ def _env_rows(result: RunResult) -> list[tuple[str, str]]:
 def _patch_rows(result: RunResult) -> list[dict[str, str]]:
     rows = []
     for p in result.patch_stack:
-        rows.append({
-            "id": str(p.get("id") or p.get("name") or "?"),
-            "status": str(p.get("status") or p.get("state") or ""),
-            "detail": str(p.get("detail") or p.get("reason") or p.get("target") or ""),
-        })
+        status = str(p.get("status") or p.get("state") or "")
+        detail = str(p.get("detail") or p.get("reason") or p.get("target") or "")
+        if detail.startswith("already patched here") and "upstream" in status.replace("not upstream", ""):
+            # an older result: the tree carried the bot's own marker, which is no news from upstream
+            status = "already applied here (patched by bisectbot, not upstream)"
+        rows.append({"id": str(p.get("id") or p.get("name") or "?"), "status": status, "detail": detail})
     return rows
 
 

@@ -27,6 +27,17 @@ def ack_marker(comment_id: int) -> str:
     return f"<!-- bisectbot:ack={int(comment_id)} -->"
 
 
+def comment_link(target: GitHubTarget, issue_number: int, comment_id: int) -> str:
+    """The web address of comment ``comment_id`` on issue ``issue_number`` (what GitHub's
+    ``html_url`` of a comment is: ``https://github.com/OWNER/REPO/issues/N#issuecomment-ID``),
+    built from ``target.api_url`` (``https://api.github.com`` -> ``https://github.com``; GitHub
+    Enterprise ``https://HOST/api/v3`` -> ``https://HOST``) for a reply written without asking
+    GitHub (a dry run): never a bare ``#N``, which is a link to nothing (issue 25, input 8)."""
+    api = str(target.api_url or "https://api.github.com").rstrip("/")
+    web = "https://github.com" if api == "https://api.github.com" else api.removesuffix("/api/v3")
+    return f"{web}/{target.repo}/issues/{int(issue_number)}#issuecomment-{int(comment_id)}"
+
+
 def _code(text: str) -> str:
     """``text`` safe inside a Markdown code span: one line, printable, no backtick, bounded."""
     line = (text.splitlines() or [""])[0]
@@ -117,7 +128,7 @@ def reply_with_result(
     fp = fingerprint(result)
     if not token or dry_run:
         body = render_reply(result, nightly, comment_id=comment_id, request="/bisectbot bisect",
-                            author="(not looked up: dry run)", link=f"#{issue_number}",
+                            author="(not looked up: dry run)", link=comment_link(target, issue_number, comment_id),
                             blame_confidence=blame_confidence)
         return _dry(out_dir, f"reply-{int(comment_id)}.md", body, fp, issue_number, dry_run)
     client = client or GitHubClient(target, token)
@@ -126,7 +137,7 @@ def reply_with_result(
         return FilingOutcome("unchanged", fp, issue_number, issue.html_url,
                              message=f"comment {comment_id} on #{issue_number} is answered already")
     body = render_reply(result, nightly, comment_id=comment_id, request=request, author=login,
-                        link=asked.html_url or issue.html_url, blame_confidence=blame_confidence)
+                        link=asked.html_url or comment_link(target, issue_number, comment_id), blame_confidence=blame_confidence)
     c = client.comment(issue, body)
     return FilingOutcome("commented", fp, issue_number, getattr(c, "html_url", issue.html_url),
                          message=f"answered comment {comment_id} on #{issue_number}")
@@ -149,7 +160,7 @@ def reply_failure(
     Raises :class:`GitHubError`."""
     if not token or dry_run:
         body = render_failure(comment_id=comment_id, request="/bisectbot bisect", author="(not looked up: dry run)",
-                              link=f"#{issue_number}", run_url=run_url)
+                              link=comment_link(target, issue_number, comment_id), run_url=run_url)
         return _dry(out_dir, f"failed-{int(comment_id)}.md", body, "", issue_number, dry_run)
     client = client or GitHubClient(target, token)
     issue, asked, login, request = _request(client, target, issue_number, comment_id)
@@ -159,6 +170,6 @@ def reply_failure(
             return FilingOutcome("unchanged", "", issue_number, issue.html_url,
                                  message=f"comment {comment_id} on #{issue_number} {why}")
     c = client.comment(issue, render_failure(comment_id=comment_id, request=request, author=login,
-                                             link=asked.html_url or issue.html_url, run_url=run_url))
+                                             link=asked.html_url or comment_link(target, issue_number, comment_id), run_url=run_url))
     return FilingOutcome("commented", "", issue_number, getattr(c, "html_url", issue.html_url),
                          message=f"told comment {comment_id} on #{issue_number} that the bisection failed")

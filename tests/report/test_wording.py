@@ -1,0 +1,47 @@
+"""Issue 25, input 8: wording that misled. A tree the bot patched itself is not "already upstream";
+``report reply`` written without GitHub links the request's comment, not ``#12``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from bisectbot.patches import MARKER
+from bisectbot.recipe import GitHubTarget
+from bisectbot.report.render import render_markdown
+from bisectbot.report.reply import reply_with_result
+from tests.report.report_helpers import make_result
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_tree_bisectbot_patched_itself_is_not_already_upstream(tmp_path) -> None:
+    """``patches check`` on a tree that carries the patch's own marker (an image the bot built)."""
+    target = tmp_path / "tree" / "aiter" / "ops" / "triton" / "attention" / "pa_mqa_logits.py"
+    target.parent.mkdir(parents=True)
+    target.write_text(f"def stage1(heads):\n    ChunkQ = 64  # {MARKER} aiter-chunkq-clamp\n    return heads // ChunkQ\n")
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "patches", "check", "--source", str(tmp_path / "tree"),
+                        "--ids", "aiter-chunkq-clamp", "--stack", str(ROOT / "patches" / "stack.yaml")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if "aiter-chunkq-clamp" in ln)
+    assert "already applied here" in line and "patched by bisectbot, not upstream" in line, line
+    assert "already upstream" not in line, line
+    # a result written before: its patch table says the same
+    res = make_result()
+    res.patch_stack = [{"id": "aiter-chunkq-clamp", "state": "already upstream",
+                        "detail": f"already patched here ('{MARKER} aiter-chunkq-clamp' marker)"}]
+    row = next(ln for ln in render_markdown(res).splitlines() if ln.startswith("| aiter-chunkq-clamp |"))
+    assert "already applied here (patched by bisectbot, not upstream)" in row and "already upstream" not in row, row
+
+
+def test_dry_run_reply_links_the_comment_not_a_bare_issue_number(tmp_path) -> None:
+    target = GitHubTarget(repo="octo-org/vllm", labels=["bisectbot"])
+    out = reply_with_result(make_result(), target, None, 12, 2345678, tmp_path)
+    body = Path(out.paths[0]).read_text()
+    assert "[this request](https://github.com/octo-org/vllm/issues/12#issuecomment-2345678)" in body, body[:500]
+    assert "](#12)" not in body
+    ghe = GitHubTarget(repo="o/r", labels=["x"], api_url="https://ghe.example.com/api/v3")
+    body = Path(reply_with_result(make_result(), ghe, None, 3, 4, tmp_path).paths[0]).read_text()
+    assert "(https://ghe.example.com/o/r/issues/3#issuecomment-4)" in body
