@@ -7,6 +7,7 @@ failed verification or boundary, no regression, budget spent).
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -174,13 +175,19 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         except OSError as e:
             raise BadInput(f"{replay}: cannot read replay log: {e.strerror or e}") from None
         lines = parse_replay(text, replay)
+        if not lines:  # an empty log would silently resume the old session (issue 25, input 6)
+            raise BadInput(f"{replay}: no verdict lines ('good|bad|skip REF', as `bisectbot bisect log` prints "
+                           "them): nothing to replay")
     runner = _make_runner(ctx, recipe, path, runner_kind)
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
     commands, human = _maintainer_verdicts(recipe) if file_issue else ([], [])
 
+    sessions: list = []
+
     def bisect(human):  # -> RunResult
         session = Session(recipe, ctx.ledger(), runner, echo=echo, replay=lines, base_dir=path.parent,
                           prefetch=prefetch, recipe_path=str(path), human=human, retry_errors=retry_errors)
+        sessions.append(session)
         with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
             return session.run(good, bad)
 
@@ -196,6 +203,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         human = human + retracts
         echo(f"retracted by a maintainer: {', '.join(r.ref[:12] for r in retracts)}; searching again without it")
         result = bisect(human)
+    if replay:
+        replay_notes(result, replay, text, sum(getattr(x, "fresh_probes", 0) for x in sessions))
     if not recipe.bisect.verify:  # say so wherever the result is read: nothing was re-probed
         result.notes = [n.replace("culprit verified", "culprit (not verified)") for n in result.notes]
         result.notes.append("not verified (run --no-verify or bisect.verify: false): the culprit and its "
@@ -307,6 +316,24 @@ def resume_command(state_dir: Path, recipe_path: Path, good: str | None, bad: st
         if val:
             argv += [flag, val]
     return shlex.join(argv)
+
+
+_LOG_SESSION = re.compile(r"^# bisectbot session (\S+?):", re.M)
+
+
+def replay_notes(result, log_name: str, log_text: str, probed: int) -> None:
+    """What a replayed report must say (issue 25, input 6): the log and the session it came from
+    (the ``# bisectbot session ID`` header ``bisect log`` writes), and, when nothing was probed, that
+    every verdict is the log's, not a re-probe."""
+    m = _LOG_SESSION.search(log_text)
+    origin = f" of session {m.group(1)}" if m else ""
+    result.notes.insert(0, f"replayed from {Path(log_name).name}{origin}: its verdicts were taken as given"
+                           + (f"; {probed} probes run for candidates the log lacks" if probed else
+                              "; nothing was probed"))
+    if not probed:
+        result.notes = [n.replace("the culprit and its predecessor were re-probed",
+                                  "the culprit's and its predecessor's verdicts come from the log (not re-probed)")
+                        for n in result.notes]
 
 
 def nightly_diff(ctx: Ctx, result) -> dict | None:
