@@ -263,7 +263,8 @@ def copy_from_image(image: str, paths: Iterable[str], dest: str | Path, client: 
 
     ``paths`` are ``<package>/<path inside the package>`` (``vllm/v1/attention/ops/x.py``);
     each lands at ``dest/<package>/<path>``, the layout ``bisectbot.patches`` expects. Files
-    the image lacks are skipped (a patch check then reports them). Returns ``dest``.
+    the image lacks are skipped, but the directory of a package the image has is made, so a
+    patch check says the *file* is absent, not the package (issue 25). Returns ``dest``.
     Raises :class:`BisectbotError` (one line) when the image cannot be pulled or read.
     """
     import docker
@@ -282,6 +283,7 @@ def copy_from_image(image: str, paths: Iterable[str], dest: str | Path, client: 
             pdir = (info.get(pkg) or {}).get("dir")
             if not pdir or not inner or ".." in Path(inner).parts:
                 continue
+            (dest / pkg).mkdir(parents=True, exist_ok=True)  # the package is there even if the file is not
             try:
                 stream, _ = container.get_archive(f"{pdir}/{inner}")
             except docker.errors.NotFound:

@@ -156,6 +156,11 @@ def check_cmd(cctx: click.Context, ctx: Ctx, source: Path | None, pypi: str | No
         with tempfile.TemporaryDirectory(prefix="bisectbot-image-") as d:
             root = _image_root(image, sorted({f"{s.package}/{s.path}" for s in specs}), Path(d))
             statuses = check_stack(stack, sel, root, vers)
+        for st in statuses:  # only the patch targets were copied out: say it of the image, not "this tree"
+            if st.detail == f"no {st.package}/ package directory in this tree":
+                st.detail = f"no {st.package} package installed in the image"
+            elif st.detail.startswith("file ") and st.detail.endswith(" absent"):
+                st.detail = st.detail.removesuffix(" absent") + " absent from the image's installed package"
         where = image
     else:
         assert source is not None

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bisectbot.patches import MARKER
 from bisectbot.recipe import GitHubTarget
 from bisectbot.report.render import render_markdown
@@ -45,3 +47,32 @@ def test_dry_run_reply_links_the_comment_not_a_bare_issue_number(tmp_path) -> No
     ghe = GitHubTarget(repo="o/r", labels=["x"], api_url="https://ghe.example.com/api/v3")
     body = Path(reply_with_result(make_result(), ghe, None, 3, 4, tmp_path).paths[0]).read_text()
     assert "(https://ghe.example.com/o/r/issues/3#issuecomment-4)" in body
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_patches_check_image_names_the_missing_file_not_the_package(tmp_path, require_docker) -> None:
+    """``patches check --image`` on a nightly whose vllm package lacks the patch's target file said
+    "no vllm/ package directory"; the file is what is missing."""
+    import uuid
+
+    from tests.containers.baseimage import ensure_base_image
+    from tests.containers.nightly_factory import NightlySpec, push_nightlies
+
+    repo = f"bisectbot-test/wording-{uuid.uuid4().hex[:8]}"
+    pushed = push_nightlies([NightlySpec("nightly_main_20260401")], repo, base=ensure_base_image())
+    try:
+        def check(image: str) -> str:
+            p = subprocess.run([sys.executable, "-m", "bisectbot", "patches", "check", "--image", image,
+                                "--ids", "vllm-sparse-mla-workspace", "--stack", str(ROOT / "patches" / "stack.yaml")],
+                               capture_output=True, text=True, timeout=300)
+            assert p.returncode == 0, p.stderr
+            return next(ln for ln in p.stdout.splitlines() if "vllm-sparse-mla-workspace" in ln)
+
+        line = check(pushed[0].pinned)
+        assert "file vllm/v1/attention/ops/rocm_aiter_mla_sparse.py absent from the image's installed package" in line, line
+        assert "package directory" not in line
+        line = check(ensure_base_image())  # no vLLM at all
+        assert "no vllm package installed in the image" in line, line
+    finally:
+        subprocess.run(["docker", "rmi", "-f", pushed[0].ref, pushed[0].pinned], capture_output=True)
