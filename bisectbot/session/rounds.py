@@ -95,13 +95,18 @@ class RoundLoop:
             cleanup()  # worktrees a killed run left behind (with a reference up: done before it started)
         prior = prober.prior_events()
         done_before = sum(1 for e in prior if e["kind"] == "probe")
+        before = prober.ledger.get_session(session_id) if prior else None
+        finished = before is not None and before.get("status") not in (None, "", "running")
         prober.save_session(good.ref, bad.ref, "running",
                             {"stage": name, "component": component, "n": len(candidates),
                              "candidates": [c.ref for c in candidates]})
         if prior:
             if self.log_resume:
                 prober.log("resume", {"cached": done_before})
-            self.echo(f"resuming session {session_id}: {done_before} probes already done")
+            # a finished session run again is no resumption (issue 25, input 8): its verdicts are cached
+            self.echo(f"session {session_id} finished before ({before['status']}): its {done_before} probes come "
+                      "from the ledger" if finished and before else
+                      f"resuming session {session_id}: {done_before} probes already done")
         else:
             prober.log("start", {
                 "stage": name, "component": component, "n": len(candidates), "good": good.ref, "bad": bad.ref,

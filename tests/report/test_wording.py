@@ -1,5 +1,6 @@
 """Issue 25, input 8: wording that misled. A tree the bot patched itself is not "already upstream";
-``report reply`` written without GitHub links the request's comment, not ``#12``."""
+``report reply`` written without GitHub links the request's comment, not ``#12``; ``patches check --image``
+names the missing file; a finished bisection run again is not "resuming"."""
 
 from __future__ import annotations
 
@@ -76,3 +77,40 @@ def test_patches_check_image_names_the_missing_file_not_the_package(tmp_path, re
         assert "no vllm package installed in the image" in line, line
     finally:
         subprocess.run(["docker", "rmi", "-f", pushed[0].ref, pushed[0].pinned], capture_output=True)
+
+
+def test_running_a_finished_bisection_again_is_not_called_resuming(tmp_path) -> None:
+    """Every later run of a finished bisection said "resuming session …" as if it had been
+    interrupted; it is a finished session whose verdicts come from the ledger."""
+    import os
+
+    import yaml
+
+    repo = tmp_path / "repo"
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
+    shas = []
+    for i in range(8):
+        (repo / "bug").write_text("1\n" if i >= 5 else "0\n")
+        (repo / "n").write_text(f"{i}\n")
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", f"c{i}"], check=True, env=env)
+        shas.append(subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "again", "source": {"kind": "git", "repo": str(repo)},
+        "reproducer": {"kind": "command", "command": ["sh", "-c", "test $(cat bug) = 0"]},
+        "bisect": {"good": shas[0], "bad": shas[-1]}, "report": {"dir": str(tmp_path / "out")}}))
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state"), "run", str(recipe)],
+                              capture_output=True, text=True, timeout=300)
+
+    first = run()
+    assert first.returncode == 0 and "resuming session" not in first.stderr, first.stderr
+    again = run()
+    assert again.returncode == 0, again.stderr
+    assert "resuming session" not in again.stderr, again.stderr
+    assert "finished before (culprit): its" in again.stderr and "probes come from the ledger" in again.stderr
