@@ -311,3 +311,14 @@ def test_pin_range_release_branch_takes_the_newest_ancestor_on_the_chain(kit, tm
     kit.git(repo, "tag", "v0.1.13")
     r = pin_range(GitRepo(repo, "aiter"), "v0.1.12", "v0.1.13")
     assert (r.good, r.bad, r.how) == (main[2], later[-1], "ancestor") and "newest ancestor" in r.note
+
+
+def test_image_introspection_reads_versions_txt_through_the_pin_reader() -> None:
+    """The image side uses the same reader: quotes stripped, both line shapes, aiter's pin as its branch."""
+    from bisectbot.components import enrich
+
+    info = enrich({"aiter": {"version": "0.1.10.post3"}, "versions_txt": {"ROCSHMEM_BRANCH": '"f0acb0c6"'},
+                   "versions_txt_raw": VERSIONS_TXT})
+    assert info["versions_txt"]["ROCSHMEM_BRANCH"] == "f0acb0c6"
+    assert info["aiter"]["branch"] == "v0.1.10.post3" and info["aiter"]["ref"] == "v0.1.10.post3"
+    assert {p["component"]: p["ref"] for p in info["pins"]}["mori"] == "2d02c6a9"
