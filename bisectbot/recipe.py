@@ -81,6 +81,9 @@ class GitSource(_Model):
         description="other names other repositories pin this component under (a pip name such as amd-aiter, a "
                     "Dockerfile ARG prefix such as AITER, a submodule path such as 3rdparty/composable_kernel); "
                     "the component name itself and bisectbot.pins.ALIASES always count (issue 26)")
+    github: GitHubTarget | None = Field(
+        None, description="where an issue naming a culprit in this component is filed (an aiter culprit found "
+                          "through a vLLM pin bump goes to aiter's repository); default: report.github")
 
 
 Source = Annotated[RegistrySource | PyPISource | GitSource, Field(discriminator="kind")]
