@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import BadInput
-from ..models import Candidate
+from ..models import Candidate, ChainLink, StageResult, Status
 from ..pins import PinMove, match_component
 from ..recipe import GitSource
 from ..sources.git import GitRepo
@@ -143,3 +143,116 @@ def image_descent(changes: Sequence[object], first_bad: Candidate, components: M
                      "/app/versions.txt" if c.details.get("branch") else "image", "image",
                      str(c.range[0]), str(c.range[1])) for c in changed if c.range]
     return decide(name_of(first_bad), moves, {"image": first_bad.label or first_bad.ref}, components, repo_of)
+
+
+# ---------------------------------------------------------------------- the stage
+
+SearchFn = Callable[[str, list[Candidate], str, Callable[[Candidate, Candidate], list[str]]], StageResult]
+"""The driver's search of one stage: ``(name, candidates, component, flags) -> StageResult``."""
+
+
+def chain_link(role: str, st: StageResult, moves: Sequence[PinMove] = (), held: Mapping[str, str] | None = None,
+               note: str = "") -> ChainLink:
+    """A :class:`ChainLink` of stage ``st``: its ends, searched range, probes and confidence."""
+    rng = (st.candidates[0].ref, st.candidates[-1].ref) if st.candidates else None
+    return ChainLink(role, st.component, st.name, st.first_bad, st.last_good, rng, len(st.probes), st.confidence,
+                     [m.to_dict() for m in moves], dict(held or {}), note)
+
+
+class DescentStage:
+    """Descends through pins after a stage that names a culprit (issue 26), as often as the culprit
+    of each descent again only moves pins (vLLM -> aiter -> composable_kernel).
+
+    ``components`` are the recipe's ``bisect.components``; ``repo_of(name)`` gives a component's
+    :class:`GitRepo` (the runner's own clones where it has them); ``search`` is the driver's search
+    of one stage; ``echo`` gets progress lines. :meth:`after_commits` follows a commit stage,
+    :meth:`after_images` a nightly stage whose two images differ only in pinned components: both
+    end in :meth:`_descend`, the one code path.
+    """
+
+    def __init__(self, components: Mapping[str, GitSource], repo_of: Callable[[str], GitRepo], search: SearchFn,
+                 echo: Callable[[str], None] | None = None):
+        self.components = components
+        self.repo_of = repo_of
+        self.search = search
+        self.echo = echo or (lambda s: None)
+
+    def _flags(self, component: str) -> Callable[[Candidate, Candidate], list[str]]:
+        from ..bisect import plausibility_flags
+
+        src = self.components.get(component)
+        repo = self.repo_of(component)
+        return lambda cul, pred: plausibility_flags(runtime_paths=src.runtime_paths if src else (),
+                                                    **repo.plausibility_inputs(cul.ref, pred.ref))
+
+    def after_commits(self, st: StageResult, component: str, repo: GitRepo,
+                      runtime_paths: Sequence[str]) -> tuple[list[StageResult], list[ChainLink]]:
+        """Descend from commit stage ``st`` of ``component`` while its culprit only moves pins.
+
+        Returns the new stages (innermost last) and the chain (empty when nothing was descended).
+        ``st`` itself gets the descent's message and, for an unbisectable bump, the ``pin-bump`` flag.
+        """
+        stages: list[StageResult] = []
+        chain: list[ChainLink] = []
+        held: dict[str, str] = {}
+        cur, comp, cur_repo, rt = st, component, repo, tuple(runtime_paths)
+        while cur.status is Status.CULPRIT and cur.last_good is not None and cur.first_bad is not None:
+            d = commit_descent(cur_repo, comp, cur.last_good, cur.first_bad, rt, self.components, self.repo_of, held)
+            if d is None:
+                break
+            self._note(cur, d)
+            if d.component is None or d.range is None:
+                break
+            nxt = self._descend(d, {**d.held})
+            chain.append(chain_link("vehicle", cur, d.moves, held))
+            stages.append(nxt)
+            held = dict(d.held)
+            cur, comp, cur_repo = nxt, d.component, self.repo_of(d.component)
+            src = self.components.get(d.component)
+            rt = tuple(src.runtime_paths) if src else ()
+        if chain:
+            chain.append(chain_link("culprit" if cur.status is Status.CULPRIT else "searched", cur, (), held,
+                                    cur.message))
+        return stages, chain
+
+    def after_images(self, st: StageResult, changes: Sequence[object], bad_image: str
+                     ) -> tuple[list[StageResult], list[ChainLink]] | None:
+        """Descend from nightly stage ``st`` when its two images differ only in pinned components;
+        None otherwise (the attribution between components takes over). The candidates are overlays
+        of the pinned component's commits onto the first-bad nightly ``bad_image``."""
+        fb = st.first_bad
+        if fb is None:
+            return None
+        d = image_descent(changes, fb, self.components, self.repo_of)
+        if d is None:
+            return None
+        self._note(st, d)
+        if d.component is None or d.range is None:
+            return [], []
+        nxt = self._descend(d, {}, base=bad_image)
+        stages, chain = self.after_commits(nxt, d.component, self.repo_of(d.component),
+                                           self.components[d.component].runtime_paths)
+        head = [chain_link("vehicle", st, d.moves, {})]
+        if not chain:  # the component's culprit is a code change: the chain ends there
+            chain = [chain_link("culprit" if nxt.status is Status.CULPRIT else "searched", nxt, (), d.held, nxt.message)]
+        return [nxt, *stages], head + chain
+
+    def _note(self, st: StageResult, d: Descent) -> None:
+        st.message = f"{st.message}; {d.message}" if st.message else d.message
+        st.flags += [f for f in d.flags if f not in st.flags]
+        self.echo(d.message)
+
+    def _descend(self, d: Descent, held: dict[str, str], base: str | None = None) -> StageResult:
+        """Bisect ``d.component`` over ``d.range`` with ``held`` fixed (or, with ``base``, as overlays
+        on that image whose own copy of the component is at the range's bad end)."""
+        assert d.component is not None and d.range is not None
+        repo = self.repo_of(d.component)
+        commits = repo.commits(d.range.good, d.range.bad, first_parent=True)
+        extra = {"base": base, "base_commit": d.range.bad} if base else {}
+        cands = [Candidate(c.kind, c.ref, c.label, d.component,
+                           {**c.meta, "commits": {d.component: c.ref, **({} if base else held)}, **extra})
+                 for c in commits]
+        st = self.search(f"{d.component} commits", cands, d.component, self._flags(d.component))
+        if d.range.note:
+            st.message = f"{st.message}; {d.range.note}" if st.message else d.range.note
+        return st

@@ -303,3 +303,28 @@ def test_pin_to_a_missing_tag_is_reported_and_not_blamed(tmp_path, kit, starts_f
     st = res["stages"][-1]
     assert st["first_bad"]["ref"] == v[5] and "pin-bump" in st["flags"]
     assert "bumps mori 2d02c6a9 → 3e0d5f1a" in st["message"] and "not in the repository" in st["message"]
+
+
+def test_the_culprit_is_filed_where_the_recipe_says_for_its_component(tmp_path, kit, starts_file) -> None:
+    """An aiter culprit goes to aiter's repository (bisect.components.aiter.github), the issue names the
+    vehicle; nothing is filed on the recipe's vLLM target."""
+    from tests.report.fake_github import serving
+
+    token = "ghp_PINStoken1234567890abcdefghijklmnopqr"
+    a = aiter_repo(kit, tmp_path / "aiter")
+    v = vllm_repo(kit, tmp_path / "vllm")
+    r = recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter")
+    with serving(token, "octo-org/vllm") as fake:
+        fake.add_repo("octo-org/aiter")
+        data = yaml.safe_load(r.read_text())
+        target = {"labels": ["bisectbot"], "api_url": fake.base_url, "bot_login": "bisectbot-app"}
+        data["report"]["github"] = {"repo": "octo-org/vllm", **target}
+        data["bisect"]["components"]["aiter"]["github"] = {"repo": "octo-org/aiter", **target}
+        r.write_text(yaml.safe_dump(data))
+        p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), "--good", v[0], "--bad", v[9], "--file-issue",
+                        env={"GITHUB_TOKEN": token, "BISECTBOT_GITHUB_TOKEN": "", "GH_TOKEN": ""})
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert fake.issues("octo-org/vllm") == []
+        (issue,) = fake.issues("octo-org/aiter")
+        assert a[6][:12] in issue["title"] + issue["body"]
+        assert v[5][:12] in issue["body"] and "bumps aiter v0.1.21.post2 → v0.1.22" in issue["body"]
