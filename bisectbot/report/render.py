@@ -414,6 +414,13 @@ def _summary(result: RunResult, blame: Blame) -> str:
     return f"No single culprit named: {blame.reason}."
 
 
+def _ref_text(ref: str) -> str:
+    """A ref as the chain table shows it: 12 hex of a SHA, ``sha256:`` + 12 of a digest, a tag whole."""
+    if ref.startswith("sha256:"):
+        return ref[:19]
+    return ref[:12] if _SHA_RE.fullmatch(ref) else ref
+
+
 def _chain_name(c: Candidate | None) -> str:
     if c is None:
         return "?"
@@ -449,9 +456,9 @@ def _chain_view(result: RunResult) -> dict[str, Any] | None:
     rows = [{"role": link.role, "component": link.component, "stage": link.stage,
              "first_bad": candidate_link(link.first_bad) if link.first_bad else "—",
              "last_good": candidate_link(link.last_good) if link.last_good else "—",
-             "range": (f"{link.range[0][:12]}..{link.range[1][:12]}" if link.range else "—"),
+             "range": (f"{_ref_text(link.range[0])}..{_ref_text(link.range[1])}" if link.range else "—"),
              "probes": link.probes, "confidence": confidence_text(link.confidence),
-             "held": ", ".join(f"{k} at {v[:12]}" for k, v in link.held.items()) or "—"}
+             "held": ", ".join(f"{k} at {_ref_text(v)}" for k, v in link.held.items()) or "—"}
             for link in result.chain]
     return {"text": chain_text(result.chain), "rows": rows, "notes": [link.note for link in result.chain if link.note]}
 

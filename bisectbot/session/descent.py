@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BadInput
 from ..models import Candidate, ChainLink, StageResult, Status
-from ..pins import PinMove, match_component
+from ..pins import PinMove, match_component, short_ref
 from ..recipe import GitSource
 from ..sources.git import GitRepo
 from ..sources.pinned import PinRange, pin_diff, pin_range
@@ -91,8 +91,9 @@ def decide(name: str, moves: Sequence[PinMove], held: Mapping[str, str], compone
             continue
         others = [x for x in moves if x is not m]
         also = f" (it also bumps {_moves_text(others)})" if others else ""
-        where = ", ".join(f"{k} held at {v[:12]}" for k, v in held.items())
-        msg = (f"{name} bumps {m.text()}{also}: only pins moved, so {comp} {m.old}..{m.new} is bisected"
+        where = ", ".join(f"{k} held at {short_ref(v)}" for k, v in held.items())
+        msg = (f"{name} bumps {m.text()}{also}: only pins moved, so {comp} {short_ref(m.old)}..{short_ref(m.new)} "
+               f"is bisected"
                f"{' with ' + where if where else ''}")
         if rng.note:
             msg += f"; {rng.note}"

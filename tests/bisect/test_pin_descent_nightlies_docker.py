@@ -59,7 +59,8 @@ def rewritten_aiter(kit, tmp_path, registry, base_image):  # noqa: F811
     kit.git(repo, "tag", "v0.1.21.post2")
     kit.git(repo, "checkout", "-q", "--orphan", "rewritten")
     kit.git(repo, "rm", "-rqf", "--", ".")
-    new = [_commit(kit, repo, "Initial import (#4000)", base)]
+    # the rewritten root: the same changes under other SHAs (a tree of its own, as after aiter's rewrite)
+    new = [_commit(kit, repo, "Initial import (#4000)", {**base, "NOTICE": "history rewritten\n"})]
     for i in range(1, 10):
         files = {"tuned.csv": f"rows,{i}\n"}
         if i == 6:  # the regression
@@ -113,5 +114,8 @@ report: {{dir: "{tmp_path / 'out'}"}}
     assert [(m["component"], m["old"], m["new"]) for m in vehicle["moves"]] == [
         ("aiter", "v0.1.21.post2", "v0.1.22")]
     assert culprit["component"] == "aiter" and culprit["range"] == [a[2], a[9]]
+    no_base = subprocess.run(["git", "merge-base", "v0.1.21.post2", "v0.1.22"], cwd=rewritten_aiter["path"],
+                             capture_output=True)
+    assert no_base.returncode == 1  # two roots: no common history
     md = (tmp_path / "out" / "report.md").read_text()
     assert "maps by PR number" in md and f"the regression is aiter {a[6][:10]}" in md
