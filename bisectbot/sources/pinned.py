@@ -180,8 +180,9 @@ def pin_range(repo: GitRepo, old_ref: str, new_ref: str) -> PinRange:
     When the old pin's commit lies on the new pin's first-parent chain, the range is direct.
     Otherwise the old pin's first-parent history is walked newest first and its first commit that
     is on the new chain, or maps onto it by PR number or subject, is the good end (the change the
-    old pin already had, under the new history's SHA). Raises BadInput when a ref does not exist
-    or nothing of the old history maps onto the new one.
+    old pin already had, under the new history's SHA). Raises BadInput when a ref does not exist,
+    when the new pin is an ancestor of the old one (a downgrade: what regressed is a change the
+    old pin had, a fix bisection's question), or when nothing of the old history maps onto the new.
     """
     from ..components import CommitRef, map_commits
 
@@ -197,6 +198,10 @@ def pin_range(repo: GitRepo, old_ref: str, new_ref: str) -> PinRange:
     on_chain = {sha for sha, _ in target}
     if a in on_chain:
         return PinRange(old_ref, new_ref, a, b)
+    if repo.repo.is_ancestor(b, a):  # vllm#39509 moved aiter back to v0.1.10.post3
+        raise BadInput(f"{new_ref} is older than {old_ref} in {repo.path} (the pin moves back): the regression is "
+                       f"something {old_ref} had that {new_ref} lacks; bisect {new_ref}..{old_ref} of {repo.component} "
+                       f"as a fix bisection (regress: success)")
     olds = _first_parent(repo, a, _MAP_DEPTH)
     mapped = map_commits([CommitRef(s, subj) for s, subj in olds], [CommitRef(s, subj) for s, subj in target])
     for sha, subj in olds:

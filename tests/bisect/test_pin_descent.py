@@ -117,7 +117,8 @@ def aiter_repo(kit, path: Path, n: int = 10, bug_at: int | None = 6, old_at: int
 
 
 def vllm_repo(kit, path: Path, n: int = 10, bump_at: int = 5, *, pin_file: str = "docker",
-              new_aiter: str = NEW_TAG, code_change_in_bump: bool = False, new_mori: str | None = None) -> list[str]:
+              new_aiter: str = NEW_TAG, code_change_in_bump: bool = False, new_mori: str | None = None,
+              old_aiter: str = OLD_TAG) -> list[str]:
     """vLLM v0..v{n-1}: every commit changes vllm/ except v{bump_at}, which only moves the aiter pin
     (``pin_file``: ``docker`` for Dockerfile.rocm_base, ``requirements`` for requirements/rocm.txt) or,
     with ``new_mori``, the mori pin."""
@@ -131,7 +132,7 @@ def vllm_repo(kit, path: Path, n: int = 10, bump_at: int = 5, *, pin_file: str =
                     "docker/Dockerfile.rocm_base": docker}
         return {"docker/Dockerfile.rocm_base": DOCKERFILE.format(aiter=aiter, mori=mori)}
 
-    aiter, mori = OLD_TAG, "2d02c6a9"
+    aiter, mori = old_aiter, "2d02c6a9"
     for i in range(n):
         if i == bump_at:
             aiter, mori = (aiter, new_mori) if new_mori else (new_aiter, mori)
@@ -235,7 +236,7 @@ def test_submodule_bump_two_levels_deep(tmp_path, kit, starts_file) -> None:
     assert res["chain"][1]["moves"][0]["component"] == "composable-kernel"
     assert res["chain"][2]["held"] == {"vllm": v[5], "aiter": a[6]}
     assert res["chain"][2]["last_good"]["ref"] == c[3]
-    assert f"the regression is composable_kernel {c[4][:10]}" in md
+    assert f"the regression is composable\\_kernel {c[4][:10]}" in md  # "_" escaped in Markdown
 
 
 def test_pin_bump_mixed_with_a_code_change_is_not_descended(tmp_path, kit, starts_file) -> None:
@@ -328,3 +329,20 @@ def test_the_culprit_is_filed_where_the_recipe_says_for_its_component(tmp_path, 
         (issue,) = fake.issues("octo-org/aiter")
         assert a[6][:12] in issue["title"] + issue["body"]
         assert v[5][:12] in issue["body"] and "bumps aiter v0.1.21.post2 → v0.1.22" in issue["body"]
+
+
+def test_pin_moved_back_is_reported_as_a_downgrade_and_not_blamed(tmp_path, kit, starts_file) -> None:
+    """The next member of the kind: v5 moves aiter back (vllm#39509 moved aiter back to v0.1.10.post3)
+    and loses aiter a6's fix. Not a range to bisect for a regression: said, flagged, not blamed."""
+    aiter_repo(kit, tmp_path / "aiter", bug_at=None)
+    v = vllm_repo(kit, tmp_path / "vllm", old_aiter=NEW_TAG, new_aiter=OLD_TAG)
+    r = recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter")
+    # a0..a5 carry a bug that a6 fixes
+    (tmp_path / "check.py").write_text(CHECK.replace('bad = read(aiter, "bug.txt") == "1"',
+                                                     'bad = read(aiter, "v.txt") in ("a0", "a1", "a2", "a3", "a4", "a5")'))
+    p, res, md = run(kit, tmp_path, r, v[0], v[9])
+    assert p.returncode == 3, p.stdout + p.stderr
+    st = res["stages"][-1]
+    assert [s["name"] for s in res["stages"]] == ["stage 1"] and st["first_bad"]["ref"] == v[5]
+    assert "bumps aiter v0.1.22 → v0.1.21.post2" in st["message"] and "moves back" in st["message"]
+    assert "fix bisection" in st["message"] and "pin-bump" in st["flags"]

@@ -322,3 +322,13 @@ def test_image_introspection_reads_versions_txt_through_the_pin_reader() -> None
     assert info["versions_txt"]["ROCSHMEM_BRANCH"] == "f0acb0c6"
     assert info["aiter"]["branch"] == "v0.1.10.post3" and info["aiter"]["ref"] == "v0.1.10.post3"
     assert {p["component"]: p["ref"] for p in info["pins"]}["mori"] == "2d02c6a9"
+
+
+def test_pin_range_refuses_a_downgrade_and_says_what_to_do(kit, tmp_path: Path) -> None:
+    """The next member of the kind: a pin that moves back (vllm#39509 moved aiter back to v0.1.10.post3)."""
+    repo = init(kit, tmp_path / "aiter")
+    s = [commit(kit, repo, f"a{i} (#{i})", {"x": f"{i}\n"}) for i in range(4)]
+    kit.git(repo, "tag", "v0.1.10.post3", s[1])
+    kit.git(repo, "tag", "v0.1.12", s[3])
+    with pytest.raises(BadInput, match=r"v0.1.10.post3 is older than v0.1.12.*moves back.*fix bisection"):
+        pin_range(GitRepo(repo, "aiter"), "v0.1.12", "v0.1.10.post3")
