@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import BadInput
 from ..models import Candidate, ChainLink, StageResult, Status
 from ..pins import PinMove, match_component, short_ref
-from ..recipe import GitSource
-from ..sources.git import GitRepo
+from ..recipe import GitSource, Recipe
+from ..sources.git import GitRepo, local_repo
 from ..sources.pinned import PinRange, pin_diff, pin_range
 
 PIN_BUMP_FLAG = "pin-bump"
@@ -164,19 +165,31 @@ class DescentStage:
     """Descends through pins after a stage that names a culprit (issue 26), as often as the culprit
     of each descent again only moves pins (vLLM -> aiter -> composable_kernel).
 
-    ``components`` are the recipe's ``bisect.components``; ``repo_of(name)`` gives a component's
-    :class:`GitRepo` (the runner's own clones where it has them); ``search`` is the driver's search
-    of one stage; ``echo`` gets progress lines. :meth:`after_commits` follows a commit stage,
+    ``search`` is the driver's search of one stage (the round loop's ``search``); ``recipe`` gives
+    ``bisect.components``; ``repos`` are the runner's clones by component (used where present),
+    others are opened from the recipe (``base_dir`` resolves relative paths, URLs are cloned once
+    into the cache); ``echo`` gets progress lines. :meth:`after_commits` follows a commit stage,
     :meth:`after_images` a nightly stage whose two images differ only in pinned components: both
-    end in :meth:`_descend`, the one code path.
+    go through :func:`decide` and :meth:`_descend`, the one code path.
     """
 
-    def __init__(self, components: Mapping[str, GitSource], repo_of: Callable[[str], GitRepo], search: SearchFn,
-                 echo: Callable[[str], None] | None = None):
-        self.components = components
-        self.repo_of = repo_of
+    def __init__(self, search: SearchFn, recipe: Recipe, *, repos: Mapping[str, GitRepo] | None = None,
+                 base_dir: Path | None = None, echo: Callable[[str], None] | None = None):
         self.search = search
+        self.recipe = recipe
+        self.components = recipe.bisect.components
+        self._repos: dict[str, GitRepo] = dict(repos or {})
+        self.base_dir = base_dir
         self.echo = echo or (lambda s: None)
+
+    def repo_of(self, component: str) -> GitRepo:
+        """The clone of a configured component (BadInput for one the recipe does not name)."""
+        if component not in self._repos:
+            src = self.components.get(component)
+            if src is None:
+                raise BadInput(f"{component} is not configured: add `bisect.components.{component}`")
+            self._repos[component] = GitRepo(local_repo(src.repo, self.base_dir), component)
+        return self._repos[component]
 
     def _flags(self, component: str) -> Callable[[Candidate, Candidate], list[str]]:
         from ..bisect import plausibility_flags
