@@ -439,6 +439,9 @@ def chain_text(chain: Sequence[ChainLink]) -> str:
         if link.role == "vehicle":
             moves = "; ".join(PinMove(**m).text() for m in link.moves) or "a pin"
             parts.append(f"{_chain_name(link.first_bad)} bumps {moves}")
+        elif link.role != "culprit":  # the descended stage named no single culprit
+            rng = f" {_ref_text(link.range[0])}..{_ref_text(link.range[1])}" if link.range else ""
+            parts.append(f"the {link.component} stage{rng} named no culprit")
         else:
             fb = link.first_bad
             subj = f" ({_subject(fb)})" if fb is not None and _subject(fb) else ""

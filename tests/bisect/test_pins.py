@@ -332,3 +332,20 @@ def test_pin_range_refuses_a_downgrade_and_says_what_to_do(kit, tmp_path: Path) 
     kit.git(repo, "tag", "v0.1.12", s[3])
     with pytest.raises(BadInput, match=r"v0.1.10.post3 is older than v0.1.12.*moves back.*fix bisection"):
         pin_range(GitRepo(repo, "aiter"), "v0.1.12", "v0.1.10.post3")
+
+
+def test_chain_text_names_vehicle_and_culprit_or_says_none_was_found() -> None:
+    from bisectbot.models import Candidate, CandidateKind, ChainLink
+    from bisectbot.report.render import chain_text
+
+    v5, a6, a5 = "5" * 40, "6" * 40, "a" * 40
+    move = P.PinMove("aiter", "AITER_BRANCH", "docker/Dockerfile.rocm_base", "dockerfile-arg", "v0.1.21.post2", "v0.1.22")
+    vehicle = ChainLink("vehicle", "vllm", "stage 1", Candidate(CandidateKind.COMMIT, v5), moves=[move.to_dict()])
+    culprit = ChainLink("culprit", "aiter", "aiter commits",
+                        Candidate(CandidateKind.COMMIT, a6, meta={"subject": "[Kernel] tile (#4006)"}),
+                        Candidate(CandidateKind.COMMIT, a5), range=(a5, a6))
+    assert chain_text([vehicle, culprit]) == (f"{v5[:12]} bumps aiter v0.1.21.post2 → v0.1.22; the regression is "
+                                              f"aiter {a6[:12]} ([Kernel] tile (#4006)), last good {a5[:12]}")
+    none = ChainLink("searched", "aiter", "aiter commits", range=(a5, a6))
+    assert chain_text([vehicle, none]).endswith(f"the aiter stage {a5[:12]}..{a6[:12]} named no culprit")
+    assert ChainLink.from_dict(culprit.to_dict()) == culprit
