@@ -13,12 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
-
-# the descent itself lands with the session's stage objects (issue 26, phase B); until then these
-# inputs fail as the issue describes, and say so
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 26: the pin descent is not built yet")
 
 # The first lines of vllm-project/vllm docker/Dockerfile.rocm_base (commit 00256d59), aiter pin renamed
 # per test; the build stage's re-declarations and checkout lines as in the real file.

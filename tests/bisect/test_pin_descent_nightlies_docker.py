@@ -27,8 +27,7 @@ from tests.containers.nightly_factory import (
     push_nightlies,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow,
-              pytest.mark.xfail(strict=True, reason="issue 26: the pin descent is not built yet")]
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _commit(kit, repo: Path, subject: str, files: dict[str, str]) -> str:
