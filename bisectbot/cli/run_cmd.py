@@ -204,11 +204,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         result.reproduce = ""
         result.notes.append(reproducible)
     elif result.reproduce and result.final is not None:
-        from ..session.result import reproduce_ends
+        from ..session.result import end_arg, reproduce_ends
 
         rg, rb = reproduce_ends(result.final)
         if rg and rb:
-            result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, rg.ref, rb.ref)
+            result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, end_arg(rg), end_arg(rb))
     paths = write_report(result, out_dir, recipe.bisect.blame_confidence, list(gh.mentions) if gh else None)
     final = result.final
     if ctx.json:

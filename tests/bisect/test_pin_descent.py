@@ -200,6 +200,13 @@ def test_failing_input_v5_only_bumps_aiter_descends_to_a6(tmp_path, kit, starts_
     assert "bumps aiter v0.1.21.post2 → v0.1.22" in md
     assert f"the regression is aiter {a[6][:10]}" in md and f"last good {a[5][:10]}" in md
     assert "may blame" in " ".join(res["notes"])
+    # the printed Reproduce command repeats the aiter stage with vLLM held at v5
+    assert f"--good aiter={a[5]},vllm={v[5]} --bad aiter={a[6]},vllm={v[5]}" in res["reproduce"]
+    again = kit.run_cli("--state", str(tmp_path / "s2"), "run", str(tmp_path / "r.yaml"),
+                        "--good", f"aiter={a[5]},vllm={v[5]}", "--bad", f"aiter={a[6]},vllm={v[5]}",
+                        "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads((tmp_path / "again" / "result.json").read_text())["stages"][-1]["first_bad"]["ref"] == a[6]
 
 
 def test_requirements_pin_bump_descends(tmp_path, kit, starts_file) -> None:
