@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..components import ComponentChange
 from ..errors import BadInput
 from ..models import Candidate, ChainLink, StageResult, Status
 from ..pins import PinMove, match_component, short_ref
@@ -126,19 +127,17 @@ def commit_descent(repo: GitRepo, component: str, last_good: Candidate, first_ba
                   exclude=(component,))
 
 
-def image_descent(changes: Sequence[object], first_bad: Candidate, components: Mapping[str, GitSource],
+def image_descent(changes: Sequence[ComponentChange], first_bad: Candidate, components: Mapping[str, GitSource],
                   repo_of: Callable[[str], GitRepo]) -> Descent | None:
     """The descent between two nightlies whose only change is pinned components' versions.
 
-    ``changes`` are :class:`bisectbot.components.ComponentChange` of the pair. None unless every
-    changed component other than ``base`` has a pin range (``range``: its old and new ref, from the
-    installed version's commit or the image's ``versions.txt`` pin) and none of them is ``vllm``
-    (the image's own source: that is the commit stage). The rest of the image is held at
-    ``first_bad`` (the candidates are overlays on the first-bad nightly).
+    ``changes`` are :func:`bisectbot.components.diff_images` of the pair. None when vLLM (the
+    image's own source: the attribution and commit stages handle it) or the base (torch, ROCm,
+    Python, ``versions.txt``'s other pins) changed too, or a changed component has no pin range
+    (``range``: its old and new ref, from the installed version's commit or the ``versions.txt``
+    pin). The rest of the image is held at ``first_bad`` (the candidates are overlays on it).
     """
-    from ..components import ComponentChange
-
-    changed = [c for c in changes if isinstance(c, ComponentChange) and c.changed]
+    changed = [c for c in changes if c.changed]
     if not changed or any(c.component in ("vllm", "base") or not c.range for c in changed):
         return None
     moves = [PinMove(c.component, f"{c.component.upper()}_BRANCH" if c.details.get("branch") else c.component,
@@ -229,7 +228,7 @@ class DescentStage:
                                     cur.message))
         return stages, chain
 
-    def after_images(self, st: StageResult, changes: Sequence[object], bad_image: str
+    def after_images(self, st: StageResult, changes: Sequence[ComponentChange], bad_image: str
                      ) -> tuple[list[StageResult], list[ChainLink]] | None:
         """Descend from nightly stage ``st`` when its two images differ only in pinned components;
         None otherwise (the attribution between components takes over). The candidates are overlays
