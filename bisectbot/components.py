@@ -217,7 +217,14 @@ def introspect(image: str, client: Any = None, timeout_s: float = 300.0, pull: b
 
 
 def enrich(info: dict[str, Any]) -> dict[str, Any]:
-    """Add ``parsed`` versions and ``commit``/``ref`` fields to a raw introspection dict."""
+    """Add ``parsed`` versions and ``commit``/``ref`` fields to a raw introspection dict.
+
+    ``versions_txt`` is read again from ``versions_txt_raw`` by :func:`bisectbot.pins.versions_txt`
+    (the one reader of that file: both ``NAME: value`` and ``NAME=value`` lines, quotes removed) and
+    its pins are listed under ``pins`` (:func:`bisectbot.pins.versions_txt_pins`, as dicts); aiter's
+    ``branch`` is its pin there (``AITER_BRANCH``)."""
+    from .pins import versions_txt, versions_txt_pins
+
     for comp in ("vllm", "aiter", "torch"):
         c = info.get(comp)
         if not c:
@@ -225,10 +232,14 @@ def enrich(info: dict[str, Any]) -> dict[str, Any]:
         pv = parse_version(c.get("version") or "")
         c["parsed"] = pv.to_dict()
         c["commit"] = pv.commit
-    aiter = info.get("aiter")
+    if info.get("versions_txt_raw"):
+        info["versions_txt"] = versions_txt(str(info["versions_txt_raw"]))
     vt = info.get("versions_txt") or {}
+    pins = versions_txt_pins(vt)
+    info["pins"] = [p.to_dict() for p in pins]
+    aiter = info.get("aiter")
     if aiter is not None:
-        branch = vt.get("AITER_BRANCH")
+        branch = next((p.ref for p in pins if p.component == "aiter"), None)
         aiter["branch"] = branch
         aiter["ref"] = aiter.get("commit") or branch or None
     if info.get("vllm") is not None:

@@ -175,6 +175,51 @@ class StageResult:
 
 
 @dataclass
+class ChainLink:
+    """One link of a descent through dependency pins (issue 26), outermost first.
+
+    ``role`` is ``vehicle`` (a first-bad whose change only moves pins: the regression came in
+    with a pinned component) or ``culprit`` (the innermost stage's first bad). ``component`` and
+    ``stage`` name the stage (``vllm``, ``stage 1``; ``aiter``, ``aiter commits``); ``first_bad`` /
+    ``last_good`` are its ends, ``range`` the first and last candidate refs it searched, ``probes`` the
+    probes it ran (cached ones included), ``confidence`` its posterior (0..1). A vehicle lists the pins
+    it ``moves`` (:class:`bisectbot.pins.PinMove` dicts: component, name, path, kind, old, new,
+    repo_url); ``held`` maps the outer components to the refs they were held at while this stage
+    ran (the first-bad of each outer stage); ``note`` says how the range was found (a mapping across
+    a rewritten history)."""
+
+    role: str
+    component: str
+    stage: str
+    first_bad: Candidate | None = None
+    last_good: Candidate | None = None
+    range: tuple[str, str] | None = None
+    probes: int = 0
+    confidence: float = 0.0
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "component": self.component, "stage": self.stage,
+                "first_bad": self.first_bad.to_dict() if self.first_bad else None,
+                "last_good": self.last_good.to_dict() if self.last_good else None,
+                "range": list(self.range) if self.range else None, "probes": self.probes,
+                "confidence": self.confidence, "moves": [dict(m) for m in self.moves],
+                "held": dict(self.held), "note": self.note}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChainLink:
+        rng = d.get("range")
+        return cls(role=d["role"], component=d.get("component", ""), stage=d.get("stage", ""),
+                   first_bad=Candidate.from_dict(d["first_bad"]) if d.get("first_bad") else None,
+                   last_good=Candidate.from_dict(d["last_good"]) if d.get("last_good") else None,
+                   range=(rng[0], rng[1]) if rng else None, probes=int(d.get("probes") or 0),
+                   confidence=float(d.get("confidence") or 0.0), moves=list(d.get("moves") or []),
+                   held=dict(d.get("held") or {}), note=d.get("note", ""))
+
+
+@dataclass
 class RunResult:
     """Everything one ``bisectbot run`` found, the input of the report stage.
 
@@ -185,6 +230,8 @@ class RunResult:
     the bad range, issue 12); they never change ``final``. ``reproduction`` holds what the
     report's Reproduce section needs without the bot (issue 25): the recipe's name and text,
     its source, server and reproducer settings (:func:`bisectbot.report.reproduce_kit.facts`).
+    ``chain`` is the descent through dependency pins (issue 26): vehicle(s) then the
+    culprit, empty when the run did not descend.
     """
 
     recipe: str
@@ -203,6 +250,7 @@ class RunResult:
     session_id: str = ""
     findings: list[StageResult] = field(default_factory=list)
     reproduction: dict[str, Any] = field(default_factory=dict)
+    chain: list[ChainLink] = field(default_factory=list)
 
     @property
     def final(self) -> StageResult | None:
@@ -228,4 +276,5 @@ class RunResult:
             "session_id": self.session_id,
             "findings": [s.to_dict() for s in self.findings],
             "reproduction": self.reproduction,
+            "chain": [c.to_dict() for c in self.chain],
         })

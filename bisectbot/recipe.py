@@ -76,6 +76,14 @@ class GitSource(_Model):
     runtime_paths: list[str] = Field(
         default_factory=list, description="paths that ship at runtime; a culprit outside them is flagged"
     )
+    pin_names: list[str] = Field(
+        default_factory=list,
+        description="other names other repositories pin this component under (a pip name such as amd-aiter, a "
+                    "Dockerfile ARG prefix such as AITER, a submodule path such as 3rdparty/composable_kernel); "
+                    "the component name itself and bisectbot.pins.ALIASES always count (issue 26)")
+    github: GitHubTarget | None = Field(
+        None, description="where an issue naming a culprit in this component is filed (an aiter culprit found "
+                          "through a vLLM pin bump goes to aiter's repository); default: report.github")
 
 
 Source = Annotated[RegistrySource | PyPISource | GitSource, Field(discriminator="kind")]

@@ -13,6 +13,8 @@ FLAG_TEXT = {
     "docs-tests-only": "the change touches only docs/tests",
     "outside-runtime-paths": "the change is outside the component's runtime paths",
     "no-op-build": "the culprit builds the same as its predecessor (identical build)",
+    "pin-bump": "the culprit only moves a dependency pin that cannot be bisected here (issue 26): the "
+                "regression is in the pinned component, not in this change's code",
 }
 
 _DOCS_TESTS = ("docs/*", "doc/*", "*.md", "*.rst", "*.txt", "LICENSE*", ".github/*", "tests/*", "test/*",

@@ -215,11 +215,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         result.reproduce = ""
         result.notes.append(reproducible)
     elif result.reproduce and result.final is not None:
-        from ..session.result import reproduce_ends
+        from ..session.result import end_arg, reproduce_ends
 
         rg, rb = reproduce_ends(result.final)
         if rg and rb:
-            result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, rg.ref, rb.ref)
+            result.reproduce = reproduce_command(path, ctx.ledger().state_dir, out_dir, end_arg(rg), end_arg(rb))
     from ..report.reproduce_kit import facts
 
     if not reproducible:  # the Reproduce section without the bot (issue 25); none when its files go away
@@ -462,13 +462,14 @@ def newest_probe(result):  # -> ProbeResult | None
 
 
 def _file_issue(ctx: Ctx, recipe, result, out_dir: Path):  # -> FilingOutcome
-    """File the result on ``recipe.report.github`` (or comment on the issue with its fingerprint)
+    """File the result on ``recipe.report.github``, or on the culprit component's ``github`` target
+    (:func:`bisectbot.report.github.culprit_target`; issue 26), or comment on the issue with its fingerprint
     through :func:`bisectbot.report.file_or_update`; the token comes from the environment
     (:data:`bisectbot.report.github.TOKEN_ENV`); without one the would-be issue is written."""
     from ..report import file_or_update
-    from ..report.github import token_from_env
+    from ..report.github import culprit_target, token_from_env
 
-    return file_or_update(result, recipe.report.github, token_from_env(), ctx.ledger(), False, out_dir,
+    return file_or_update(result, culprit_target(recipe, result), token_from_env(), ctx.ledger(), False, out_dir,
                           newest=newest_probe(result), blame_confidence=recipe.bisect.blame_confidence)
 
 

@@ -57,7 +57,7 @@ from ..errors import GitHubError, UpstreamUnreachable
 from ..ledger import Ledger
 from ..models import ProbeResult, RunResult, Status
 from ..net import is_unreachable, reason
-from ..recipe import GitHubTarget
+from ..recipe import GitHubTarget, Recipe
 from .fingerprint import find_fingerprints, fingerprint
 from .history import NightlyResult, problem_present
 from .render import (
@@ -380,6 +380,15 @@ def _find_tracked(client: GitHubClient, fp: str, ledger: Ledger, labels: list[st
 def _already_commented(client: GitHubClient, issue: Any, mark: str) -> bool:
     """True when one of the *bot's own* comments on ``issue`` carries ``mark`` (others' copies don't count)."""
     return any(mark in (c.body or "") and _by(c, client.login) for c in client.comments(issue))
+
+
+def culprit_target(recipe: Recipe, result: RunResult) -> GitHubTarget | None:
+    """Where ``result`` is filed: the ``github`` target of the final stage's component in
+    ``recipe.bisect.components`` (an aiter culprit found through a vLLM pin bump goes to aiter's
+    repository, issue 26), else ``recipe.report.github``."""
+    final = result.final
+    src = recipe.bisect.components.get(final.component) if final is not None else None
+    return src.github if src is not None and src.github is not None else recipe.report.github
 
 
 def file_or_update(

@@ -29,7 +29,7 @@ from typing import Any
 
 import jinja2
 
-from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
+from ..models import Candidate, ChainLink, ProbeResult, RunResult, StageResult, Status, Verdict
 from .fingerprint import fingerprint, marker
 from .history import NightlyResult, Streak
 from .sanitize import GITHUB_BODY_LIMIT, code_block, github_length, redact, sanitize, shorten_paths, visible
@@ -575,6 +575,58 @@ def _summary(result: RunResult, blame: Blame) -> str:
     return f"No single culprit named: {blame.reason}."
 
 
+def _ref_text(ref: str) -> str:
+    """A ref as the chain table shows it: 12 hex of a SHA, ``sha256:`` + 12 of a digest, a tag whole."""
+    if ref.startswith("sha256:"):
+        return ref[:19]
+    return ref[:12] if _SHA_RE.fullmatch(ref) else ref
+
+
+def _chain_name(c: Candidate | None) -> str:
+    if c is None:
+        return "?"
+    return f"{c.ref[:12]}" if _is_commit(c) else (c.label or c.ref[:12])
+
+
+def chain_text(chain: Sequence[ChainLink]) -> str:
+    """The descent through pins in one line (issue 26): each vehicle's bump, then the culprit, e.g.
+    ``0a1b2c3d4e5f bumps aiter v0.1.21.post2 → v0.1.22; the regression is aiter 9f8e7d6c5b4a
+    ([Kernel] fix tiling (#4006)), last good 1a2b3c4d5e6f``. Empty without a chain; plain text
+    (callers sanitise)."""
+    from ..pins import PinMove
+
+    parts: list[str] = []
+    for link in chain:
+        if link.role == "vehicle":
+            moves = "; ".join(PinMove(**m).text() for m in link.moves) or "a pin"
+            parts.append(f"{_chain_name(link.first_bad)} bumps {moves}")
+        elif link.role != "culprit":  # the descended stage named no single culprit
+            rng = f" {_ref_text(link.range[0])}..{_ref_text(link.range[1])}" if link.range else ""
+            parts.append(f"the {link.component} stage{rng} named no culprit")
+        else:
+            fb = link.first_bad
+            subj = f" ({_subject(fb)})" if fb is not None and _subject(fb) else ""
+            lg = f", last good {_chain_name(link.last_good)}" if link.last_good else ""
+            parts.append(f"the regression is {link.component} {_chain_name(fb)}{subj}{lg}")
+    return "; ".join(parts)
+
+
+def _chain_view(result: RunResult) -> dict[str, Any] | None:
+    """The report's "Through dependency pins" section: the line, one row per link, range notes."""
+    from ..bisect import confidence_text
+
+    if not result.chain:
+        return None
+    rows = [{"role": link.role, "component": link.component, "stage": link.stage,
+             "first_bad": candidate_link(link.first_bad) if link.first_bad else "—",
+             "last_good": candidate_link(link.last_good) if link.last_good else "—",
+             "range": (f"{_ref_text(link.range[0])}..{_ref_text(link.range[1])}" if link.range else "—"),
+             "probes": link.probes, "confidence": confidence_text(link.confidence),
+             "held": ", ".join(f"{k} at {_ref_text(v)}" for k, v in link.held.items()) or "—"}
+            for link in result.chain]
+    return {"text": chain_text(result.chain), "rows": rows, "notes": [link.note for link in result.chain if link.note]}
+
+
 # --------------------------------------------------------------------------- jinja
 
 
@@ -690,7 +742,7 @@ def render_markdown(
         "recipe": result.recipe, "model": result.model, "tp": result.tp, "runner": result.runner,
         "regress": result.regress, "status": _status_word(result, result.status.value),
         "summary": _summary(result, blame),
-        "final": final_view, "blame": blame,
+        "final": final_view, "blame": blame, "chain": _chain_view(result),
         "streak": nightly.streak() if nightly is not None and nightly.probes else None,
         "chart": chart if chart and not for_issue else None,
         "reproduce": redact(result.reproduce),
@@ -1005,11 +1057,12 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
         reproduce=d.get("reproduce", ""), notes=list(d.get("notes") or []), session_id=d.get("session_id", ""),
         findings=[stage(s) for s in d.get("findings") or []],
         reproduction=dict(d.get("reproduction") or {}),
+        chain=[ChainLink.from_dict(c) for c in d.get("chain") or []],
     )
 
 
 __all__ = [
-    "Blame", "NightlyResult", "ReportPaths", "culprit_word", "ends_words", "heading", "kind_word", "note_words", "patch_message",
+    "Blame", "NightlyResult", "ReportPaths", "chain_text", "culprit_word", "ends_words", "heading", "kind_word", "note_words", "patch_message",
     "Streak", "blame_decision", "load_result", "render_comment",
     "render_issue", "render_json", "render_markdown", "render_summary", "run_result_from_dict", "seen_marker",
     "write_report",

@@ -169,6 +169,7 @@ class LocalRunner:
         self.profile_env = dict(profile_env or {})
         self.stack_path = Path(stack_path) if stack_path else None
         self._stack: Any = None
+        self._pins_cache: dict[tuple[str, str], list[Any]] = {}  # (component, sha) -> its pins
 
     # ------------------------------------------------------------------ identity
     def commits_of(self, candidate: Candidate) -> dict[str, str]:
@@ -183,7 +184,53 @@ class LocalRunner:
         unknown = [c for c in commits if c not in self.repos]
         if unknown:
             raise ValueError(f"candidate {candidate.label or candidate.ref} names unknown components {unknown}")
-        return {c: self.repos[c].resolve(s) for c, s in commits.items()}
+        resolved = {c: self.repos[c].resolve(s) for c, s in commits.items()}
+        self._follow_pins(resolved)
+        return resolved
+
+    # ------------------------------------------------------------------ pins (issue 26)
+    def pin_names(self, component: str) -> list[str]:
+        """The names ``component`` is pinned under in other repositories (recipe ``pin_names``)."""
+        src = self.recipe.bisect.components.get(component)
+        return list(src.pin_names) if src else []
+
+    def _follow_pins(self, commits: dict[str, str]) -> None:
+        """Fill in components the candidate does not name from the pins of those it does, transitively
+        (vLLM's ``ARG AITER_BRANCH`` picks aiter, aiter's gitlink picks composable_kernel): the pair the
+        pinning commit intends, as its image build would take it. A component that no commit pins
+        stays out (the caller's default, the repository's HEAD). ``commits`` is updated in place."""
+        queue = list(commits.items())
+        while queue:
+            comp, sha = queue.pop(0)
+            for other in self.repos:
+                if other in commits:
+                    continue
+                ref = self._pinned(comp, sha, other)
+                if ref is not None:
+                    commits[other] = ref
+                    queue.append((other, ref))
+
+    def _pinned(self, comp: str, sha: str, other: str) -> str | None:
+        """The commit of ``other`` that ``comp`` at ``sha`` pins, or None (no pin, or a ref the
+        repository of ``other`` lacks: then a warning)."""
+        from .. import pins as P
+        from ..sources.pinned import pins_at, resolve_pin
+
+        key = (comp, sha)
+        cache = self._pins_cache
+        if key not in cache:
+            with self.repos[comp].lock:
+                cache[key] = pins_at(self.repos[comp], sha)
+        names = {other: self.pin_names(other)}
+        found = [p for p in cache[key] if P.match_component(p.component, names) or P.match_component(p.name, names)]
+        found.sort(key=lambda p: (p.kind != "submodule", p.path, p.line))
+        if not found:
+            return None
+        ref = resolve_pin(self.repos[other], found[0].ref)
+        if ref is None:
+            log.warning("%s at %s pins %s %s (%s), which %s does not have; %s stays at its default",
+                        comp, sha[:12], other, found[0].ref, found[0].path, self.repos[other].path, other)
+        return ref
 
     def primary(self, candidate: Candidate) -> str:
         return candidate.component if candidate.component in self.repos else next(iter(self.commits_of(candidate)))

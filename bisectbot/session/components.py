@@ -129,14 +129,10 @@ class ComponentStage:
         stages.append(self.loop.search(f"{g} commits", cands, g, flags))
         return stages
 
-    def from_images(self, lg: Candidate, fb: Candidate, result: RunResult) -> list[StageResult]:
-        """Diff the last-good and first-bad nightlies; bisect the changed components' commits.
-
-        Components without a git source in ``recipe.bisect.components`` or without a commit
-        range in the images are reported in the notes, not bisected.
-        """
-        from ..components import diff_images, image_info
-        from ..sources.git import GitRepo
+    def image_pair(self, lg: Candidate, fb: Candidate, result: RunResult) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The :func:`bisectbot.components.image_info` of the last-good and first-bad nightlies
+        (cached in the ledger by digest); their vLLM/aiter/torch versions go to ``result.environment``."""
+        from ..components import image_info
 
         ledger = self.prober.ledger  # image introspection is cached there by digest
         a = image_info(str(lg.meta["image"]), ledger)
@@ -146,6 +142,18 @@ class ComponentStage:
                 result.environment[f"{comp} (last good)"] = str(a[comp]["version"])
             if (b.get(comp) or {}).get("version"):
                 result.environment[f"{comp} (first bad)"] = str(b[comp]["version"])
+        return a, b
+
+    def from_images(self, lg: Candidate, fb: Candidate, result: RunResult) -> list[StageResult]:
+        """Diff the last-good and first-bad nightlies; bisect the changed components' commits.
+
+        Components without a git source in ``recipe.bisect.components`` or without a commit
+        range in the images are reported in the notes, not bisected.
+        """
+        from ..components import diff_images
+        from ..sources.git import GitRepo
+
+        a, b = self.image_pair(lg, fb, result)
         old: dict[str, str] = {}
         new: dict[str, str] = {}
         for ch in diff_images(a, b):

@@ -14,11 +14,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from ..components import diff_images
 from ..ledger import Ledger
 from ..models import RunResult, Status
-from ..recipe import Recipe
+from ..recipe import GitSource, Recipe
 from ..run.base import CandidateRunner
+from ..sources.git import GitRepo
 from .components import ComponentStage, parse_pins
+from .descent import DescentStage
 from .drift import DriftStage
 from .executor import Echo, Executor
 from .merges import MergeStage
@@ -27,7 +30,7 @@ from .prober import Prober
 from .replay import LogLine
 from .result import finish_result, new_result
 from .rounds import RoundLoop
-from .sources import CandidateSource
+from .sources import CandidateSource, GitCandidates
 from .stage1 import Stage1
 from .triage import Triage
 
@@ -42,7 +45,7 @@ class Session:
     download, opts out with ``supports_prefetch = False``).
 
     Collaborators: ``prober``, ``loop``, and the stages ``stage1``, ``drift``, ``merge``,
-    ``triage``, ``components``.
+    ``triage``, ``components``, ``descent`` (through dependency pins, issue 26).
     """
 
     def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *,
@@ -65,6 +68,8 @@ class Session:
         self.merge = MergeStage(self.loop, echo=self.echo)
         self.triage = Triage(self.prober, recipe, echo=self.echo)
         self.components = ComponentStage(self.prober, self.loop, recipe, echo=self.echo)
+        self.descent = DescentStage(self.loop.search, recipe, repos=_git_repos(runner), base_dir=base_dir,
+                                    echo=self.echo)
 
     # ------------------------------------------------------------------ what callers read and set
     @property
@@ -128,11 +133,22 @@ class Session:
                 # before any commit bisection (issue 6): which toggles make the problem disappear
                 result.triage = self.triage.run(fb)
             if st.status is Status.CULPRIT and r.bisect.second_stage and lg and fb:
-                if lg.meta.get("commits") and fb.meta.get("commits"):
+                if isinstance(source, GitCandidates) and r.bisect.components and isinstance(r.source, GitSource):
+                    # issue 26: a first bad that only moves pins leads into the pinned component
+                    more, result.chain = self.descent.after_commits(st, source.component, source.repo,
+                                                                    r.source.runtime_paths)
+                    result.stages += more
+                elif lg.meta.get("commits") and fb.meta.get("commits"):
                     result.stages += self.components.run(dict(lg.meta["commits"]), dict(fb.meta["commits"]),
                                                          stage1_done=True)
                 elif lg.meta.get("image") and fb.meta.get("image") and r.bisect.components:
-                    result.stages += self.components.from_images(lg, fb, result)
+                    a, b = self.components.image_pair(lg, fb, result)
+                    got = self.descent.after_images(st, diff_images(a, b), str(fb.meta["image"]))
+                    if got is not None:  # the two nightlies differ only in pinned components (issue 26)
+                        more, result.chain = got
+                        result.stages += more
+                    else:
+                        result.stages += self.components.from_images(lg, fb, result)
         final = result.final
         assert final is not None
         if (r.triage and not result.triage and final.first_bad is not None
@@ -143,3 +159,9 @@ class Session:
                                all_cached=p.fresh_probes == 0 and not p.replayed)
         result.notes[:0] = oracle_notes(r, final, p.oracle)  # decode path, noise (issue 18)
         return result
+
+
+def _git_repos(runner: CandidateRunner) -> dict[str, GitRepo]:
+    """The runner's clones by component when it has :class:`GitRepo` ones (the local runner)."""
+    repos = getattr(runner, "repos", None) or {}
+    return {k: v for k, v in repos.items() if isinstance(v, GitRepo)} if isinstance(repos, dict) else {}

@@ -54,10 +54,20 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
     good, bad = reproduce_ends(final)
     if good and bad:
         result.reproduce = (f"bisectbot run {shlex.quote(recipe_path)} "
-                            f"--good {shlex.quote(good.ref)} --bad {shlex.quote(bad.ref)}")
+                            f"--good {shlex.quote(end_arg(good))} --bad {shlex.quote(end_arg(bad))}")
     if all_cached:
         result.notes.append("every verdict came from the probe cache")
     return result
+
+
+def end_arg(c: Candidate) -> str:
+    """A candidate as ``run --good/--bad`` takes it: its ref, or for a component tuple run on this host
+    (``meta["commits"]`` without an image to overlay; the pin descent's stages, issue 26) the
+    ``component=sha,...`` pins, so the printed command repeats that stage."""
+    commits = c.meta.get("commits")
+    if isinstance(commits, dict) and len(commits) > 1 and not c.meta.get("base"):
+        return ",".join(f"{k}={v}" for k, v in sorted(commits.items()))
+    return c.ref
 
 
 def exact_search(recipe: Recipe) -> bool:
