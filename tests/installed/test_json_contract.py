@@ -98,6 +98,7 @@ def test_every_subcommand_writes_one_json_document(tmp_path, history):
         (["report", "file", str(result), "--repo", "o/r"], {2}),
         (["report", "commands", "--repo", "o/r", "--api-url", "http://127.0.0.1:1"], {1, 2, EXIT_UNREACHABLE}),
         (["round", "import", str(history), "--session", "nope", str(result)], {2}),
+        (["dashboard", "--out", str(tmp_path / "site")], {0}),
         (["no-such-command"], {2}),
         (["run", "--no-such-option"], {2}),
     ]
