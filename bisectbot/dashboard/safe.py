@@ -34,15 +34,7 @@ BLOCK_LIMIT = 20_000
 _URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%?=&+#:-]*)?")
 
 
-_NEEDS_ESCAPE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
-"""A character :func:`~bisectbot.report.sanitize.visible` would escape (most strings have none)."""
-_NEEDS_ESCAPE_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff"
-                                 "\ud800-\udfff]")
-
-
 def _visible(s: str, block: bool) -> str:
-    if not (_NEEDS_ESCAPE_BLOCK if block else _NEEDS_ESCAPE).search(s):
-        return s
     return visible(s, keep_newlines=block, keep_tabs=block)
 
 
