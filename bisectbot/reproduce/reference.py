@@ -404,8 +404,9 @@ class ReferenceProbe:
 def search_with_reference(endpoint: str, reference: Client, spec: ReproducerSpec, noise: Noise,
                           diverges_bad: bool = True, garbage_bad: bool = True, model: str | None = None,
                           log: Callable[[str], None] | None = None, timeout_s: float = 600.0,
-                          api_key: str | None = None) -> ThresholdResult:
-    """:func:`bisectbot.reproduce.threshold.search_threshold` on ``endpoint`` with every size also
+                          api_key: str | None = None, focus: list[int] | None = None) -> ThresholdResult:
+    """:func:`bisectbot.reproduce.threshold.search_threshold` on ``endpoint`` (``focus``: sizes asked
+    first, issue 23) with every size also
     compared with ``reference`` (see :class:`ReferenceProbe`). The result's ``notes`` start with
     the noise calibration table; its ``reasons`` name the divergence at ``first_garbage``."""
     if spec.reference is None:
@@ -420,7 +421,7 @@ def search_with_reference(endpoint: str, reference: Client, spec: ReproducerSpec
         return ReferenceProbe(inner, reference, spec, noise, diverges_bad, garbage_bad)
 
     res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s, api_key=api_key,
-                           wrap_probe=wrap)
+                           wrap_probe=wrap, focus=focus)
     res.notes = noise.table(spec.reference) + res.notes
     return res
 

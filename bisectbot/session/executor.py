@@ -68,11 +68,14 @@ def build_key(runner: CandidateRunner, c: Candidate) -> str:
 
 
 def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict[str, str] | None,
-          args: list[str] | None, oracle: Any = None) -> tuple[Judgement, dict[str, Any]]:
+          args: list[str] | None, oracle: Any = None,
+          focus: list[int] | None = None) -> tuple[Judgement, dict[str, Any]]:
     """Run the reproducer on a prepared candidate and decide the verdict (regress mode).
 
     Returns the judgement and extra evidence (``threshold``, ``table``, ``returncode``...).
     ``oracle`` is the run's reference (:class:`bisectbot.session.oracles.Oracle`, issue 18).
+    ``focus``: sizes (tokens) where the bisection's bad end failed, asked first by a threshold
+    search (:mod:`bisectbot.reproduce.focus`, issue 23).
     Raises BadInput (recipe without a command in command mode), ServerError (not a verdict).
     """
     r = recipe
@@ -127,7 +130,7 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
             except TypeError:  # runners without an env argument
                 return runner.run_command(prepared, argv, r.reproducer.command_timeout_s)
 
-        tr = search_threshold_command(run_size, r.reproducer)
+        tr = search_threshold_command(run_size, r.reproducer, focus=focus)
     else:
         from ..reproduce.threshold import search_threshold  # the reproducer area (issue 3)
 
@@ -136,10 +139,10 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
             if r.reproducer.reference is not None or r.reproducer.control is not None:
                 from .oracles import reproduce  # issue 18: reference comparison, decode control
 
-                tr, oracle_extra = reproduce(r, srv.base_url, oracle)
+                tr, oracle_extra = reproduce(r, srv.base_url, oracle, focus=focus)
             else:
                 tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None,
-                                      timeout_s=r.server.request_timeout_s)
+                                      timeout_s=r.server.request_timeout_s, focus=focus)
     from .oracles import threshold_regress
 
     j = judge_threshold(threshold_regress(r), tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []),
@@ -151,6 +154,11 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
              "status": tr.status}
     if getattr(tr, "transient", False):
         extra["transient"] = True  # a transient server error: never cached as a verdict (issue 11)
+    if getattr(tr, "second_finding", None):
+        extra["second_finding"] = tr.second_finding  # issue 23: a failure above the focus sizes
+        j.reason += f"; second finding above the bad end's failing sizes: {str(tr.second_finding)[:200]}"
+    if focus:
+        extra["focus"] = list(focus)
     if getattr(tr, "flaky", None):
         extra["flaky_sizes"] = list(tr.flaky)
     if r.bisect.flake is None and tr.table:  # the bad end's hit rate (issue 12; session.honesty.adapt_rates)
@@ -166,8 +174,9 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
 
 def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,
               toggle: TriageToggle | None = None, prefetcher: Prefetcher | None = None,
-              oracle: Any = None) -> ProbeResult:
+              oracle: Any = None, focus: list[int] | None = None) -> ProbeResult:
     """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe).
+    ``focus``: sizes (tokens) a threshold search asks first (:func:`judge`).
 
     A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason.
     ``duration_s`` is wall-clock seconds of the whole probe.
@@ -184,7 +193,7 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
             res.patches = list(prepared.patches)
             try:
                 j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
-                                 toggle.args if toggle else None, oracle=oracle)
+                                 toggle.args if toggle else None, oracle=oracle, focus=focus)
                 res.verdict, res.reason = j.verdict, j.reason
                 res.signature = str(j.signature) if j.signature else ""
                 res.threshold = extra.pop("threshold", None)
@@ -206,12 +215,14 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
 
 @dataclass
 class ProbeJob:
-    """One probe to run: the candidate, its probe key (:func:`probe_key`), attempt number, toggle."""
+    """One probe to run: the candidate, its probe key (:func:`probe_key`), attempt number, toggle,
+    and the sizes (tokens) its threshold search asks first (``focus``, issue 23; empty: none)."""
 
     candidate: Candidate
     key: str
     attempt: int = 1
     toggle: TriageToggle | None = None
+    focus: tuple[int, ...] = ()
 
 
 class Executor(Protocol):
@@ -253,13 +264,14 @@ class LocalExecutor:
         if self.pool is None:
             for n, j in enumerate(jobs):
                 res = run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle, self.prefetcher,
-                                oracle=self.oracle)
+                                oracle=self.oracle, focus=list(j.focus) or None)
                 if self.prefetcher is not None:
                     self.prefetcher.observe_probe(res.duration_s)
                 yield n, res
             return
         futs: dict[Future, int] = {self.pool.submit(run_probe, self.recipe, self.runner, j.candidate, j.key,
-                                                    j.attempt, j.toggle, None, self.oracle): n
+                                                    j.attempt, j.toggle, None, self.oracle,
+                                                    list(j.focus) or None): n
                                    for n, j in enumerate(jobs)}
         pending = set(futs)
         while pending:
