@@ -10,7 +10,7 @@ probes those sizes first:
 * GARBAGE at the first focus size: the threshold is refined below it (the ordinary search
   with ``max_size`` = that size), never asking above it;
 * OK at every focus size: the ordinary search runs for the rest of the range; when it ends
-  in a (non-transient) server error above the focus sizes, the result is ``ok`` up to the
+  in a server error above the focus sizes (a crash reads as a refused connection), the result is ``ok`` up to the
   largest focus size and the failure is a *second finding*
   (:attr:`bisectbot.reproduce.threshold.ThresholdResult.second_finding`), not a reason to
   skip the candidate;
@@ -95,13 +95,13 @@ def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min
             break  # inconclusive / over the limit: the ordinary search decides
     res = _merge(asked, search(memo, spec, min_size, max_size, log=say, size_budget=size_budget))
     oks = [r.size for r in asked if r.outcome == Outcome.OK]
-    if res.status == "error" and not res.transient and len(oks) == len(sizes):
+    if res.status == "error" and len(oks) == len(sizes):
         # the candidate answered where the bad end failed; a failure above is a second finding
         res.second_finding = res.error or "server error"
         res.notes.append(f"second finding (above the bad end's failing sizes {', '.join(map(str, sizes))} tokens, "
                          f"not this comparison's question): {res.second_finding}")
         say(res.notes[-1])
-        res.status, res.error = "ok", None
+        res.status, res.error, res.transient = "ok", None, False
         res.last_ok, res.first_garbage = max(oks), None
     return res
 
