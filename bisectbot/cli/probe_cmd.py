@@ -207,6 +207,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     from ..reproduce.threshold import search_threshold
 
     base: dict = {}
+    recipe_regress: str | None = None  # the recipe's regress with its reference (issue 23)
     passthrough: list[str] = []  # host variables the recipe hands to its command on purpose (issue 13)
     if recipe_path is not None:
         from ..shipped import find_recipe  # a path, or a shipped recipe's name (as run takes it)
@@ -215,6 +216,10 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         passthrough = list(recipe.env_passthrough)
         base = recipe.reproducer.model_dump(exclude_unset=True)  # unset max_size: derived from the server
         model = model or recipe.model or None
+        if recipe.regress.mode == "diverges":
+            recipe_regress = "garbage,diverges" if recipe.regress.arg == "garbage" else "diverges"
+        elif recipe.regress.mode == "garbage":
+            recipe_regress = "garbage"
         if timeout_s is None:
             timeout_s = recipe.server.request_timeout_s
     overrides = {"min_size": min_size, "max_size": max_size, "sizes": sizes, "tolerance": tolerance,
@@ -228,8 +233,26 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     for url, hint in ((reference_endpoint, "--reference-endpoint"), (noise_endpoint, "--noise-endpoint")):
         if url is not None and not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"expected http://HOST:PORT, got {url!r}", param_hint=hint)
+    recipe_ref = dict(base.get("reference") or {})
+    if reference_endpoint is None and recipe_ref.get("endpoint"):
+        reference_endpoint = str(recipe_ref["endpoint"])  # the recipe's reference (issue 23)
+        regress_mode = regress_mode or recipe_regress
+        log_ref = f"reference: {reference_endpoint} (the recipe's reproducer.reference)"
+    else:
+        log_ref = ""
+        if reference_endpoint is None and recipe_ref.get("candidate") and ctx.verbosity >= 0:
+            terminal.echo("note: the recipe's reference is the bisection's last-good candidate, which probe does not "
+                          "start: no comparison (give --reference-endpoint URL)", err=True)
     if noise_endpoint and not reference_endpoint:
         raise click.UsageError("--noise-endpoint needs --reference-endpoint (the noise is measured against it)")
+    if reference_endpoint and endpoint:
+        from ..reproduce.reference import same_server
+
+        for other, what in ((endpoint, "--endpoint (the candidate)"), (noise_endpoint, "--noise-endpoint")):
+            if other and same_server(reference_endpoint, other):
+                raise click.UsageError(
+                    f"the reference {reference_endpoint} is the same server as {what} {other}: a server compared "
+                    "with itself never diverges; give a known-good server of the same model")
     if reference_endpoint:
         ref = {k: v for k, v in dict(base.get("reference") or {}).items() if k not in ("candidate", "endpoint")}
         ref["endpoint"] = reference_endpoint
@@ -288,6 +311,8 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         return
     from ..reproduce.reference import probe_with_reference
 
+    if log_ref:
+        log(log_ref)
     mode = regress_mode or "garbage,diverges"
     res, extra = probe_with_reference(endpoint, spec, noise_url=noise_endpoint, model=model, api_key=api_key,
                                       timeout_s=timeout_s or 600.0, diverges_bad="diverges" in mode,
