@@ -87,7 +87,10 @@ def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min
             return res
         if r.outcome == Outcome.GARBAGE:
             # refine below the failing size only: nothing above it is this comparison's question
-            res = _merge(asked, search(memo, spec, min_size, s, log=say, size_budget=size_budget))
+            below = spec
+            if spec.sizes:  # a fixed ladder: its sizes below the failing size, then the failing size itself
+                below = spec.model_copy(update={"sizes": sorted({x for x in spec.sizes if x < s} | {s})})
+            res = _merge(asked, search(memo, below, min_size, s, log=say, size_budget=size_budget))
             res.max_size = max_size
             res.notes.append(f"asked first at {s} tokens, where the bad end failed: garbage; refined below it")
             return res
