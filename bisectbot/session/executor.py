@@ -27,6 +27,7 @@ from ..errors import BadInput, ServerError
 from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner, Prepared, PrepareFailed
+from ..run.starts import START_RETRIES, backoff_s, is_start_failure, transient_cause
 from .prefetch import Prefetcher
 
 Echo = Callable[[str], None]  # receives progress lines
@@ -178,7 +179,11 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
     """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe).
     ``focus``: sizes (tokens) a threshold search asks first (:func:`judge`).
 
-    A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason.
+    A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason. A
+    server start that fails with a transient cause in its log (HTTP 429/5xx, a reset
+    connection, a timed-out download: :func:`bisectbot.run.starts.transient_cause`) is started
+    again with backoff up to :data:`bisectbot.run.starts.START_RETRIES` times; when it keeps
+    failing so the skip is ``extra["transient"]`` (never cached).
     ``duration_s`` is wall-clock seconds of the whole probe.
     """
     t0 = time.monotonic()
@@ -191,16 +196,29 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
             res.patches = list(prepared.patches)
         else:
             res.patches = list(prepared.patches)
-            try:
-                j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
-                                 toggle.args if toggle else None, oracle=oracle, focus=focus)
-                res.verdict, res.reason = j.verdict, j.reason
-                res.signature = str(j.signature) if j.signature else ""
-                res.threshold = extra.pop("threshold", None)
-                res.table = extra.pop("table", [])
-                res.extra = extra
-            except ServerError as e:
-                res.reason = f"server error, not a verdict: {e}"
+            retry = 0
+            while True:
+                try:
+                    j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
+                                     toggle.args if toggle else None, oracle=oracle, focus=focus)
+                    res.verdict, res.reason = j.verdict, j.reason
+                    res.signature = str(j.signature) if j.signature else ""
+                    res.threshold = extra.pop("threshold", None)
+                    res.table = extra.pop("table", [])
+                    res.extra = extra
+                except ServerError as e:
+                    cause = transient_cause(str(e), prepared.log_paths) if is_start_failure(str(e)) else None
+                    if cause is not None and retry < START_RETRIES:
+                        retry += 1  # issue 23, input 3: a hub rate limit at start passes on its own
+                        time.sleep(backoff_s(retry))
+                        continue
+                    res.reason = f"server error, not a verdict: {e}"
+                    if cause is not None:
+                        res.extra["transient"] = True  # never cached: a later run starts it again
+                        res.reason += f" (transient start failure after {retry + 1} starts: {cause})"
+                if retry:
+                    res.extra["start_retries"] = retry
+                break
             res.log_paths = list(prepared.log_paths)
             res.extra["build_key"] = prepared.build_key
     finally:

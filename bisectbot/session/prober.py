@@ -204,6 +204,18 @@ class Prober:
         assert all(x is not None for x in out)
         return out  # type: ignore[return-value]
 
+    def probe_fresh(self, c: Candidate, attempt: int, executor: Executor) -> ProbeResult:
+        """Probe ``c`` now whatever the cache holds (a cached skip at an end of the search, issue 23)
+        and store the result as :meth:`probe_batch` does (it replaces the cached one)."""
+        self.round_no += 1
+        key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempt)
+        self.echo(f"{c.label or c.ref[:12]}: its cached verdict is a skip at an end of the search: probing it again")
+        for _n, res in executor.run([ProbeJob(c, key, attempt, None, self.focus)]):
+            self.fresh_probes += 1
+            self._store(res)
+            return res
+        raise AssertionError("the executor returned no result")  # pragma: no cover
+
     # ------------------------------------------------------------------ sessions and events
     def prior_events(self) -> list[dict[str, Any]]:
         """Events the current session already logged (an interrupted run); its probe events are

@@ -114,3 +114,132 @@ def test_a_crash_above_the_threshold_does_not_hide_the_culprit(tmp_path, kit) ->
     assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[5], out
     assert final["last_good"]["ref"] == shas[4], out
     assert "second finding above the bad end's failing sizes" in out, out
+
+
+# ----------------------------------------------------------------- 8: three clean runs of the bad end
+
+FLAKY = """\
+import os, random, sys
+idx = int(open("idx").read())
+d = os.environ["FLAKY_DIR"]
+n_file = os.path.join(d, f"runs-{idx}")
+n = int(open(n_file).read()) if os.path.exists(n_file) else 0
+open(n_file, "w").write(str(n + 1))
+rng = random.Random(f"{os.environ['FLAKY_SEED']}-{idx}-{n}")
+sys.exit(1 if idx >= BUG_AT and rng.random() < 0.30 else 0)
+"""
+
+
+def _flaky_history(kit, path: Path, bug_at: int, n: int = 12) -> list[str]:
+    path.mkdir(parents=True)
+    kit.git(path, "init", "-q", "-b", "main")
+    (path / "flaky.py").write_text(FLAKY.replace("BUG_AT", str(bug_at)))
+    shas = []
+    for i in range(n):
+        (path / "idx").write_text(str(i))
+        kit.git(path, "add", "-A")
+        kit.git(path, "commit", "-q", "-m", f"c{i}")
+        shas.append(kit.git(path, "rev-parse", "HEAD"))
+    return shas
+
+
+def _flaky_recipe(tmp_path: Path, shas: list[str]) -> Path:
+    data = {"name": "flaky", "source": {"kind": "git", "repo": str(tmp_path / "repo")},
+            "reproducer": {"kind": "command", "command": [PY, "flaky.py"], "repeats": 3, "command_timeout_s": 30},
+            "regress": "command", "bisect": {"good": shas[0], "bad": shas[-1]},
+            "report": {"dir": str(tmp_path / "out")}, "env_passthrough": ["FLAKY_DIR", "FLAKY_SEED"]}
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def _seed_missing_first_runs(idx: int, runs: int) -> int:
+    import random
+
+    return next(s for s in range(1000)
+                if all(random.Random(f"{s}-{idx}-{k}").random() >= 0.30 for k in range(runs)))
+
+
+def test_a_bad_end_whose_first_runs_miss_is_probed_until_the_bug_shows(tmp_path, kit) -> None:
+    """repeats: 3, a bug seen in 30 % of runs, and the bad end's first three runs all miss: the
+    run used to end 'no-regression' after them. The bad end is known bad: probed again."""
+    shas = _flaky_history(kit, tmp_path / "repo", bug_at=6)
+    seed = _seed_missing_first_runs(11, 3)
+    r = _flaky_recipe(tmp_path, shas)
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r),
+                    env={"FLAKY_DIR": str(tmp_path), "FLAKY_SEED": str(seed)})
+    out = p.stdout + p.stderr
+    final = result(tmp_path)["stages"][-1]
+    assert final["status"] != "no-regression", out
+    assert "looked clean (1 probe(s), 3 runs): it is known to fail, probing it again" in out, out
+    assert "the bad end showed the bug at probe" in out, out
+
+
+def test_a_bad_end_that_never_fails_says_how_many_runs_it_took(tmp_path, kit) -> None:
+    shas = _flaky_history(kit, tmp_path / "repo", bug_at=99)
+    r = _flaky_recipe(tmp_path, shas)
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), env={"FLAKY_DIR": str(tmp_path), "FLAKY_SEED": "1"})
+    out = p.stdout + p.stderr
+    final = result(tmp_path)["stages"][-1]
+    assert final["status"] == "no-regression", out
+    assert "the bad end showed no bug in 21 runs over 7 probes" in final["message"], final["message"]
+
+
+# ----------------------------------------------------------------- 3: one failed start at an end
+
+SERVE_FLAKY_START = """\
+import os, sys
+from pathlib import Path
+from bisectbot.demo.engine import main
+mark = Path(os.environ["START_DIR"]) / ("started-" + open("version.txt").read().strip())
+if os.environ.get("START_FAILS") == "429" and not mark.exists():
+    mark.write_text("x")
+    print("Downloading model weights...", flush=True)
+    print("huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: "
+          "https://huggingface.co/api/models/org/model", file=sys.stderr, flush=True)
+    sys.exit(1)
+if os.environ.get("START_FAILS") == "always-bad-end" and open("version.txt").read().strip() == "v7":
+    print("RuntimeError: engine core initialisation failed", file=sys.stderr, flush=True)
+    sys.exit(1)
+sys.exit(main(["--config", "engine.json"] + sys.argv[1:]))
+"""
+
+
+def _start_history(kit, tmp_path: Path) -> list[str]:
+    cfgs = [{"threshold": 4000 if i >= 4 else None} for i in range(8)]
+    shas = history(kit, tmp_path / "repo", cfgs, files=[{"version.txt": f"v{i}\n"} for i in range(8)])
+    (tmp_path / "repo" / "serve.py").write_text(SERVE_FLAKY_START)
+    kit.git(tmp_path / "repo", "add", "-A")
+    kit.git(tmp_path / "repo", "commit", "-q", "--amend", "--no-edit")
+    shas[-1] = kit.git(tmp_path / "repo", "rev-parse", "HEAD")
+    return shas
+
+
+def test_a_rate_limited_start_at_the_bad_end_is_retried_and_never_cached(tmp_path, kit) -> None:
+    shas = _start_history(kit, tmp_path)
+    r = recipe(tmp_path, tmp_path / "repo", shas, {"sizes": [2000, 8000], "max_size": 8000},
+               env_passthrough=["START_DIR", "START_FAILS"])
+    (tmp_path / "starts").mkdir()
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r),
+                    env={"START_DIR": str(tmp_path / "starts"), "START_FAILS": "429"})
+    out = p.stdout + p.stderr
+    final = result(tmp_path)["stages"][-1]
+    assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[4], out
+
+
+def test_a_cached_skip_at_the_bad_end_is_probed_once_more_and_the_message_names_retry_errors(tmp_path, kit) -> None:
+    shas = _start_history(kit, tmp_path)
+    r = recipe(tmp_path, tmp_path / "repo", shas, {"sizes": [2000, 8000], "max_size": 8000},
+               env_passthrough=["START_DIR", "START_FAILS"])
+    (tmp_path / "starts").mkdir()
+    env = {"START_DIR": str(tmp_path / "starts"), "START_FAILS": "always-bad-end"}
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), env=env)
+    out = p.stdout + p.stderr
+    assert result(tmp_path)["stages"][-1]["status"] == "boundary-failed", out
+    assert "--retry-errors" in result(tmp_path)["stages"][-1]["message"], out
+    env["START_FAILS"] = ""  # whatever broke the start is gone; the skip is in the cache
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), env=env)
+    out = p.stdout + p.stderr
+    final = result(tmp_path)["stages"][-1]
+    assert "its cached verdict is a skip at an end of the search: probing it again" in out, out
+    assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[4], out
