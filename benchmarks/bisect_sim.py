@@ -74,9 +74,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisectbot.bisect import (  # noqa: E402
     MIN_HIT_RATE,
     Bisection,
-    clean_probes_needed,
     burnashev_bound,
     channel_bound,
+    clean_probes_needed,
     combine_repeats,
     judge_drift,
     judge_threshold,
