@@ -19,11 +19,13 @@ sys.exit(main(["--config", "engine.json"] + sys.argv[1:]))
 """
 
 
-def history(kit, path: Path, configs: list[dict], files: list[dict[str, str]] | None = None) -> list[str]:
-    """A git history of the reference engine: commit i serves ``configs[i]`` (and writes ``files[i]``)."""
+def history(kit, path: Path, configs: list[dict], files: list[dict[str, str]] | None = None,
+            serve: str = SERVE) -> list[str]:
+    """A git history of the reference engine: commit i serves ``configs[i]`` (and writes ``files[i]``)
+    through the script ``serve`` (serve.py, the same in every commit)."""
     path.mkdir(parents=True)
     kit.git(path, "init", "-q", "-b", "main")
-    (path / "serve.py").write_text(SERVE)
+    (path / "serve.py").write_text(serve)
     shas = []
     for i, cfg in enumerate(configs):
         (path / "engine.json").write_text(json.dumps({"seed": i, **cfg}))
@@ -207,12 +209,8 @@ sys.exit(main(["--config", "engine.json"] + sys.argv[1:]))
 
 def _start_history(kit, tmp_path: Path) -> list[str]:
     cfgs = [{"threshold": 4000 if i >= 4 else None} for i in range(8)]
-    shas = history(kit, tmp_path / "repo", cfgs, files=[{"version.txt": f"v{i}\n"} for i in range(8)])
-    (tmp_path / "repo" / "serve.py").write_text(SERVE_FLAKY_START)
-    kit.git(tmp_path / "repo", "add", "-A")
-    kit.git(tmp_path / "repo", "commit", "-q", "--amend", "--no-edit")
-    shas[-1] = kit.git(tmp_path / "repo", "rev-parse", "HEAD")
-    return shas
+    return history(kit, tmp_path / "repo", cfgs, files=[{"version.txt": f"v{i}\n"} for i in range(8)],
+                   serve=SERVE_FLAKY_START)
 
 
 def test_a_rate_limited_start_at_the_bad_end_is_retried_and_never_cached(tmp_path, kit) -> None:
@@ -243,3 +241,31 @@ def test_a_cached_skip_at_the_bad_end_is_probed_once_more_and_the_message_names_
     final = result(tmp_path)["stages"][-1]
     assert "its cached verdict is a skip at an end of the search: probing it again" in out, out
     assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[4], out
+
+
+# ----------------------------------------------------------------- 5: a data file called .txt
+
+SERVE_TOKENIZER = """\
+import sys
+from bisectbot.demo.engine import main
+merges = open("tokenizer/merges.txt").read()
+extra = ["--threshold", "4000"] if "Ġt he" in merges else []  # a bad merge rule breaks long prompts
+sys.exit(main(["--config", "engine.json"] + sys.argv[1:] + extra))
+"""
+
+
+def test_a_tokenizer_data_file_is_runtime_data_not_docs(tmp_path, kit) -> None:
+    """c5 changes only tokenizer/merges.txt and breaks the engine: blamed, never 'only docs/tests'."""
+    files = [{"tokenizer/merges.txt": "#version: 0.2\nĠ t\nh e\n" if i != 5 else "#version: 0.2\nĠ t\nĠt he\n",
+              "README.md": f"release notes {i}\n"} for i in range(8)]
+    for i in range(6, 8):
+        files[i]["tokenizer/merges.txt"] = files[5]["tokenizer/merges.txt"]
+    files[5]["README.md"] = files[4]["README.md"]  # c5 changes merges.txt alone
+    shas = history(kit, tmp_path / "repo", [{"threshold": None}] * 8, files=files, serve=SERVE_TOKENIZER)
+    r = recipe(tmp_path, tmp_path / "repo", shas, {"sizes": [2000, 8000], "max_size": 8000})
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
+    out = p.stdout + p.stderr
+    res = result(tmp_path)
+    assert res["stages"][-1]["first_bad"]["ref"] == shas[5], out
+    assert res["stages"][-1]["flags"] == [], out
+    assert any(n.startswith("may blame") for n in res["notes"]), out
