@@ -261,7 +261,7 @@ def test_a_tokenizer_data_file_is_runtime_data_not_docs(tmp_path, kit) -> None:
     for i in range(6, 8):
         files[i]["tokenizer/merges.txt"] = files[5]["tokenizer/merges.txt"]
     files[5]["README.md"] = files[4]["README.md"]  # c5 changes merges.txt alone
-    shas = history(kit, tmp_path / "repo", [{"threshold": None}] * 8, files=files, serve=SERVE_TOKENIZER)
+    shas = history(kit, tmp_path / "repo", [{"threshold": None, "seed": 0}] * 8, files=files, serve=SERVE_TOKENIZER)
     r = recipe(tmp_path, tmp_path / "repo", shas, {"sizes": [2000, 8000], "max_size": 8000})
     p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
     out = p.stdout + p.stderr
