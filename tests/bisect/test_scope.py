@@ -33,7 +33,7 @@ def history(kit, path: Path, configs: list[dict], files: list[dict[str, str]] | 
             (path / rel).parent.mkdir(parents=True, exist_ok=True)
             (path / rel).write_text(text)
         kit.git(path, "add", "-A")
-        kit.git(path, "commit", "-q", "-m", f"c{i}")
+        kit.git(path, "commit", "-q", "--allow-empty", "-m", f"c{i}")
         shas.append(kit.git(path, "rev-parse", "HEAD"))
     return shas
 
@@ -140,7 +140,7 @@ def _flaky_history(kit, path: Path, bug_at: int, n: int = 12) -> list[str]:
     for i in range(n):
         (path / "idx").write_text(str(i))
         kit.git(path, "add", "-A")
-        kit.git(path, "commit", "-q", "-m", f"c{i}")
+        kit.git(path, "commit", "-q", "--allow-empty", "-m", f"c{i}")
         shas.append(kit.git(path, "rev-parse", "HEAD"))
     return shas
 
@@ -269,3 +269,39 @@ def test_a_tokenizer_data_file_is_runtime_data_not_docs(tmp_path, kit) -> None:
     assert res["stages"][-1]["first_bad"]["ref"] == shas[5], out
     assert res["stages"][-1]["flags"] == [], out
     assert any(n.startswith("may blame") for n in res["notes"]), out
+
+
+# ----------------------------------------------------------------- 4: an exported variable withheld
+
+SERVE_BACKEND = """\
+import json, os, sys
+from bisectbot.demo.engine import main
+bug = json.load(open("bug.json"))["bug"]
+extra = ["--threshold", "4000"] if bug and os.environ.get("VLLM_ATTENTION_BACKEND") == "TRITON_ATTN" else []
+sys.exit(main(["--config", "engine.json"] + sys.argv[1:] + extra))
+"""
+
+
+def test_an_exported_stack_variable_withheld_from_candidates_is_named_with_the_passthrough_line(tmp_path, kit) -> None:
+    """The bug shows only with VLLM_ATTENTION_BACKEND=TRITON_ATTN (vllm#34759), exported in the shell;
+    the allow-listed candidate environment drops it: the plan and the no-regression say so."""
+    shas = history(kit, tmp_path / "repo", [{"threshold": None, "seed": 0}] * 8, serve=SERVE_BACKEND,
+                   files=[{"bug.json": json.dumps({"bug": i >= 4})} for i in range(8)])
+    r = recipe(tmp_path, tmp_path / "repo", shas, {"sizes": [2000, 8000], "max_size": 8000})
+    env = {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN", "AITER_LOG_MORE": "1", "HF_TOKEN": "hf_notarealtoken12345"}
+    line = "env_passthrough: [AITER_LOG_MORE, VLLM_ATTENTION_BACKEND]"
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), "--dry-run", env=env)
+    assert p.returncode == 0 and line in p.stdout + p.stderr, p.stdout + p.stderr
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), env=env)
+    out = p.stdout + p.stderr
+    res = result(tmp_path)
+    assert res["status"] == "no-regression", out
+    note = [n for n in res["notes"] if "withheld from the candidates" in n]
+    assert note and line in note[0] and "HF_TOKEN" not in note[0], res["notes"]
+    assert "the run ended no-regression" in note[0]
+    assert "withheld" in (tmp_path / "out" / "report.md").read_text()
+    # with the line in the recipe the variable reaches the server and the culprit is found
+    r = recipe(tmp_path, tmp_path / "repo", shas, {"sizes": [2000, 8000], "max_size": 8000},
+               env_passthrough=["VLLM_ATTENTION_BACKEND"])
+    p = kit.run_cli("--state", str(tmp_path / "s2"), "run", str(r), env=env)
+    assert result(tmp_path)["stages"][-1]["first_bad"]["ref"] == shas[4], p.stdout + p.stderr
