@@ -58,9 +58,14 @@ def exit_code(status: str) -> int:
             "error": EXIT_SERVER_ERROR}.get(status, EXIT_INCONCLUSIVE)
 
 
-def _summary(r: ThresholdResult) -> str:
+def _summary(r: ThresholdResult, diverges: bool = False) -> str:
+    """The last line of ``probe``. ``diverges``: the bad outcome at ``first_garbage`` is a divergence
+    from the reference (regress ``diverges``), said as DIVERGES, not GARBAGE (issue 23)."""
     s = r.status
     lo, hi = r.last_ok, r.first_garbage
+    if s == "garbage" and diverges:
+        width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
+        return f"DIVERGES from the reference from {hi} prompt tokens: first diverging size in [{lo}, {hi}]{width}"
     if s == "garbage":
         width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
         flaky = f" (flaky at {', '.join(map(str, r.flaky))}: see notes)" if r.flaky else ""
@@ -75,6 +80,11 @@ def _summary(r: ThresholdResult) -> str:
         return f"ERROR{' (transient: not a verdict, retry later)' if r.transient else ''}: {r.error}"
     why = "; ".join(x.reasons[0] for x in r.table if x.reasons)[:200]
     return f"INCONCLUSIVE: no size could be decided{': ' + why if why else ''}"
+
+
+def _diverged(res: ThresholdResult) -> bool:
+    """True when the reasons at the first bad size are a divergence from the reference."""
+    return bool(res.reasons) and res.reasons[0].startswith("diverges from the reference")
 
 
 def _evidence_lines(res: ThresholdResult) -> list[str]:
@@ -95,7 +105,7 @@ def _evidence_lines(res: ThresholdResult) -> list[str]:
     return lines
 
 
-def _print_table(res: ThresholdResult) -> None:
+def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
     """The per-size table and the summary. Every string from the server (model id, replies, reasons,
     notes, error messages) passes :mod:`bisectbot.terminal`: a reply made of Rich markup, ANSI
     escapes, carriage returns or bidi controls is printed as visible, inert text (issue 25)."""
@@ -128,7 +138,7 @@ def _print_table(res: ThresholdResult) -> None:
     console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s", markup=False)
     if res.reasons:
         console.print(terminal.text("reasons at first garbage size: " + "; ".join(res.reasons)))
-    console.print(terminal.text(_summary(res)))
+    console.print(terminal.text(_summary(res, diverges and _diverged(res))))
 
 
 @cli.command(epilog=PROBE_EPILOG)
@@ -332,7 +342,7 @@ def _output(ctx: Ctx, res: ThresholdResult, extra: dict | None = None) -> None:
     if ctx.json:
         ctx.emit({**res.to_dict(), **extra})
     else:
-        _print_table(res)
+        _print_table(res, diverges="diverges" in str((extra.get("reference") or {}).get("regress", "")))
         if extra.get("decode_path"):
             terminal.echo(extra["decode_path"]["line"])
     click.get_current_context().exit(exit_code(res.status))

@@ -163,9 +163,11 @@ class Comparison:
         return d
 
     def figure(self) -> str:
-        """One line: ``first diverging token 3 of 32, edit distance 0.81; prompt logprobs |Δ| mean 0.0021``."""
+        """One line: ``first diverging word 3 of 32, edit distance 0.81; prompt logprobs |Δ| mean 0.0021``.
+        The position counts words and punctuation (:func:`text_tokens`), not the server's model tokens
+        (issue 23): the unit is said."""
         head = ("identical continuation" if self.first_divergence is None
-                else f"first diverging token {self.first_divergence} of {self.tokens}")
+                else f"first diverging word {self.first_divergence} of {self.tokens} (words and punctuation)")
         s = f"{head}, edit distance {self.edit_distance:.3f}"
         if self.logprob_mean is not None:
             s += (f"; prompt logprobs |Δ| mean {self.logprob_mean:.4f} max {self.logprob_max:.4f} nats over "

@@ -743,6 +743,11 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
     elif "max_size" not in spec.model_fields_set:
         notes.append(f"server reports no max_model_len: max_size {hi} (the default; set reproducer.max_size)")
     lo = min(spec.min_size, hi)
+    if spec.min_size > hi:  # issue 23: said, not silently clamped
+        notes.append(f"min_size {spec.min_size} is above the largest usable size {hi} tokens"
+                     + (f" (server max_model_len {client.max_model_len})" if client.max_model_len else "")
+                     + f": only {hi} tokens probed")
+        say(notes[-1])
     if not builder.has_tokenizer:
         notes.append("server has no usable /tokenize: sizes calibrated from usage.prompt_tokens")
     probe = HttpProbe(client, spec, builder)

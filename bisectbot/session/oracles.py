@@ -98,6 +98,10 @@ def _partner(recipe: Recipe, good: Candidate, source: Any) -> tuple[Candidate | 
     try:
         cands = source.candidates(want, good.ref)
     except Exception as e:  # noqa: BLE001 - a root commit has no parent: reported, floors apply
+        if not ref.calibrate_with and "unknown commit" in str(e):  # issue 23: say what it means
+            return None, (f"no second good build: the good end {good.label or good.ref[:12]} is the root commit, "
+                          "there is nothing before it to calibrate against (set reference.calibrate_with); "
+                          "the floors apply")
         return None, f"no second good build ({want}: {str(e).splitlines()[0][:160] if str(e) else type(e).__name__})"
     if len(cands) < 2:
         return None, f"no second good build ({want} is the good end itself)"

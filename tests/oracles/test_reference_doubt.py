@@ -92,3 +92,22 @@ def test_a_dribbling_reference_is_cut_off_at_the_request_deadline(engine_factory
                           "--reference-endpoint", slow.url, timeout=90)
     assert rc == 4, (rc, err)  # a server error, not a verdict
     assert "no complete reply within 3 s" in doc["error"], doc
+
+
+def test_a_divergence_is_said_as_diverges_in_words(engine_factory):
+    """Issue 23 ("Also"): under regress diverges the summary says DIVERGES, and the diverging
+    position is counted in words (not the server's model tokens)."""
+    bad = engine_factory(threshold=T, subtle=True, max_model_len=65536)
+    good = engine_factory(threshold=None, grounded=True, max_model_len=65536)
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "probe", "--endpoint", bad.url, "--question", QUESTION,
+                        "--no-expected-answer", "--sizes", "4000,16000", "--reference-endpoint", good.url,
+                        "--regress", "diverges", "--tolerance", "0.5"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "DIVERGES from the reference from" in p.stdout and "GARBAGE from" not in p.stdout, p.stdout
+    assert "first diverging word" in p.stdout and "(words and punctuation)" in p.stdout, p.stdout
+
+
+def test_a_min_size_above_the_servers_limit_is_noted(engine_factory):
+    e = engine_factory(threshold=None, max_model_len=16384)
+    rc, doc, err = _probe("--endpoint", e.url, "--min-size", "20000")
+    assert any(n.startswith("min_size 20000 is above the largest usable size") for n in doc["notes"]), doc["notes"]
