@@ -168,7 +168,9 @@ class RoundLoop:
                 end_note = ""
                 if (phase_of(b, i) == "boundary" and res.verdict is Verdict.SKIP and verdict_fn is None
                         and "scope" not in res.extra):
-                    if origin == "cache" and not prober.retry_errors:
+                    if origin == "cache" and not prober.retry_errors and prober.executor is None:
+                        # (local runs only: a planned round -- `round plan` -- replays the session per
+                        # round, where "once" cannot be told from "again")
                         # issue 23, input 3: a cached skip at an end is probed once more before the end is untestable
                         res, origin = prober.probe_fresh(candidates[i], a, executor), "probe"
                     if res.verdict is Verdict.SKIP:
