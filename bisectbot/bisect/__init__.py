@@ -29,7 +29,14 @@ from .bounds import (
     default_budget,
     search_settings,
 )
-from .repeats import RUN_FALSE_POSITIVE, combine_repeats, estimate_hit_rate, per_probe_rates
+from .repeats import (
+    MIN_HIT_RATE,
+    RUN_FALSE_POSITIVE,
+    clean_probes_needed,
+    combine_repeats,
+    estimate_hit_rate,
+    per_probe_rates,
+)
 from .search import CONFIRMATION_MASS, REPROBE_BAND, Bisection, SearchResult, Step
 from .signatures import Signature, command_failures
 from .verdicts import _PATCH_RULES as _PATCH_RULES  # the patch-rule registry (tests swap rules in it)
@@ -50,6 +57,8 @@ from .verdicts import (
 
 __all__ = [
     "Bisection",
+    "MIN_HIT_RATE",
+    "clean_probes_needed",
     "confidence_text",
     "SearchResult",
     "Step",

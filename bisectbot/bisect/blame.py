@@ -17,10 +17,15 @@ FLAG_TEXT = {
                 "regression is in the pinned component, not in this change's code",
 }
 
-_DOCS_TESTS = ("docs/*", "doc/*", "*.md", "*.rst", "*.txt", "LICENSE*", ".github/*", "tests/*", "test/*",
-               "*/tests/*", "*/test/*", "test_*.py", "*/test_*.py", "*_test.py", "conftest.py", "*/conftest.py")
-#: Files that decide what is built and installed: they ship, whatever their extension
-#: (a ``*.txt`` is documentation unless it is one of these; issue 12).
+#: Documentation by location and name only (issue 23, input 5): a ``merges.txt`` of a tokenizer,
+#: a ``*.txt`` vocabulary or word list, is runtime data (llama.cpp#3743), never "docs".
+DOCS = ("docs/*", "doc/*", "*/docs/*", "*/doc/*", "*.md", "*.rst", "README*", "*/README*", "CHANGELOG*",
+        "*/CHANGELOG*", "LICENSE*", "*/LICENSE*", "LICENCE*", "*/LICENCE*", "COPYING*", "*/COPYING*", "NOTICE*",
+        "*/NOTICE*")
+_DOCS_TESTS = (*DOCS, ".github/*", "tests/*", "test/*", "*/tests/*", "*/test/*", "test_*.py", "*/test_*.py",
+               "*_test.py", "conftest.py", "*/conftest.py")
+#: Files that decide what is built and installed: they ship, whatever their name (a
+#: ``README``-named build file is still a build file; issue 12).
 BUILD_FILES = ("CMakeLists.txt", "*/CMakeLists.txt", "*.cmake", "cmake/*", "setup.py", "setup.cfg",
                "pyproject.toml", "requirements*.txt", "requirements/*", "*/requirements*.txt", "MANIFEST.in",
                "Makefile", "*/Makefile", "*.mk", "Dockerfile*", "docker/*", "build.sh", "*.in",

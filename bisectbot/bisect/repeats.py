@@ -41,3 +41,25 @@ def estimate_hit_rate(hits: int, runs: int) -> float:
     if not 0 < hits <= runs:
         raise ValueError(f"need 0 < hits <= runs, got {hits} of {runs}")
     return hits / (runs + 2)
+
+
+#: Smallest per-run hit rate a known-bad end is tested against before "not bad" is believed
+#: (issue 23, input 8; :func:`clean_probes_needed`): a bug that shows in one run of five. The
+#: one-sided tables of ``benchmarks/bisect_sim.py`` start there too.
+MIN_HIT_RATE = 0.2
+
+
+def clean_probes_needed(miss_per_probe: float, confidence: float) -> int:
+    """Probes of a known-bad end, none showing the bug, after which "the end is not bad" holds
+    at ``confidence``: the smallest ``m`` with ``miss_per_probe ** m <= 1 - confidence`` (a
+    one-sided sequential test: the first probe that shows the bug ends it the other way).
+    ``miss_per_probe`` is the chance that one probe of a bad build shows nothing (the recipe's
+    ``false_negative``, or ``(1 - MIN_HIT_RATE) ** repeats``). Raises ``ValueError`` unless
+    ``0 <= miss_per_probe < 1`` and ``0 < confidence < 1``."""
+    import math
+
+    if not 0 <= miss_per_probe < 1 or not 0 < confidence < 1:
+        raise ValueError(f"need 0 <= miss < 1 and 0 < confidence < 1, got {miss_per_probe}, {confidence}")
+    if miss_per_probe == 0:
+        return 1
+    return max(1, math.ceil(math.log(1 - confidence) / math.log(miss_per_probe) - 1e-9))

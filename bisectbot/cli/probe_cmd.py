@@ -58,9 +58,14 @@ def exit_code(status: str) -> int:
             "error": EXIT_SERVER_ERROR}.get(status, EXIT_INCONCLUSIVE)
 
 
-def _summary(r: ThresholdResult) -> str:
+def _summary(r: ThresholdResult, diverges: bool = False) -> str:
+    """The last line of ``probe``. ``diverges``: the bad outcome at ``first_garbage`` is a divergence
+    from the reference (regress ``diverges``), said as DIVERGES, not GARBAGE (issue 23)."""
     s = r.status
     lo, hi = r.last_ok, r.first_garbage
+    if s == "garbage" and diverges:
+        width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
+        return f"DIVERGES from the reference from {hi} prompt tokens: first diverging size in [{lo}, {hi}]{width}"
     if s == "garbage":
         width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
         flaky = f" (flaky at {', '.join(map(str, r.flaky))}: see notes)" if r.flaky else ""
@@ -75,6 +80,11 @@ def _summary(r: ThresholdResult) -> str:
         return f"ERROR{' (transient: not a verdict, retry later)' if r.transient else ''}: {r.error}"
     why = "; ".join(x.reasons[0] for x in r.table if x.reasons)[:200]
     return f"INCONCLUSIVE: no size could be decided{': ' + why if why else ''}"
+
+
+def _diverged(res: ThresholdResult) -> bool:
+    """True when the reasons at the first bad size are a divergence from the reference."""
+    return bool(res.reasons) and res.reasons[0].startswith("diverges from the reference")
 
 
 def _evidence_lines(res: ThresholdResult) -> list[str]:
@@ -95,7 +105,7 @@ def _evidence_lines(res: ThresholdResult) -> list[str]:
     return lines
 
 
-def _print_table(res: ThresholdResult) -> None:
+def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
     """The per-size table and the summary. Every string from the server (model id, replies, reasons,
     notes, error messages) passes :mod:`bisectbot.terminal`: a reply made of Rich markup, ANSI
     escapes, carriage returns or bidi controls is printed as visible, inert text (issue 25)."""
@@ -128,7 +138,7 @@ def _print_table(res: ThresholdResult) -> None:
     console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s", markup=False)
     if res.reasons:
         console.print(terminal.text("reasons at first garbage size: " + "; ".join(res.reasons)))
-    console.print(terminal.text(_summary(res)))
+    console.print(terminal.text(_summary(res, diverges and _diverged(res))))
 
 
 @cli.command(epilog=PROBE_EPILOG)
@@ -207,6 +217,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     from ..reproduce.threshold import search_threshold
 
     base: dict = {}
+    recipe_regress: str | None = None  # the recipe's regress with its reference (issue 23)
     passthrough: list[str] = []  # host variables the recipe hands to its command on purpose (issue 13)
     if recipe_path is not None:
         from ..shipped import find_recipe  # a path, or a shipped recipe's name (as run takes it)
@@ -215,6 +226,10 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         passthrough = list(recipe.env_passthrough)
         base = recipe.reproducer.model_dump(exclude_unset=True)  # unset max_size: derived from the server
         model = model or recipe.model or None
+        if recipe.regress.mode == "diverges":
+            recipe_regress = "garbage,diverges" if recipe.regress.arg == "garbage" else "diverges"
+        elif recipe.regress.mode == "garbage":
+            recipe_regress = "garbage"
         if timeout_s is None:
             timeout_s = recipe.server.request_timeout_s
     overrides = {"min_size": min_size, "max_size": max_size, "sizes": sizes, "tolerance": tolerance,
@@ -228,8 +243,26 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     for url, hint in ((reference_endpoint, "--reference-endpoint"), (noise_endpoint, "--noise-endpoint")):
         if url is not None and not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"expected http://HOST:PORT, got {url!r}", param_hint=hint)
+    recipe_ref = dict(base.get("reference") or {})
+    if reference_endpoint is None and recipe_ref.get("endpoint"):
+        reference_endpoint = str(recipe_ref["endpoint"])  # the recipe's reference (issue 23)
+        regress_mode = regress_mode or recipe_regress
+        log_ref = f"reference: {reference_endpoint} (the recipe's reproducer.reference)"
+    else:
+        log_ref = ""
+        if reference_endpoint is None and recipe_ref.get("candidate") and ctx.verbosity >= 0:
+            terminal.echo("note: the recipe's reference is the bisection's last-good candidate, which probe does not "
+                          "start: no comparison (give --reference-endpoint URL)", err=True)
     if noise_endpoint and not reference_endpoint:
         raise click.UsageError("--noise-endpoint needs --reference-endpoint (the noise is measured against it)")
+    if reference_endpoint and endpoint:
+        from ..reproduce.reference import same_server
+
+        for other, what in ((endpoint, "--endpoint (the candidate)"), (noise_endpoint, "--noise-endpoint")):
+            if other and same_server(reference_endpoint, other):
+                raise click.UsageError(
+                    f"the reference {reference_endpoint} is the same server as {what} {other}: a server compared "
+                    "with itself never diverges; give a known-good server of the same model")
     if reference_endpoint:
         ref = {k: v for k, v in dict(base.get("reference") or {}).items() if k not in ("candidate", "endpoint")}
         ref["endpoint"] = reference_endpoint
@@ -288,6 +321,8 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         return
     from ..reproduce.reference import probe_with_reference
 
+    if log_ref:
+        log(log_ref)
     mode = regress_mode or "garbage,diverges"
     res, extra = probe_with_reference(endpoint, spec, noise_url=noise_endpoint, model=model, api_key=api_key,
                                       timeout_s=timeout_s or 600.0, diverges_bad="diverges" in mode,
@@ -307,7 +342,7 @@ def _output(ctx: Ctx, res: ThresholdResult, extra: dict | None = None) -> None:
     if ctx.json:
         ctx.emit({**res.to_dict(), **extra})
     else:
-        _print_table(res)
+        _print_table(res, diverges="diverges" in str((extra.get("reference") or {}).get("regress", "")))
         if extra.get("decode_path"):
             terminal.echo(extra["decode_path"]["line"])
     click.get_current_context().exit(exit_code(res.status))

@@ -164,6 +164,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             return 0
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
         text = plan_text(recipe, cands, recipe.bisect.parallel)
+        from ..session.withheld import withheld, withheld_note
+
+        held = withheld(recipe)
+        if held:  # issue 23, input 4
+            text += "\n" + withheld_note(recipe, held)
         ctx.emit({"recipe": str(path), "good": g, "bad": b, "kind": "range", "plan": text.splitlines(),
                   # built only for --json: 50,000 candidates are a cost a text plan need not pay (issue 15)
                   "candidates": [c.to_dict() for c in cands] if ctx.json else []}, text)
@@ -191,6 +196,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
             return session.run(good, bad)
 
+    from ..session.withheld import withheld, withheld_note
+
+    held = withheld(recipe)
+    if held:  # issue 23, input 4: said before the run, and in the report when it finds nothing
+        echo(withheld_note(recipe, held))
     try:
         result = bisect(human)
     except KeyboardInterrupt:
@@ -209,6 +219,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         result.notes = [n.replace("culprit verified", "culprit (not verified)") for n in result.notes]
         result.notes.append("not verified (run --no-verify or bisect.verify: false): the culprit and its "
                             "predecessor were not probed again")
+    if held and result.status.value in ("no-regression", "boundary-failed"):
+        result.notes.append(withheld_note(recipe, held, result.status.value))
     gh = recipe.report.github
     out_dir = Path(out or recipe.report.dir).resolve()
     if reproducible:

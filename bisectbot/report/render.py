@@ -283,7 +283,7 @@ def _evidence_view(result: RunResult, reason_chars: int = 300) -> dict[str, Any]
             "heads": ["reference", w["last"], w["first"]],
             "rows": [{"label": "continuation", "cells": [ref.get("reference_continuation", "") or cont[0],
                                                          cont[1], cont[2]], "safe": False, "limit": 400},
-                     {"label": "first diverging token", "cells": ["—", *(first_div(r) if r else "—" for r in ends)],
+                     {"label": "first diverging word", "cells": ["—", *(first_div(r) if r else "—" for r in ends)],
                       "safe": True},
                      {"label": "normalised edit distance", "cells": ["—", *(num("edit_distance", "{:.3f}")(r)
                                                                            if r and r.reference else "—" for r in ends)],

@@ -99,14 +99,16 @@ def command_outcome(run: CommandRun, crash: str = "bad") -> tuple[Outcome, str]:
 
 
 def search_threshold_command(run: Callable[[int], CommandRun], spec: ReproducerSpec,
-                             log: Callable[[str], None] | None = None) -> ThresholdResult:
+                             log: Callable[[str], None] | None = None,
+                             focus: list[int] | None = None) -> ThresholdResult:
     """Threshold search where ``run(size)`` runs the command once for ``size`` tokens in a
     fresh process. ``repeats`` runs per size combine one-sidedly (issue 12): the first run
     that fails decides GARBAGE (a healthy build essentially never fails; a majority vote
     would turn a bug that shows in 30 % of runs into an 84 % miss), as in
     :func:`bisectbot.reproduce.threshold.one_sided`. Returns a
     :class:`ThresholdResult` (``requests`` counts command runs); ``error`` status when the
-    command cannot run at all.
+    command cannot run at all. ``focus``: sizes (tokens) where the bisection's bad end failed,
+    run first (:func:`bisectbot.reproduce.focus.focused_search`, issue 23).
     """
     n = max(1, effective_repeats(spec.model_copy(update={"concurrency": 1})))
     crash = spec.command_crash
@@ -146,4 +148,8 @@ def search_threshold_command(run: Callable[[int], CommandRun], spec: ReproducerS
 
     # a command run's cost is mostly its start (a fresh process, often a model load), not the
     # size: plain bisection, the fewest runs, rather than the prompt-token-saving low splits
+    if focus:
+        from .focus import focused_search
+
+        return focused_search(probe, spec, spec.min_size, spec.max_size, focus, log=log, size_budget=None)
     return search(probe, spec, log=log, size_budget=None)

@@ -52,6 +52,15 @@ _TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 DEFAULT_CALIBRATION_POINTS = 4
 
 
+#: Largest noise (normalised edit distance, 0..1) between two good builds at one size that a
+#: calibration accepts (issue 23): beyond it the two replies share less than half their words,
+#: which two healthy builds of one model do not -- one of them answers garbage, or is another
+#: model -- and a tolerance of margin x that noise would switch the comparison off.
+NOISE_CEILING = 0.5
+#: Hint of a "reference unusable" reason whose continuation was compared as text.
+LOGPROBS_HINT = ("compare prompt log-probabilities instead (--prompt-logprobs, reference.prompt_logprobs), "
+                 "where the servers offer vLLM's prompt_logprobs")
+
 CONTINUATION_CHARS = 400
 """Characters of each greedy continuation kept in a size's evidence (the report shows both)."""
 
@@ -74,6 +83,7 @@ class Continuation:
     error_kind: str | None = None
     seconds: float = 0.0
     finish_reason: str | None = None
+    reply: Any = None  # the parsed :class:`bisectbot.reproduce.client.Reply` (classified, issue 23)
 
 
 def reply_text(content: str, reasoning: str) -> str:
@@ -84,15 +94,26 @@ def reply_text(content: str, reasoning: str) -> str:
 def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: int,
            prompt_logprobs: bool = False) -> Continuation:
     """``POST /v1/chat/completions`` with temperature 0, ``seed``, ``max_tokens=tokens`` and, when
-    ``prompt_logprobs``, vLLM's ``prompt_logprobs: 0``. Never raises for server trouble."""
+    ``prompt_logprobs``, vLLM's ``prompt_logprobs: 0``. Never raises for server trouble.
+
+    The request goes through the client's bounded layer (:func:`bisectbot.bounded.request`,
+    issue 23): ``client.timeout_s`` bounds the whole exchange (a reference dribbling its reply
+    is cut off there) and the body is capped at :data:`bisectbot.bounded.MAX_BODY_BYTES`."""
+    from .. import bounded
+
     body: dict[str, Any] = {"model": client.model_name(), "messages": messages, "max_tokens": tokens,
                             "temperature": 0.0, "seed": seed}
     if prompt_logprobs:
         body["prompt_logprobs"] = 0
     t0 = time.monotonic()
     try:
-        r = client.session.post(client.base_url + "/v1/chat/completions", json=body,
-                                timeout=(client.connect_timeout_s, client.timeout_s))
+        r = client._request("POST", "/v1/chat/completions", timeout=client.timeout_s, json=body)
+    except requests.exceptions.Timeout:
+        return Continuation(error=f"{client.base_url}: no complete reply within {client.timeout_s:g} s",
+                            error_kind="timeout", seconds=time.monotonic() - t0)
+    except bounded.BodyTooLarge as e:
+        return Continuation(error=f"{client.base_url}: {' '.join(str(e).split())[:200]}", error_kind="bad-response",
+                            seconds=time.monotonic() - t0)
     except requests.RequestException as e:
         return Continuation(error=f"{client.base_url}: {' '.join(str(e).split())[:200]}", error_kind="connection",
                             seconds=time.monotonic() - t0)
@@ -111,7 +132,7 @@ def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: in
     if lps is not None and not isinstance(lps, list):
         lps = None
     return Continuation(text=reply_text(reply.content, reply.reasoning), prompt_tokens=reply.prompt_tokens,
-                        prompt_logprobs=lps, seconds=dt, finish_reason=reply.finish_reason)
+                        prompt_logprobs=lps, seconds=dt, finish_reason=reply.finish_reason, reply=reply)
 
 
 @dataclass
@@ -142,9 +163,11 @@ class Comparison:
         return d
 
     def figure(self) -> str:
-        """One line: ``first diverging token 3 of 32, edit distance 0.81; prompt logprobs |Δ| mean 0.0021``."""
+        """One line: ``first diverging word 3 of 32, edit distance 0.81; prompt logprobs |Δ| mean 0.0021``.
+        The position counts words and punctuation (:func:`text_tokens`), not the server's model tokens
+        (issue 23): the unit is said."""
         head = ("identical continuation" if self.first_divergence is None
-                else f"first diverging token {self.first_divergence} of {self.tokens}")
+                else f"first diverging word {self.first_divergence} of {self.tokens} (words and punctuation)")
         s = f"{head}, edit distance {self.edit_distance:.3f}"
         if self.logprob_mean is not None:
             s += (f"; prompt logprobs |Δ| mean {self.logprob_mean:.4f} max {self.logprob_max:.4f} nats over "
@@ -216,6 +239,21 @@ class Noise:
     edit: dict[int, float] = field(default_factory=dict)
     logprob: dict[int, float | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: why the measured noise was not used (above :data:`NOISE_CEILING`); the floors apply then
+    unusable: str = ""
+
+    def check_ceiling(self) -> None:
+        """Reject a measured noise above :data:`NOISE_CEILING` at any size (issue 23): the
+        calibration is "unusable", said in :attr:`notes`, and the floors apply."""
+        over = {k: v for k, v in self.edit.items() if v > NOISE_CEILING}
+        if not over:
+            return
+        at = ", ".join(f"{v:.3f} at {k}" for k, v in sorted(over.items()))
+        self.unusable = (f"calibration unusable: edit distance {at} tokens between {self.between or 'the two builds'} "
+                         f"is above the ceiling {NOISE_CEILING:g} (one of them is not a healthy build of the model); "
+                         "the floors apply")
+        self.notes.append(self.unusable)
+        self.edit, self.logprob = {}, {}
 
     @property
     def calibrated(self) -> bool:
@@ -242,7 +280,7 @@ class Noise:
     def to_dict(self) -> dict[str, Any]:
         return {"between": self.between, "edit_distance": {str(k): round(v, 4) for k, v in sorted(self.edit.items())},
                 "logprob": {str(k): (None if v is None else round(v, 5)) for k, v in sorted(self.logprob.items())},
-                "notes": self.notes}
+                "notes": self.notes, "unusable": self.unusable}
 
     def table(self, spec: ReferenceSpec) -> list[str]:
         """Printable lines: size, measured noise, tolerance used."""
@@ -296,6 +334,9 @@ def calibrate(a: Client, b: Client, spec: ReproducerSpec, sizes: list[int], betw
         noise.edit[measured] = max(noise.edit.get(measured, 0.0), cmp.edit_distance)
         noise.logprob[measured] = cmp.logprob_mean
         say(f"calibration {measured} tokens: {cmp.figure()}")
+    noise.check_ceiling()
+    if noise.unusable:
+        say(noise.unusable)
     return noise
 
 
@@ -364,6 +405,8 @@ class ReferenceProbe:
             res.requests += 2
         res.seconds += cand.seconds + refr.seconds
         for who, c in (("candidate", cand), ("reference", refr)):
+            if c.error and who == "reference" and c.error_kind == "over-limit":
+                return self._unusable(res, f"it cannot hold the prompt of {measured} tokens ({c.error[:200]})", lp)
             if c.error:
                 return SizeResult(size, res.prompt_tokens, Outcome.ERROR,
                                   [f"greedy comparison failed on the {who}: {c.error}"], 1.0, res.votes, res.requests,
@@ -378,6 +421,12 @@ class ReferenceProbe:
         cmp = compare(cand, refr, span)
         tol = self.noise.tolerance(measured, self.ref)
         why = tol.judge(cmp)
+        prompt_doubt, reply_doubt = reference_doubts(refr, self.spec, measured)
+        by_logprobs = lp and cmp.logprob_mean is not None
+        if prompt_doubt or (reply_doubt and not by_logprobs):
+            return self._unusable(res, prompt_doubt or reply_doubt, lp, cmp)
+        if reply_doubt:  # the prompt logprobs still compare the prefill; the continuation does not
+            why = [w for w in why if not w.startswith("edit distance")]
         res.evidence["reference"] = {**cmp.to_dict(), "diverges": bool(why), "reused_reply": reuse,
                                      "tolerance": {"edit_distance": round(tol.edit_distance, 4),
                                                    "logprob": round(tol.logprob, 5),
@@ -388,6 +437,9 @@ class ReferenceProbe:
                                      "reference_continuation": refr.text[:CONTINUATION_CHARS]}
         if lp and cmp.logprob_mean is None:
             res.evidence["reference"]["prompt_logprobs"] = "not offered by both servers"
+        if reply_doubt:
+            res.evidence["reference"]["note"] = (f"the reference's continuation is unusable ({reply_doubt}): "
+                                                 "judged on prompt logprobs only")
         text_bad = res.outcome == Outcome.GARBAGE
         reason = f"diverges from the reference: {cmp.figure()} ({'; '.join(why)})" if why else ""
         if self.diverges_bad and why:
@@ -400,12 +452,56 @@ class ReferenceProbe:
             res.evidence["reference"]["note"] = reason
         return res
 
+    def _unusable(self, res: SizeResult, doubt: str, lp: bool, cmp: Comparison | None = None) -> SizeResult:
+        """``res`` with the comparison INCONCLUSIVE: "reference unusable: ..." (the text verdict
+        stands when it is GARBAGE and counts as bad: the classifier needs no reference)."""
+        reason = f"reference unusable: {doubt}" + ("" if lp else f"; {LOGPROBS_HINT}")
+        ev: dict[str, Any] = {"unusable": reason, "text_outcome": res.outcome.value}
+        if cmp is not None:
+            ev.update(cmp.to_dict(), continuation=cmp.candidate_text[:CONTINUATION_CHARS],
+                      reference_continuation=cmp.reference_text[:CONTINUATION_CHARS])
+        res.evidence["reference"] = ev
+        if res.outcome == Outcome.GARBAGE and self.garbage_bad:
+            res.reasons = list(res.reasons) + [reason]
+            return res
+        res.outcome = Outcome.INCONCLUSIVE
+        res.reasons = [reason]
+        return res
+
+
+def reference_doubts(refr: Continuation, spec: ReproducerSpec, measured: int | None) -> tuple[str, str]:
+    """``(prompt doubt, reply doubt)``: why the reference's greedy reply cannot be the oracle at
+    a prompt the candidate measured as ``measured`` tokens (``""`` each when it can).
+
+    * prompt: the reference's ``usage.prompt_tokens`` differs from the candidate's by more than
+      :data:`bisectbot.reproduce.threshold.USAGE_AGREEMENT` (and 16 tokens): not the same prompt;
+    * reply: the classifier calls the reference's own reply GARBAGE (a degenerate reply -- one
+      word repeated, empty -- carries no information about the prompt), or it has fewer than 2
+      words.
+    """
+    from .classify import classify
+    from .threshold import USAGE_AGREEMENT
+
+    prompt = ""
+    if refr.prompt_tokens and measured and abs(refr.prompt_tokens - measured) > max(USAGE_AGREEMENT * measured, 16):
+        prompt = (f"it counted {refr.prompt_tokens} prompt tokens where the candidate counted {measured}: "
+                  "not the same prompt (another tokenizer or chat template)")
+    reply = ""
+    if refr.reply is not None:
+        c = classify(refr.reply, spec, [])
+        if c.outcome == Outcome.GARBAGE:
+            reply = f"its own reply is GARBAGE ({'; '.join(c.reasons)[:200]})"
+    if not reply and len(text_tokens(refr.text)) < 2:
+        reply = f"its continuation has {len(text_tokens(refr.text))} word(s): it carries no information"
+    return prompt, reply
+
 
 def search_with_reference(endpoint: str, reference: Client, spec: ReproducerSpec, noise: Noise,
                           diverges_bad: bool = True, garbage_bad: bool = True, model: str | None = None,
                           log: Callable[[str], None] | None = None, timeout_s: float = 600.0,
-                          api_key: str | None = None) -> ThresholdResult:
-    """:func:`bisectbot.reproduce.threshold.search_threshold` on ``endpoint`` with every size also
+                          api_key: str | None = None, focus: list[int] | None = None) -> ThresholdResult:
+    """:func:`bisectbot.reproduce.threshold.search_threshold` on ``endpoint`` (``focus``: sizes asked
+    first, issue 23) with every size also
     compared with ``reference`` (see :class:`ReferenceProbe`). The result's ``notes`` start with
     the noise calibration table; its ``reasons`` name the divergence at ``first_garbage``."""
     if spec.reference is None:
@@ -420,7 +516,7 @@ def search_with_reference(endpoint: str, reference: Client, spec: ReproducerSpec
         return ReferenceProbe(inner, reference, spec, noise, diverges_bad, garbage_bad)
 
     res = search_threshold(endpoint, spec, model=model, log=log, timeout_s=timeout_s, api_key=api_key,
-                           wrap_probe=wrap)
+                           wrap_probe=wrap, focus=focus)
     res.notes = noise.table(spec.reference) + res.notes
     return res
 
@@ -464,6 +560,33 @@ def probe_with_reference(endpoint: str, spec: ReproducerSpec, noise_url: str | N
         extra.update(control_pair(endpoint, spec.reference.endpoint, spec, model=model, api_key=api_key,
                                   timeout_s=timeout_s, log=say))
     return res, extra
+
+
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
+
+
+def server_identity(url: str) -> tuple[str, str, int, str]:
+    """``(scheme, host, port, path)`` of a server's base URL for "is it the same server": host
+    lower-cased, loopback names alike, the default port filled in, a trailing ``/`` and ``/v1`` dropped."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url.strip())
+    host = (u.hostname or "").lower()
+    if host in _LOOPBACK:
+        host = "loopback"
+    try:
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        port = -1
+    path = u.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[:-3]
+    return u.scheme.lower(), host, port, path
+
+
+def same_server(a: str, b: str) -> bool:
+    """True when base URLs ``a`` and ``b`` name the same server (:func:`server_identity`)."""
+    return server_identity(a) == server_identity(b)
 
 
 def reference_client(spec: ReferenceSpec, url: str | None = None, timeout_s: float = 600.0) -> Client:

@@ -151,6 +151,8 @@ class ThresholdResult:
     timeout, HTTP 429/5xx after the bounded retries) -- never cache it as a verdict.
     ``flaky``: sizes (tokens) whose boundary confirmation disagreed (evidence of a flaky
     corruption for the search; the status stays what the combined replies said).
+    ``second_finding``: a server failure above the sizes a focused search was asked about
+    (:func:`bisectbot.reproduce.focus.focused_search`, issue 23): evidence, not the verdict.
     """
 
     status: str
@@ -168,6 +170,7 @@ class ThresholdResult:
     max_size: int | None = None
     transient: bool = False
     flaky: list[int] = field(default_factory=list)
+    second_finding: str | None = None
 
     @property
     def interval(self) -> tuple[int | None, int | None]:
@@ -184,7 +187,7 @@ class ThresholdResult:
                 "requests": self.requests, "wall_s": round(self.wall_s, 3), "reasons": self.reasons,
                 "error": self.error, "notes": self.notes, "model": self.model, "endpoint": self.endpoint,
                 "min_size": self.min_size, "max_size": self.max_size, "transient": self.transient,
-                "flaky": self.flaky}
+                "flaky": self.flaky, "second_finding": self.second_finding}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ThresholdResult:
@@ -194,7 +197,8 @@ class ThresholdResult:
                    wall_s=float(d.get("wall_s", 0.0)), reasons=list(d.get("reasons") or []), error=d.get("error"),
                    notes=list(d.get("notes") or []), model=d.get("model"), endpoint=d.get("endpoint"),
                    min_size=d.get("min_size"), max_size=d.get("max_size"),
-                   transient=bool(d.get("transient", False)), flaky=list(d.get("flaky") or []))
+                   transient=bool(d.get("transient", False)), flaky=list(d.get("flaky") or []),
+                   second_finding=d.get("second_finding"))
 
 
 # --------------------------------------------------------------------------- pure search
@@ -688,13 +692,16 @@ def join_whole(items: list[str], limit: int = 160) -> str:
 def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = None,
                      log: Callable[[str], None] | None = None, timeout_s: float = 600.0,
                      api_key: str | None = None,
-                     wrap_probe: Callable[[HttpProbe], Callable[[int], SizeResult]] | None = None) -> ThresholdResult:
+                     wrap_probe: Callable[[HttpProbe], Callable[[int], SizeResult]] | None = None,
+                     focus: list[int] | None = None) -> ThresholdResult:
     """Find the prefill threshold of the OpenAI-compatible server at ``endpoint``.
 
     ``endpoint`` is ``http://host:port`` (a trailing ``/v1`` is accepted); ``model``
     ``None`` = the first model of ``/v1/models``. ``timeout_s`` bounds each chat request
     (seconds). ``log`` receives one line per probe. ``wrap_probe`` may wrap the HTTP probe
-    (issue 18: :class:`bisectbot.reproduce.reference.ReferenceProbe`). Returns a :class:`ThresholdResult`;
+    (issue 18: :class:`bisectbot.reproduce.reference.ReferenceProbe`). ``focus``: sizes (tokens)
+    where the bisection's bad end failed, asked first (:func:`bisectbot.reproduce.focus.focused_search`,
+    issue 23). Returns a :class:`ThresholdResult`;
     never raises for server trouble (status ``error`` with the reason instead).
     """
     t0 = time.monotonic()
@@ -736,10 +743,20 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
     elif "max_size" not in spec.model_fields_set:
         notes.append(f"server reports no max_model_len: max_size {hi} (the default; set reproducer.max_size)")
     lo = min(spec.min_size, hi)
+    if spec.min_size > hi:  # issue 23: said, not silently clamped
+        notes.append(f"min_size {spec.min_size} is above the largest usable size {hi} tokens"
+                     + (f" (server max_model_len {client.max_model_len})" if client.max_model_len else "")
+                     + f": only {hi} tokens probed")
+        say(notes[-1])
     if not builder.has_tokenizer:
         notes.append("server has no usable /tokenize: sizes calibrated from usage.prompt_tokens")
     probe = HttpProbe(client, spec, builder)
-    res = search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, log=say)
+    if focus:
+        from .focus import focused_search
+
+        res = focused_search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, focus, log=say)
+    else:
+        res = search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, log=say)
     res.notes = notes + client.problems + builder.problems + probe.notes + res.notes
     res.model = name
     res.endpoint = client.base_url

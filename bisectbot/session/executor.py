@@ -27,6 +27,7 @@ from ..errors import BadInput, ServerError
 from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner, Prepared, PrepareFailed
+from ..run.starts import START_RETRIES, backoff_s, is_start_failure, transient_cause
 from .prefetch import Prefetcher
 
 Echo = Callable[[str], None]  # receives progress lines
@@ -68,11 +69,14 @@ def build_key(runner: CandidateRunner, c: Candidate) -> str:
 
 
 def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict[str, str] | None,
-          args: list[str] | None, oracle: Any = None) -> tuple[Judgement, dict[str, Any]]:
+          args: list[str] | None, oracle: Any = None,
+          focus: list[int] | None = None) -> tuple[Judgement, dict[str, Any]]:
     """Run the reproducer on a prepared candidate and decide the verdict (regress mode).
 
     Returns the judgement and extra evidence (``threshold``, ``table``, ``returncode``...).
     ``oracle`` is the run's reference (:class:`bisectbot.session.oracles.Oracle`, issue 18).
+    ``focus``: sizes (tokens) where the bisection's bad end failed, asked first by a threshold
+    search (:mod:`bisectbot.reproduce.focus`, issue 23).
     Raises BadInput (recipe without a command in command mode), ServerError (not a verdict).
     """
     r = recipe
@@ -127,7 +131,7 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
             except TypeError:  # runners without an env argument
                 return runner.run_command(prepared, argv, r.reproducer.command_timeout_s)
 
-        tr = search_threshold_command(run_size, r.reproducer)
+        tr = search_threshold_command(run_size, r.reproducer, focus=focus)
     else:
         from ..reproduce.threshold import search_threshold  # the reproducer area (issue 3)
 
@@ -136,10 +140,10 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
             if r.reproducer.reference is not None or r.reproducer.control is not None:
                 from .oracles import reproduce  # issue 18: reference comparison, decode control
 
-                tr, oracle_extra = reproduce(r, srv.base_url, oracle)
+                tr, oracle_extra = reproduce(r, srv.base_url, oracle, focus=focus)
             else:
                 tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None,
-                                      timeout_s=r.server.request_timeout_s)
+                                      timeout_s=r.server.request_timeout_s, focus=focus)
     from .oracles import threshold_regress
 
     j = judge_threshold(threshold_regress(r), tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []),
@@ -151,6 +155,11 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
              "status": tr.status}
     if getattr(tr, "transient", False):
         extra["transient"] = True  # a transient server error: never cached as a verdict (issue 11)
+    if getattr(tr, "second_finding", None):
+        extra["second_finding"] = tr.second_finding  # issue 23: a failure above the focus sizes
+        j.reason += f"; second finding above the bad end's failing sizes: {str(tr.second_finding)[:200]}"
+    if focus:
+        extra["focus"] = list(focus)
     if getattr(tr, "flaky", None):
         extra["flaky_sizes"] = list(tr.flaky)
     if r.bisect.flake is None and tr.table:  # the bad end's hit rate (issue 12; session.honesty.adapt_rates)
@@ -166,10 +175,15 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
 
 def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,
               toggle: TriageToggle | None = None, prefetcher: Prefetcher | None = None,
-              oracle: Any = None) -> ProbeResult:
+              oracle: Any = None, focus: list[int] | None = None) -> ProbeResult:
     """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe).
+    ``focus``: sizes (tokens) a threshold search asks first (:func:`judge`).
 
-    A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason.
+    A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason. A
+    server start that fails with a transient cause in its log (HTTP 429/5xx, a reset
+    connection, a timed-out download: :func:`bisectbot.run.starts.transient_cause`) is started
+    again with backoff up to :data:`bisectbot.run.starts.START_RETRIES` times; when it keeps
+    failing so the skip is ``extra["transient"]`` (never cached).
     ``duration_s`` is wall-clock seconds of the whole probe.
     """
     t0 = time.monotonic()
@@ -182,16 +196,29 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
             res.patches = list(prepared.patches)
         else:
             res.patches = list(prepared.patches)
-            try:
-                j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
-                                 toggle.args if toggle else None, oracle=oracle)
-                res.verdict, res.reason = j.verdict, j.reason
-                res.signature = str(j.signature) if j.signature else ""
-                res.threshold = extra.pop("threshold", None)
-                res.table = extra.pop("table", [])
-                res.extra = extra
-            except ServerError as e:
-                res.reason = f"server error, not a verdict: {e}"
+            retry = 0
+            while True:
+                try:
+                    j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
+                                     toggle.args if toggle else None, oracle=oracle, focus=focus)
+                    res.verdict, res.reason = j.verdict, j.reason
+                    res.signature = str(j.signature) if j.signature else ""
+                    res.threshold = extra.pop("threshold", None)
+                    res.table = extra.pop("table", [])
+                    res.extra = extra
+                except ServerError as e:
+                    cause = transient_cause(str(e), prepared.log_paths) if is_start_failure(str(e)) else None
+                    if cause is not None and retry < START_RETRIES:
+                        retry += 1  # issue 23, input 3: a hub rate limit at start passes on its own
+                        time.sleep(backoff_s(retry))
+                        continue
+                    res.reason = f"server error, not a verdict: {e}"
+                    if cause is not None:
+                        res.extra["transient"] = True  # never cached: a later run starts it again
+                        res.reason += f" (transient start failure after {retry + 1} starts: {cause})"
+                if retry:
+                    res.extra["start_retries"] = retry
+                break
             res.log_paths = list(prepared.log_paths)
             res.extra["build_key"] = prepared.build_key
     finally:
@@ -206,12 +233,14 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
 
 @dataclass
 class ProbeJob:
-    """One probe to run: the candidate, its probe key (:func:`probe_key`), attempt number, toggle."""
+    """One probe to run: the candidate, its probe key (:func:`probe_key`), attempt number, toggle,
+    and the sizes (tokens) its threshold search asks first (``focus``, issue 23; empty: none)."""
 
     candidate: Candidate
     key: str
     attempt: int = 1
     toggle: TriageToggle | None = None
+    focus: tuple[int, ...] = ()
 
 
 class Executor(Protocol):
@@ -253,13 +282,14 @@ class LocalExecutor:
         if self.pool is None:
             for n, j in enumerate(jobs):
                 res = run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle, self.prefetcher,
-                                oracle=self.oracle)
+                                oracle=self.oracle, focus=list(j.focus) or None)
                 if self.prefetcher is not None:
                     self.prefetcher.observe_probe(res.duration_s)
                 yield n, res
             return
         futs: dict[Future, int] = {self.pool.submit(run_probe, self.recipe, self.runner, j.candidate, j.key,
-                                                    j.attempt, j.toggle, None, self.oracle): n
+                                                    j.attempt, j.toggle, None, self.oracle,
+                                                    list(j.focus) or None): n
                                    for n, j in enumerate(jobs)}
         pending = set(futs)
         while pending:

@@ -49,10 +49,12 @@ def threshold_regress(recipe: Recipe) -> str:
     return "garbage" if recipe.regress.mode == "diverges" else str(recipe.regress)
 
 
-def reproduce(recipe: Recipe, url: str, oracle: Oracle | None) -> tuple[Any, dict[str, Any]]:
+def reproduce(recipe: Recipe, url: str, oracle: Oracle | None,
+              focus: list[int] | None = None) -> tuple[Any, dict[str, Any]]:
     """The threshold search on the server at ``url`` with the recipe's oracles; returns the
     :class:`bisectbot.reproduce.threshold.ThresholdResult` and extra probe evidence
-    (``control``: the decode control's result dict; ``reference``: label and noise)."""
+    (``control``: the decode control's result dict; ``reference``: label and noise). ``focus``:
+    sizes (tokens) asked first (issue 23, :mod:`bisectbot.reproduce.focus`)."""
     from ..reproduce.client import Client
     from ..reproduce.reference import Noise, reference_client, search_with_reference
     from ..reproduce.threshold import search_threshold
@@ -73,10 +75,11 @@ def reproduce(recipe: Recipe, url: str, oracle: Oracle | None) -> tuple[Any, dic
         diverges = recipe.regress.mode == "diverges"
         garbage = recipe.regress.mode != "diverges" or recipe.regress.arg == "garbage"
         tr = search_with_reference(url, oracle.client, spec, oracle.noise, diverges_bad=diverges,
-                                   garbage_bad=garbage, model=recipe.model or None, timeout_s=timeout)
+                                   garbage_bad=garbage, model=recipe.model or None, timeout_s=timeout,
+                                   focus=focus)
         extra["reference"] = {"label": oracle.label, "noise": oracle.noise.to_dict()}
     else:
-        tr = search_threshold(url, spec, model=recipe.model or None, timeout_s=timeout)
+        tr = search_threshold(url, spec, model=recipe.model or None, timeout_s=timeout, focus=focus)
     if spec.control is not None and spec.control.enabled and tr.status != "error":
         from ..reproduce.control import run_control
 
@@ -95,6 +98,10 @@ def _partner(recipe: Recipe, good: Candidate, source: Any) -> tuple[Candidate | 
     try:
         cands = source.candidates(want, good.ref)
     except Exception as e:  # noqa: BLE001 - a root commit has no parent: reported, floors apply
+        if not ref.calibrate_with and "unknown commit" in str(e):  # issue 23: say what it means
+            return None, (f"no second good build: the good end {good.label or good.ref[:12]} is the root commit, "
+                          "there is nothing before it to calibrate against (set reference.calibrate_with); "
+                          "the floors apply")
         return None, f"no second good build ({want}: {str(e).splitlines()[0][:160] if str(e) else type(e).__name__})"
     if len(cands) < 2:
         return None, f"no second good build ({want} is the good end itself)"

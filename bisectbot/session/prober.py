@@ -41,6 +41,10 @@ class Prober:
     later run probes again. ``retry_errors`` (``run --retry-errors``) probes again, once
     per run, every candidate whose cached verdict is a skip.
 
+    ``focus`` (issue 23): sizes (tokens) where the current search's bad end failed; set by the
+    round loop once the bad end is known bad, asked first by every later probe's threshold
+    search (:mod:`bisectbot.reproduce.focus`) and part of those probes' cache keys.
+
     Events are logged into the current session (:meth:`start`); the first ``n`` probe events
     after :meth:`prior_events` found ``n`` logged ones are not logged again (a resumed run).
     """
@@ -62,6 +66,7 @@ class Prober:
         self.retry_errors = retry_errors
         self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
         self.oracle: Any = None  # the run's reference while it is up (issue 18)
+        self.focus: tuple[int, ...] = ()  # the bad end's failing sizes (issue 23)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
         self.round_no = 0  # rounds (batches of probes) so far, cached ones included
         self.session_id = ""
@@ -70,6 +75,10 @@ class Prober:
     # ------------------------------------------------------------------ keys and ids
     def _build_key(self, c: Candidate) -> str:
         return build_key(self.runner, c)
+
+    def _repro_key(self) -> str:
+        """The reproducer key of the next probes: with ``focus``, the sizes asked first too."""
+        return self.repro_key + (f"|focus:{','.join(map(str, self.focus))}" if self.focus else "")
 
     def start(self, stage: str, good: str, bad: str) -> str:
         """Make the session of ``stage`` between refs ``good`` and ``bad`` the current one; its id
@@ -102,7 +111,7 @@ class Prober:
         if not toggle and self.replay.get(c.ref):
             ln = self.replay[c.ref].pop(0)
             return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
-        key = probe_key(c.ref, self._build_key(c), self.repro_key, tname, attempt)
+        key = probe_key(c.ref, self._build_key(c), self._repro_key(), tname, attempt)
         cached = self.ledger.get_probe(key)
         if cached is not None and self._retry(cached, key):
             return None, "cache", key
@@ -130,7 +139,7 @@ class Prober:
         be probed next time: no replayed, maintainer or cached verdict answers it (for prefetch)."""
         if self.replay.get(c.ref) or self.human_verdict(c) is not None:
             return False
-        key = probe_key(c.ref, self._build_key(c), self.repro_key, "", attempts.get(i, 0) + 1)
+        key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempts.get(i, 0) + 1)
         cached = self.ledger.get_probe(key)
         return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
 
@@ -152,7 +161,8 @@ class Prober:
     def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
                   prefetcher: Prefetcher | None = None) -> ProbeResult:
         """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe)."""
-        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher, oracle=self.oracle)
+        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher, oracle=self.oracle,
+                         focus=list(self.focus) or None)
 
     def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
               prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:
@@ -186,13 +196,25 @@ class Prober:
             else:
                 out.append(None)
                 where.append(len(out) - 1)
-                todo.append(ProbeJob(c, key, a, toggle))
+                todo.append(ProbeJob(c, key, a, toggle, self.focus))
         for n, res in executor.run(todo):
             self.fresh_probes += 1
             self._store(res)
             out[where[n]] = (res, "probe")
         assert all(x is not None for x in out)
         return out  # type: ignore[return-value]
+
+    def probe_fresh(self, c: Candidate, attempt: int, executor: Executor) -> ProbeResult:
+        """Probe ``c`` now whatever the cache holds (a cached skip at an end of the search, issue 23)
+        and store the result as :meth:`probe_batch` does (it replaces the cached one)."""
+        self.round_no += 1
+        key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempt)
+        self.echo(f"{c.label or c.ref[:12]}: its cached verdict is a skip at an end of the search: probing it again")
+        for _n, res in executor.run([ProbeJob(c, key, attempt, None, self.focus)]):
+            self.fresh_probes += 1
+            self._store(res)
+            return res
+        raise AssertionError("the executor returned no result")  # pragma: no cover
 
     # ------------------------------------------------------------------ sessions and events
     def prior_events(self) -> list[dict[str, Any]]:

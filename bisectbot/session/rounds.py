@@ -21,10 +21,12 @@ from typing import Any
 from ..bisect import Bisection, budget_text, search_settings
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
 from ..recipe import Recipe
+from .badend import clean, sequential_end
 from .executor import Echo
 from .honesty import adapt_rates, check_runnable, derived_rates_note
 from .prefetch import next_candidates
 from .prober import Prober
+from .scope import Scope, learn
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,8 @@ class RoundLoop:
         self.recipe_path = recipe_path
         self.log_resume = True
         self.last_bisection: Bisection | None = None
+        #: what the known-failing end's sequential test found in the current search (issue 23)
+        self.end_notes: list[str] = []
         self.t0 = time.monotonic()
 
     def search(self, name: str, candidates: list[Candidate], component: str,
@@ -82,7 +86,11 @@ class RoundLoop:
         """Bisect one ordered candidate list (index 0 good end, last bad end); returns the stage.
 
         ``verdict_fn`` re-judges each probe result (cached or fresh) for a second question
-        over the same measurements (the drift search); the ledger keeps the original."""
+        over the same measurements (the drift search); the ledger keeps the original.
+
+        Scope (issue 23, :mod:`bisectbot.session.scope`): once the bad end is bad, a good
+        verdict measured only below its failing size is used as skip, and the next probes ask
+        the bad end's failing sizes first (``prober.focus``)."""
         r = self.recipe
         bs = r.bisect
         settings = search_settings(bs, len(candidates))
@@ -119,43 +127,104 @@ class RoundLoop:
                   + (f" if it stays exact; {derived}" if derived else f", {budget_text(b)}"))
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
-        with prober.executor_for(self.prefetch_enabled) as executor:
-            while not b.done:
-                batch = b.next_probes(executor.slots)
-                if not batch:
-                    break
-                if getattr(executor, "has_prefetch", False) and len(batch) == 1:
-                    nxt = next_candidates(b, batch[0])  # what the next step can need, likely first
-                    executor.prefetch([candidates[i] for i in batch + nxt],
-                                      [candidates[j] for j in nxt if prober.needs_probe(candidates[j], attempts, j)])
-                jobs = []
-                for i in batch:
-                    attempts[i] = attempts.get(i, 0) + 1
-                    jobs.append((i, attempts[i]))
-                results = prober.probe_batch([(candidates[i], a) for i, a in jobs], executor)
-                if verdict_fn is not None:
-                    results = [(verdict_fn(res), origin) for res, origin in results]
-                for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
-                    if i == len(candidates) - 1 and phase_of(b, i) == "boundary":
-                        # a command that cannot run is checked on the good end (git bisect run, 2.36)
-                        check_runnable(r, res, good, lambda c: prober.probe(c, 1)[0], self.recipe_path)
-                    phase = phase_of(b, i)
-                    probes.append(res)
-                    if b.done:  # a folded re-probe the outcome did not need: evidence, not fed
-                        eff, note, phase = res.verdict, "not used: the search had ended", "extra"
-                    else:
-                        eff = b.feed(i, res.verdict, res.signature or None)
-                        note = b.history[-1].note
-                        adapt_rates(r, b, i, res, self.echo)
-                    prober.event("probe", {
-                        "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
-                        "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
-                            f"; {note}" if note else ""),
-                        "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
-                        "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
-                    self._progress(b, candidates[i], res, eff, origin)
+        scope: Scope | None = None
+        prober.focus = ()
+        self.end_notes = []
+        try:
+            with prober.executor_for(self.prefetch_enabled) as executor:
+                self._rounds(b, candidates, prober, executor, attempts, probes, verdict_fn, scope)
+        finally:
+            prober.focus = ()
         self._prefetch_report(name, executor)
         return self._stage_result(name, component, candidates, b, probes, flags_fn)
+
+    def _rounds(self, b: Bisection, candidates: list[Candidate], prober: Prober, executor: Any,
+                attempts: dict[int, int], probes: list[ProbeResult],
+                verdict_fn: Callable[[ProbeResult], ProbeResult] | None, scope: Scope | None) -> None:
+        """The rounds of :meth:`search` until the search is done."""
+        r = self.recipe
+        good = candidates[0]
+        while not b.done:
+            batch = b.next_probes(executor.slots)
+            if not batch:
+                break
+            if getattr(executor, "has_prefetch", False) and len(batch) == 1:
+                nxt = next_candidates(b, batch[0])  # what the next step can need, likely first
+                executor.prefetch([candidates[i] for i in batch + nxt],
+                                  [candidates[j] for j in nxt if prober.needs_probe(candidates[j], attempts, j)])
+            jobs = []
+            for i in batch:
+                attempts[i] = attempts.get(i, 0) + 1
+                jobs.append((i, attempts[i]))
+            results = prober.probe_batch([(candidates[i], a) for i, a in jobs], executor)
+            if verdict_fn is not None:
+                results = [(verdict_fn(res), origin) for res, origin in results]
+            for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
+                if scope is not None and verdict_fn is None:
+                    res = scope.judge(res)  # issue 23: compared only where the bad end failed
+                if i == len(candidates) - 1 and phase_of(b, i) == "boundary":
+                    # a command that cannot run is checked on the good end (git bisect run, 2.36)
+                    check_runnable(r, res, good, lambda c: prober.probe(c, 1)[0], self.recipe_path)
+                end_note = ""
+                if (phase_of(b, i) == "boundary" and res.verdict is Verdict.SKIP and verdict_fn is None
+                        and "scope" not in res.extra):
+                    if origin == "cache" and not prober.retry_errors and prober.executor is None:
+                        # (local runs only: a planned round -- `round plan` -- replays the session per
+                        # round, where "once" cannot be told from "again")
+                        # issue 23, input 3: a cached skip at an end is probed once more before the end is untestable
+                        res, origin = prober.probe_fresh(candidates[i], a, executor), "probe"
+                    if res.verdict is Verdict.SKIP:
+                        end_note = (f"{res.reason[:300]}; if that failure passes on its own, "
+                                    "`bisectbot run --retry-errors` probes cached skips again")
+                failing_end = 0 if r.regress.is_fix else len(candidates) - 1
+                if (i == failing_end and phase_of(b, i) == "boundary" and verdict_fn is None and clean(r, res)
+                        and not b.done):
+                    # issue 23, input 8: the known-failing end is probed until its "clean" is believable
+                    res, a, note = sequential_end(
+                        r, candidates[i], res, a,
+                        lambda att, i=i: self._end_reprobe(b, candidates, i, att, attempts, probes, executor),
+                        self.echo)
+                    if note:
+                        self.end_notes.append(note)
+                phase = phase_of(b, i)
+                probes.append(res)
+                if b.done:  # a folded re-probe the outcome did not need: evidence, not fed
+                    eff, note, phase = res.verdict, "not used: the search had ended", "extra"
+                else:
+                    scoped_out = res.reason.split(": not tested", 1)[0] if "scope" in res.extra else ""
+                    eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note)
+                    note = b.history[-1].note
+                    adapt_rates(r, b, i, res, self.echo)
+                prober.event("probe", {
+                    "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
+                    "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
+                        f"; {note}" if note else ""),
+                    "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
+                    "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
+                self._progress(b, candidates[i], res, eff, origin)
+                if (scope is None and verdict_fn is None and i == len(candidates) - 1
+                        and eff is Verdict.BAD):
+                    scope = learn(r, res, candidates[i].label or candidates[i].ref[:12])
+                    if scope is not None:
+                        prober.focus = scope.sizes
+                        self.echo(f"scope: candidates are compared at {scope.failing} tokens and above, where "
+                                  f"the bad end fails; their probes ask {', '.join(map(str, scope.sizes))} "
+                                  "tokens first")
+
+    def _end_reprobe(self, b: Bisection, candidates: list[Candidate], i: int, attempt: int,
+                     attempts: dict[int, int], probes: list[ProbeResult], executor: Any) -> ProbeResult:
+        """One more probe (number ``attempt``) of the known-failing end ``i`` for
+        :func:`bisectbot.session.badend.sequential_end`: logged and listed, not fed to the search."""
+        attempts[i] = attempt
+        ((res, origin),) = self.prober.probe_batch([(candidates[i], attempt)], executor)
+        probes.append(res)
+        self.prober.event("probe", {
+            "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": attempt,
+            "verdict": res.verdict.value, "effective": res.verdict.value, "reason": res.reason + "; end test",
+            "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
+            "duration_s": round(res.duration_s, 3), "origin": origin, "phase": "boundary"})
+        self._progress(b, candidates[i], res, res.verdict, origin)
+        return res
 
     def _prefetch_report(self, name: str, executor: Any) -> None:
         """One line and one ledger event: candidates prepared ahead, used, wasted (issue 15)."""
@@ -174,8 +243,11 @@ class RoundLoop:
         """The finished search as a :class:`StageResult` (flags, ledger result event and session row)."""
         good, bad = candidates[0], candidates[-1]
         sr = b.result()
+        message = sr.message
+        if self.end_notes and sr.status in (Status.NO_REGRESSION, Status.BOUNDARY_FAILED):
+            message = f"{message}: {'; '.join(self.end_notes)}"
         st = StageResult(name=name, component=component, status=sr.status, candidates=list(candidates),
-                         probes=probes, confidence=sr.confidence, message=sr.message)
+                         probes=probes, confidence=sr.confidence, message=message)
         if sr.last_good is not None:
             st.last_good = candidates[sr.last_good]
         if sr.first_bad is not None:

@@ -115,3 +115,16 @@ def test_demo_subtle_finds_the_planted_culprit(tmp_path):
     assert "diverges from the reference" in report and "decode path: fine" in report
     # the subtle history tags the good end on commit 1: its parent is the second good build of the calibration
     assert "noise calibration between the good end" in report and "not calibrated" not in report
+
+
+def test_a_root_commit_good_end_says_there_is_nothing_before_it_to_calibrate_against(tmp_path):
+    """Issue 23 ("Also"): the calibration partner of a root-commit good end is not "unknown commit '<sha>^'"."""
+    hist = H.make_history(tmp_path / "engine-history", commits=10, seed=4, subtle=True)
+    recipe = subtle_recipe(concrete_recipe(hist.path, tmp_path / "out"))
+    recipe["bisect"]["good"] = hist.shas[0]
+    recipe["triage"] = []
+    recipe["reproducer"]["control"] = None
+    p, res = _run(recipe, tmp_path)
+    out = p.stdout + p.stderr + "\n".join(res["notes"])
+    assert "is the root commit, there is nothing before it to calibrate against" in out, out
+    assert "unknown commit" not in out, out

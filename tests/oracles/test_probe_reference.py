@@ -47,7 +47,7 @@ def test_probe_with_a_reference_brackets_the_threshold_within_3_percent(engine_f
     lo, hi = doc["last_ok"], doc["first_garbage"]
     assert lo < T <= hi, (lo, hi)
     assert (hi - lo) / T <= 0.03
-    assert doc["reasons"][0].startswith("diverges from the reference: first diverging token")
+    assert doc["reasons"][0].startswith("diverges from the reference: first diverging word")
     at_hi = [r for r in doc["table"] if r["prompt_tokens"] == hi][0]
     ref = at_hi["evidence"]["reference"]
     assert ref["diverges"] and ref["text_outcome"] == "OK"  # the classifier alone saw nothing

@@ -113,7 +113,7 @@ def check_evidence(out: Path, diverges: bool = False) -> dict[str, list[str]]:
                                          san(ok_row["evidence"]["reference"]["continuation"], 400),
                                          san(ref["continuation"], 400)], d
             assert d["continuation"][1] != d["continuation"][2]
-            assert d["first diverging token"][2] == f"{ref['first_divergence']} of {ref['tokens']}", d
+            assert d["first diverging word"][2] == f"{ref['first_divergence']} of {ref['tokens']}", d
             assert d["normalised edit distance"][2] == f"{ref['edit_distance']:.3f}", d
             assert d["prompt logprobs \\|Δ\\| mean (nats)"][2] == f"{ref['logprob_mean']:.4f}", d
             assert "tolerance: edit distance" in block

@@ -99,7 +99,7 @@ def test_subtle_demo_report_and_issue_render_as_github_would(tmp_path) -> None:
         rows = {row[0]: row[1:] for row in evidence}
         assert rows["outcome"] == ["OK", "GARBAGE"] and rows["reply"][0] != rows["reply"][1]
         div = next(t for t in doc.tables if t and t[0][:4] == ["", "reference", "last good", "first bad"])
-        assert all(len(row) == 4 for row in div) and {row[0] for row in div} >= {"continuation", "first diverging token"}
+        assert all(len(row) == 4 for row in div) and {row[0] for row in div} >= {"continuation", "first diverging word"}
         langs = [cls for cls, _ in doc.code]
         assert ["language-sh", "language-sh", "language-python", "language-sh", "language-yaml"] == \
             [c for c in langs if c in ("language-sh", "language-python", "language-yaml")][-5:], langs
