@@ -70,6 +70,8 @@ USAGE_AGREEMENT = 0.03
 #: Plausible characters per token of the filler prompts (real BPE tokenizers: ~1.5-6).
 CHARS_PER_TOKEN_RANGE = (0.5, 16.0)
 _SERVER_TROUBLE = ("connection", "timeout", "http", "bad-response")
+#: Start of the reason of a size whose reply came from the server's prefix cache (``INCONCLUSIVE``).
+CACHED_REASON = "served from the prefix cache"
 
 
 def excerpt(text: str, limit: int = 120) -> str:
@@ -532,6 +534,21 @@ class HttpProbe:
         self.spec = spec
         self.builder = builder
         self.inconclusive_retry_factor = inconclusive_retry_factor
+        #: Sizes whose cold prefill could be checked (``/metrics`` or ``cached_tokens``) and the
+        #: ``[hits, queries]`` prompt tokens ``/metrics`` counted over them.
+        self.cache_checked = 0
+        self.cache_totals = [0, 0]
+
+    def cache_note(self) -> str:
+        """One line for the result's notes: whether the probe's prefills were checked cold."""
+        if not self.cache_checked:
+            return ("prefix cache: not checked (the server exposes no vllm:prefix_cache_* counters on /metrics and "
+                    "no usage.prompt_tokens_details.cached_tokens); every request carried its own cache_salt -- where "
+                    "a server ignores it, turn its prefix cache off (vLLM: --no-enable-prefix-caching)")
+        hits, queries = self.cache_totals
+        return (f"prefix cache: checked at {self.cache_checked} size(s): {hits} of {queries} queried prompt tokens "
+                f"were cache hits ({'cold prefills' if hits == 0 else 'NOT all cold: those sizes are inconclusive'};"
+                " a fresh cache_salt per request)")
 
     def _chat(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
         return self.client.chat(messages, max_tokens=max_tokens, temperature=self.spec.temperature,
@@ -539,6 +556,7 @@ class HttpProbe:
 
     def _ask(self, size: int, prompt: Prompt, max_tokens: int) -> SizeResult:
         t0 = time.monotonic()
+        before = self.client.prefix_cache()  # /metrics counters around this size's requests (issue 22)
         n = effective_repeats(self.spec)
         replies: list[Reply] = []
         classes: list[Classification] = []
@@ -558,7 +576,40 @@ class HttpProbe:
         if usage:
             res.evidence["usage_prompt_tokens"] = usage
         res.evidence["prompt_words"] = prompt.words  # with the seed: the prompt again (issue 25's request.json)
+        self._check_cold(res, replies, before)
         return res
+
+    def _check_cold(self, res: SizeResult, replies: list[Reply], before: tuple[int, int] | None) -> None:
+        """Record whether this size's requests were cold prefills and turn a reply served from the
+        prefix cache into ``INCONCLUSIVE`` (issue 22; issue 23, input 6): a cached prefill never ran
+        the code path the probe tests, so its reply is not evidence. Two sources, either enough:
+        the server's ``/metrics`` counters read before and after the size's requests (hits in
+        tokens; the candidate serves only the probe) and each reply's
+        ``usage.prompt_tokens_details.cached_tokens``."""
+        after = self.client.prefix_cache() if before is not None else None
+        cached = [r.cached_tokens for r in replies if r.cached_tokens is not None]
+        info: dict[str, Any] = {"cache_salt": self.client.cold}
+        hits = None
+        if before is not None and after is not None:
+            hits, queries = after[0] - before[0], after[1] - before[1]
+            info.update(metrics_hits=hits, metrics_queries=queries)
+            self.cache_totals[0] += max(0, hits)
+            self.cache_totals[1] += max(0, queries)
+        if cached:
+            info["cached_tokens"] = sum(cached)
+        checked = hits is not None or bool(cached)
+        info["checked"] = checked
+        served = (hits or 0) > 0 or sum(cached) > 0
+        info["served_from_cache"] = served
+        if checked:
+            self.cache_checked += 1
+        res.evidence["prefix_cache"] = info
+        if served and res.outcome != Outcome.ERROR:
+            how = (f"{hits} of {info['metrics_queries']} queried prompt tokens were prefix-cache hits "
+                   f"(/metrics)" if (hits or 0) > 0 else f"usage.prompt_tokens_details.cached_tokens {sum(cached)}")
+            res.outcome = Outcome.INCONCLUSIVE
+            res.reasons = [f"{CACHED_REASON}: {how}; a cached reply is not evidence (the server ignores "
+                           "cache_salt? turn its prefix cache off: vLLM --no-enable-prefix-caching)"]
 
     def __call__(self, size: int) -> SizeResult:
         """``SizeResult`` at ``size`` tokens; never raises (an unexpected failure is an ``ERROR``)."""
@@ -648,7 +699,8 @@ class HttpProbe:
         return self._finish(size, prompt, res)
 
     def _finish(self, size: int, prompt: Prompt, res: SizeResult) -> SizeResult:
-        misrouted = any(r.startswith("misrouted") for r in res.reasons)  # more room changes nothing
+        # more room changes nothing for a misrouted reply or one served from the prefix cache
+        misrouted = any(r.startswith(("misrouted", CACHED_REASON)) for r in res.reasons)
         if res.outcome == Outcome.INCONCLUSIVE and self.inconclusive_retry_factor > 1 and not misrouted:
             # cut off inside the reasoning: ask once more with more room before giving up on this size
             more = self.spec.max_tokens * self.inconclusive_retry_factor
@@ -740,7 +792,7 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
         notes.append("server has no usable /tokenize: sizes calibrated from usage.prompt_tokens")
     probe = HttpProbe(client, spec, builder)
     res = search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, log=say)
-    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes
+    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes + [probe.cache_note()]
     res.model = name
     res.endpoint = client.base_url
     res.wall_s = time.monotonic() - t0
