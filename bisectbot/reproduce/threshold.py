@@ -313,12 +313,14 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         ladder = sorted({s for s in spec.sizes if s <= hi_size})
         dropped = sorted({s for s in spec.sizes if s > hi_size})
         if dropped:
-            res.notes.append(f"sizes above the usable maximum {hi_size} skipped: {dropped}")
+            res.notes.append(f"sizes above the usable maximum {hi_size} skipped: {dropped} (too long for this server: "
+                             "a fact about the candidate, not a verdict)")
         for s in ladder:
             r = do(s)
             if r.outcome == Outcome.ERROR:
                 if r.error_kind == "over-limit":
-                    res.notes.append(f"over the limit at {s} tokens: larger sizes not probed")
+                    res.notes.append(f"over the limit at {s} tokens: larger sizes not probed (too long for this server: "
+                                     "a fact about the candidate, not a verdict)")
                     break
                 return fail(r)
         oks = [r.size for r in res.table if r.outcome == Outcome.OK]
@@ -781,7 +783,8 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
                          f"{spec.max_tokens} - {CONTEXT_MARGIN}, {DEFAULT_MAX_SIZE_CAP})")
             say(notes[-1])
         elif usable < hi:
-            notes.append(f"max_size {hi} clamped to {usable} (max_model_len {client.max_model_len} "
+            notes.append(f"max_size {hi} clamped to {usable}: longer prompts are too long for this server "
+                         f"(max_model_len {client.max_model_len} "
                          f"- max_tokens {spec.max_tokens} - {CONTEXT_MARGIN})")
             say(notes[-1])
             hi = usable

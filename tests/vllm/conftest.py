@@ -41,18 +41,37 @@ def lane_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def plain_vllm(vllm_python: Path, tiny_model: Path, lane_logs: Path) -> Iterator[lane.VllmServer]:
-    """The unpatched vLLM serving the tiny model, prefix caching on (vLLM's default)."""
-    srv = lane.VllmServer(vllm_python, tiny_model, lane_logs / "plain.log", cpu="0")
-    yield srv
-    srv.stop()
+def lane_servers(vllm_python: Path, tiny_model: Path, lane_logs: Path) -> Iterator[dict[str, lane.VllmServer]]:
+    """The session's three servers, started at once (each ~45 s on 2 cores; together ~60-90 s):
+    ``plain`` and ``other`` (two unpatched processes) and ``planted`` (the bug in an overlay)."""
+    overlay = lane.planted_overlay(vllm_python, lane_logs / "overlay")
+    servers = {"plain": lane.VllmServer(vllm_python, tiny_model, lane_logs / "plain.log", cpu="0"),
+               "planted": lane.VllmServer(vllm_python, tiny_model, lane_logs / "planted.log", overlay=overlay,
+                                          cpu="1"),
+               "other": lane.VllmServer(vllm_python, tiny_model, lane_logs / "other.log", cpu="1")}
+    try:
+        for srv in servers.values():
+            srv.ready()
+        yield servers
+    finally:
+        for srv in servers.values():
+            srv.stop()
 
 
 @pytest.fixture(scope="session")
-def planted_vllm(vllm_python: Path, tiny_model: Path, lane_logs: Path) -> Iterator[lane.VllmServer]:
+def plain_vllm(lane_servers: dict[str, lane.VllmServer]) -> lane.VllmServer:
+    """The unpatched vLLM serving the tiny model, prefix caching on (vLLM's default)."""
+    return lane_servers["plain"]
+
+
+@pytest.fixture(scope="session")
+def other_vllm(lane_servers: dict[str, lane.VllmServer]) -> lane.VllmServer:
+    """A second process of the unpatched build (the candidate of the no-divergence check)."""
+    return lane_servers["other"]
+
+
+@pytest.fixture(scope="session")
+def planted_vllm(lane_servers: dict[str, lane.VllmServer]) -> lane.VllmServer:
     """vLLM with the planted chunked-prefill bug (:data:`tests.vllm.lane.PLANT`) in an overlay,
     prefix caching on."""
-    overlay = lane.planted_overlay(vllm_python, lane_logs / "overlay")
-    srv = lane.VllmServer(vllm_python, tiny_model, lane_logs / "planted.log", overlay=overlay, cpu="1")
-    yield srv
-    srv.stop()
+    return lane_servers["planted"]
