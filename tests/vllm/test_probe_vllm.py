@@ -121,3 +121,28 @@ def test_no_divergence_without_the_planted_bug(plain_vllm: lane.VllmServer, othe
     assert len(doc["table"]) == len(sizes)
     assert max(r["prompt_tokens"] for r in doc["table"]) >= usable - 64
     assert all(not r["evidence"]["reference"]["diverges"] for r in doc["table"])
+
+
+def test_a_reply_served_from_the_prefix_cache_is_not_evidence(plain_vllm: lane.VllmServer) -> None:
+    """The check behind the cold prefills: a client that sends no cache_salt (as a server that ignores
+    it would behave) asks the same size twice; vLLM serves the second from its cache, and the probe
+    reads its counters and calls that size INCONCLUSIVE, not a verdict."""
+    from bisectbot.models import Outcome
+    from bisectbot.recipe import ReproducerSpec
+    from bisectbot.reproduce.client import Client
+    from bisectbot.reproduce.prompts import PromptBuilder
+    from bisectbot.reproduce.threshold import CACHED_REASON, HttpProbe
+
+    client = Client(plain_vllm.url, timeout_s=120)
+    client.cold = False
+    spec = ReproducerSpec(min_size=500, max_size=4000, question="Summarize the document in two sentences.",
+                          expected_answer=None, needles=0, max_tokens=16, seed=5)
+    probe = HttpProbe(client, spec, PromptBuilder(spec.question, needles=0, seed=5, tokenize=client.tokenize))
+    first = probe(1500)
+    assert first.outcome != Outcome.INCONCLUSIVE and first.evidence["prefix_cache"]["metrics_hits"] == 0, first
+    again = probe(1500)
+    pc = again.evidence["prefix_cache"]
+    assert pc["served_from_cache"] and pc["metrics_hits"] >= 1000, pc
+    assert again.outcome == Outcome.INCONCLUSIVE and again.reasons[0].startswith(CACHED_REASON), again
+    assert "--no-enable-prefix-caching" in again.reasons[0]
+    assert "NOT all cold" in probe.cache_note()
