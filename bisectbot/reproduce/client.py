@@ -318,15 +318,19 @@ class Client:
     def prefix_cache(self) -> tuple[int, int] | None:
         """The server's prefix-cache counters ``(hits, queries)`` in prompt tokens since it started
         (``GET /metrics``, :func:`parse_prefix_cache`), or ``None`` when it exposes none. A server
-        without ``/metrics`` (404/405/501) or without the counters is not asked again; a failed or
-        timed-out request (at most ``min(METRICS_TIMEOUT_S, timeout_s)``) gives ``None`` this time."""
+        without ``/metrics`` (404/405/501) or without the counters is not asked again, nor after a failed or
+        timed-out request (at most ``min(METRICS_TIMEOUT_S, timeout_s)``; noted in :attr:`problems`)."""
         if self._metrics_missing:
             return None
         try:
             r = bounded.request(self.session, "GET", self.base_url + "/metrics",
                                 total_s=min(METRICS_TIMEOUT_S, self.timeout_s), connect_s=self.connect_timeout_s,
                                 max_bytes=METRICS_MAX_BYTES)
-        except (requests.RequestException, bounded.BodyTooLarge):
+        except (requests.RequestException, bounded.BodyTooLarge) as e:
+            # a stalled, dribbling or huge /metrics would cost the same at every size: off for the run
+            self._metrics_missing = True
+            self.problems.append(f"/metrics failed ({_one_line(str(e), 100)}): prefix cache not checked for the "
+                                 "rest of the run")
             return None
         if r.status_code in (404, 405, 501):
             self._metrics_missing = True
