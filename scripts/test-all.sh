@@ -29,9 +29,18 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-# 1. the wheel, from a clean copy of the checkout
+# 0. the real-vLLM lane's server venv (issue 22), in the background while the wheel, the test venv
+#    and the services are made: scripts/vllm-lane.sh builds it once per pin change and caches it
+#    under ~/.cache/bisectbot/vllm-lane/ (~2.5 min on a loaded 2-core machine; cached: 0 s).
 work=$(mktemp -d "${TMPDIR:-/tmp}/bisectbot-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+lane_log=$work/vllm-lane.log
+if [ "${BISECTBOT_VLLM_LANE:-1}" != 0 ]; then
+  bash scripts/vllm-lane.sh >"$lane_log" 2>&1 &
+  lane_pid=$!
+fi
+
+# 1. the wheel, from a clean copy of the checkout
 if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mkdir -p "$work/src"
   git -C "$ROOT" ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
@@ -54,6 +63,18 @@ python3 -m venv --clear "$VENV"
 "$VENV/bin/python" -m pip install -q "$wheel[test]"
 
 $SUDO bash scripts/services.sh
+
+# the lane: its python for tests/vllm (which fail, never skip, when it is missing: BISECTBOT_REQUIRE_VLLM)
+# (BISECTBOT_VLLM_LANE=0 builds no lane: tests/vllm then skip, as on a developer's machine without it)
+if [ -n "${lane_pid:-}" ]; then
+  export BISECTBOT_REQUIRE_VLLM=1
+  if wait "$lane_pid"; then
+    BISECTBOT_VLLM_PYTHON=$(tail -n 1 "$lane_log"); export BISECTBOT_VLLM_PYTHON
+    echo "test-all: real-vLLM lane $BISECTBOT_VLLM_PYTHON ($(grep -m1 -o 'built in [0-9]* s\|cached' "$lane_log"))"
+  else
+    echo "test-all: the real-vLLM lane failed to build (tests/vllm will fail):" >&2; tail -n 30 "$lane_log" >&2
+  fi
+fi
 
 # 3. the suite against the install
 export BISECTBOT_REQUIRE_DOCKER=1

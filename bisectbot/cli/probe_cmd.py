@@ -317,6 +317,10 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         extra = {}
         if spec.control is not None and spec.control.enabled:
             extra = _control(endpoint, None, spec, model, api_key, timeout_s or 600.0, log)
+        blind = blind_oracles(res, extra)
+        if blind:
+            res.notes.append(blind)
+            extra["text_oracles"] = "blind"
         _output(ctx, res, extra)
         return
     from ..reproduce.reference import probe_with_reference
@@ -328,6 +332,29 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
                                       timeout_s=timeout_s or 600.0, diverges_bad="diverges" in mode,
                                       garbage_bad="garbage" in mode, log=log)
     _output(ctx, res, extra)
+
+
+BLIND = "every text oracle is blind here; use a reference"
+
+
+def blind_oracles(res: ThresholdResult, extra: dict) -> str | None:
+    """The note for a server that the text checks alone cannot judge (issue 22), or ``None``:
+    GARBAGE already at the smallest size with no OK size at all (and, when it ran, a decode
+    control that is not fine either). A model that never answers right -- random weights, a
+    tiny model, as on the real-vLLM lane -- and a build broken at every size look the same to
+    them; only a comparison with a known-good server (``--reference-endpoint``) tells them apart."""
+    if res.status != "all-garbage" or any(r.outcome.value == "OK" for r in res.table):
+        return None
+    ctl = (extra.get("control") or {}).get("candidate") or {}
+    if ctl and ctl.get("status") == "fine":
+        return None  # the decode path answers right: the garbage is about the long prompt
+    smallest = min((r.size for r in res.table), default=res.min_size)
+    why = f"GARBAGE already at the smallest size ({smallest} prompt tokens)"
+    if ctl:
+        why += f" and the decode control {ctl.get('status')}"
+    return (f"{BLIND} (--reference-endpoint URL, a known-good server of the same model): {why}; a model that "
+            "never answers right (random weights, a tiny model) and a build broken at every size look the same "
+            "to the text checks")
 
 
 def _control(endpoint: str, good_url: str | None, spec: ReproducerSpec, model: str | None, api_key: str | None,

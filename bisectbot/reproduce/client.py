@@ -18,6 +18,13 @@ Timeouts are not retried -- a timed-out 100K-token prefill is too expensive to s
 twice. A reply that still failed transiently has :attr:`Reply.transient` set: callers
 must never cache it as a verdict.
 
+Every chat request is a **cold prefill** (issue 22; issue 23, input 6): it carries its own
+``cache_salt`` (:func:`cold_fields`; vLLM's per-request prefix-cache isolation, ignored by servers
+that do not know it), and :meth:`Client.prefix_cache` reads the server's prefix-cache counters
+(``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total`` on ``GET /metrics``) so a
+probe can check that its requests were not served from the cache; a reply's
+``usage.prompt_tokens_details.cached_tokens`` lands in :attr:`Reply.cached_tokens`.
+
 Every request goes through :func:`bisectbot.bounded.request`: its timeout bounds the whole
 exchange (a dribbling server is cut off at the deadline) and reply bodies are capped at
 :data:`bisectbot.bounded.MAX_BODY_BYTES` (a larger reply is a ``bad-response`` error).
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,6 +54,45 @@ MAX_TOKEN_COUNT = 10**9
 #: that dribbles its metadata cannot hold a probe longer than its chat requests (issue 13, kind 5).
 MODELS_TIMEOUT_S = 30.0
 TOKENIZE_TIMEOUT_S = 120.0
+#: Cap of ``GET /metrics`` (seconds, whole request; also bounded by ``timeout_s``) and of its body (bytes).
+METRICS_TIMEOUT_S = 10.0
+METRICS_MAX_BYTES = 4 * 1024 * 1024
+#: vLLM's prefix-cache counters on ``/metrics`` (Prometheus text; tokens, summed over label sets).
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+
+
+def cold_fields() -> dict[str, str]:
+    """Request-body fields that make one chat request a cold prefill: a fresh random
+    ``cache_salt`` (32 hex characters). vLLM (V1) keys its prefix cache by the salt, so no
+    earlier request's KV blocks can serve this one (``DOMAIN.md``: 0 hits with a new salt);
+    servers without the field ignore it (the reference engine does)."""
+    return {"cache_salt": uuid.uuid4().hex}
+
+
+_METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)(\s+\d+)?\s*$")
+
+
+def parse_prefix_cache(text: str) -> tuple[int, int] | None:
+    """``(hits, queries)`` in tokens from a Prometheus text exposition (``/metrics``): the sums of
+    :data:`PREFIX_CACHE_HITS` and :data:`PREFIX_CACHE_QUERIES` over their label sets; ``None``
+    when either counter is absent (a server without prefix-cache metrics)."""
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(line.strip())
+        if not m or m.group(1) not in (PREFIX_CACHE_HITS, PREFIX_CACHE_QUERIES):
+            continue
+        try:
+            v = float(m.group(3))
+        except ValueError:
+            continue
+        if v == v and v not in (float("inf"), float("-inf")):
+            sums[m.group(1)] = sums.get(m.group(1), 0.0) + v
+    if PREFIX_CACHE_HITS not in sums or PREFIX_CACHE_QUERIES not in sums:
+        return None
+    return int(sums[PREFIX_CACHE_HITS]), int(sums[PREFIX_CACHE_QUERIES])
 
 
 class BadReply(ValueError):
@@ -121,6 +168,9 @@ class Reply:
     tool_calls: int = 0
     #: The message's ``refusal`` text (OpenAI's field for a refused request), ``""`` when none.
     refusal: str = ""
+    #: ``usage.prompt_tokens_details.cached_tokens``: prompt tokens the server took from its prefix
+    #: cache (``None`` when the server does not say; vLLM only with ``--enable-prompt-tokens-details``).
+    cached_tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -187,6 +237,9 @@ class Client:
         if api_key:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self._tokenize_missing = False
+        self._metrics_missing = False
+        #: Send :func:`cold_fields` with every chat request (a fresh ``cache_salt`` each).
+        self.cold = True
         self.max_model_len: int | None = None
         self.tokenize_requests = 0
         #: Problems with the server's metadata (odd ``max_model_len``, bad ``/tokenize``), one line each.
@@ -261,6 +314,34 @@ class Client:
             self.model = ids[0]
         return self.model
 
+    # ------------------------------------------------------------------ prefix cache
+    def prefix_cache(self) -> tuple[int, int] | None:
+        """The server's prefix-cache counters ``(hits, queries)`` in prompt tokens since it started
+        (``GET /metrics``, :func:`parse_prefix_cache`), or ``None`` when it exposes none. A server
+        without ``/metrics`` (404/405/501) or without the counters is not asked again, nor after a failed or
+        timed-out request (at most ``min(METRICS_TIMEOUT_S, timeout_s)``; noted in :attr:`problems`)."""
+        if self._metrics_missing:
+            return None
+        try:
+            r = bounded.request(self.session, "GET", self.base_url + "/metrics",
+                                total_s=min(METRICS_TIMEOUT_S, self.timeout_s), connect_s=self.connect_timeout_s,
+                                max_bytes=METRICS_MAX_BYTES)
+        except (requests.RequestException, bounded.BodyTooLarge) as e:
+            # a stalled, dribbling or huge /metrics would cost the same at every size: off for the run
+            self._metrics_missing = True
+            self.problems.append(f"/metrics failed ({_one_line(str(e), 100)}): prefix cache not checked for the "
+                                 "rest of the run")
+            return None
+        if r.status_code in (404, 405, 501):
+            self._metrics_missing = True
+            return None
+        if r.status_code != 200:
+            return None
+        got = parse_prefix_cache(r.text)
+        if got is None:
+            self._metrics_missing = True
+        return got
+
     # ------------------------------------------------------------------ tokenize
     def tokenize(self, messages: list[dict[str, Any]]) -> int | None:
         """Prompt tokens of ``messages`` by ``POST /tokenize`` (vLLM's shape), or ``None``
@@ -312,6 +393,8 @@ class Client:
         t0 = time.monotonic()
         attempt = 0
         while True:
+            if self.cold:
+                body.update(cold_fields())  # a fresh salt for every attempt: never a cached prefill
             reply = self._chat_once(body, t0)
             # connection errors were already retried by _request; here: HTTP 429/5xx
             if reply.status_code not in TRANSIENT_STATUS or attempt >= self.transient_retries:
@@ -398,7 +481,10 @@ def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
     refusal = msg.get("refusal")
     refusal = refusal if isinstance(refusal, str) else ""
     usage = _object_field(data, "usage")
-    return Reply(content=content, reasoning=reasoning, finish_reason=finish,
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens") \
+        if isinstance(details, dict) else None
+    return Reply(cached_tokens=cached, content=content, reasoning=reasoning, finish_reason=finish,
                  prompt_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
                  completion_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
                  seconds=seconds, status_code=200, tool_calls=ncalls, refusal=refusal)

@@ -43,7 +43,7 @@ from rapidfuzz.distance import Levenshtein
 
 from ..models import Outcome
 from ..recipe import ReferenceSpec, ReproducerSpec
-from .client import BadReply, Client, parse_chat
+from .client import BadReply, Client, cold_fields, parse_chat
 from .prompts import PromptBuilder
 from .threshold import HttpProbe, SizeResult, ThresholdResult, search_threshold
 
@@ -105,6 +105,8 @@ def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: in
                             "temperature": 0.0, "seed": seed}
     if prompt_logprobs:
         body["prompt_logprobs"] = 0
+    if client.cold:
+        body.update(cold_fields())  # its own cache_salt: a cold prefill on both servers (issue 22)
     t0 = time.monotonic()
     try:
         r = client._request("POST", "/v1/chat/completions", timeout=client.timeout_s, json=body)
@@ -389,8 +391,9 @@ class ReferenceProbe:
         return self._compare(size, self.inner.confirm(size))
 
     def _compare(self, size: int, res: SizeResult) -> SizeResult:
-        if res.outcome == Outcome.ERROR or self._messages is None:
-            return res
+        if res.outcome == Outcome.ERROR or self._messages is None \
+                or res.evidence.get("prefix_cache", {}).get("served_from_cache"):
+            return res  # a cached reply is not evidence: no comparison either (issue 22)
         measured = res.size
         lp = self.ref.prompt_logprobs and measured <= self.ref.prompt_logprobs_max_size
         k = self.ref.continuation_tokens

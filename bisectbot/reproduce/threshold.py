@@ -70,6 +70,8 @@ USAGE_AGREEMENT = 0.03
 #: Plausible characters per token of the filler prompts (real BPE tokenizers: ~1.5-6).
 CHARS_PER_TOKEN_RANGE = (0.5, 16.0)
 _SERVER_TROUBLE = ("connection", "timeout", "http", "bad-response")
+#: Start of the reason of a size whose reply came from the server's prefix cache (``INCONCLUSIVE``).
+CACHED_REASON = "served from the prefix cache"
 
 
 def excerpt(text: str, limit: int = 120) -> str:
@@ -315,12 +317,14 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         ladder = sorted({s for s in spec.sizes if s <= hi_size})
         dropped = sorted({s for s in spec.sizes if s > hi_size})
         if dropped:
-            res.notes.append(f"sizes above the usable maximum {hi_size} skipped: {dropped}")
+            res.notes.append(f"sizes above the usable maximum {hi_size} skipped: {dropped} (too long for this server: "
+                             "a fact about the candidate, not a verdict)")
         for s in ladder:
             r = do(s)
             if r.outcome == Outcome.ERROR:
                 if r.error_kind == "over-limit":
-                    res.notes.append(f"over the limit at {s} tokens: larger sizes not probed")
+                    res.notes.append(f"over the limit at {s} tokens: larger sizes not probed (too long for this server: "
+                                     "a fact about the candidate, not a verdict)")
                     break
                 return fail(r)
         oks = [r.size for r in res.table if r.outcome == Outcome.OK]
@@ -536,6 +540,21 @@ class HttpProbe:
         self.spec = spec
         self.builder = builder
         self.inconclusive_retry_factor = inconclusive_retry_factor
+        #: Sizes whose cold prefill could be checked (``/metrics`` or ``cached_tokens``) and the
+        #: ``[hits, queries]`` prompt tokens ``/metrics`` counted over them.
+        self.cache_checked = 0
+        self.cache_totals = [0, 0]
+
+    def cache_note(self) -> str:
+        """One line for the result's notes: whether the probe's prefills were checked cold."""
+        if not self.cache_checked:
+            return ("prefix cache: not checked (the server exposes no vllm:prefix_cache_* counters on /metrics and "
+                    "no usage.prompt_tokens_details.cached_tokens); every request carried its own cache_salt -- where "
+                    "a server ignores it, turn its prefix cache off (vLLM: --no-enable-prefix-caching)")
+        hits, queries = self.cache_totals
+        return (f"prefix cache: checked at {self.cache_checked} size(s): {hits} of {queries} queried prompt tokens "
+                f"were cache hits ({'cold prefills' if hits == 0 else 'NOT all cold: those sizes are inconclusive'};"
+                " a fresh cache_salt per request)")
 
     def _chat(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
         return self.client.chat(messages, max_tokens=max_tokens, temperature=self.spec.temperature,
@@ -543,6 +562,7 @@ class HttpProbe:
 
     def _ask(self, size: int, prompt: Prompt, max_tokens: int) -> SizeResult:
         t0 = time.monotonic()
+        before = self.client.prefix_cache()  # /metrics counters around this size's requests (issue 22)
         n = effective_repeats(self.spec)
         replies: list[Reply] = []
         classes: list[Classification] = []
@@ -562,7 +582,40 @@ class HttpProbe:
         if usage:
             res.evidence["usage_prompt_tokens"] = usage
         res.evidence["prompt_words"] = prompt.words  # with the seed: the prompt again (issue 25's request.json)
+        self._check_cold(res, replies, before)
         return res
+
+    def _check_cold(self, res: SizeResult, replies: list[Reply], before: tuple[int, int] | None) -> None:
+        """Record whether this size's requests were cold prefills and turn a reply served from the
+        prefix cache into ``INCONCLUSIVE`` (issue 22; issue 23, input 6): a cached prefill never ran
+        the code path the probe tests, so its reply is not evidence. Two sources, either enough:
+        the server's ``/metrics`` counters read before and after the size's requests (hits in
+        tokens; the candidate serves only the probe) and each reply's
+        ``usage.prompt_tokens_details.cached_tokens``."""
+        after = self.client.prefix_cache() if before is not None else None
+        cached = [r.cached_tokens for r in replies if r.cached_tokens is not None]
+        info: dict[str, Any] = {"cache_salt": self.client.cold}
+        hits = None
+        if before is not None and after is not None:
+            hits, queries = after[0] - before[0], after[1] - before[1]
+            info.update(metrics_hits=hits, metrics_queries=queries)
+            self.cache_totals[0] += max(0, hits)
+            self.cache_totals[1] += max(0, queries)
+        if cached:
+            info["cached_tokens"] = sum(cached)
+        checked = hits is not None or bool(cached)
+        info["checked"] = checked
+        served = (hits or 0) > 0 or sum(cached) > 0
+        info["served_from_cache"] = served
+        if checked:
+            self.cache_checked += 1
+        res.evidence["prefix_cache"] = info
+        if served and res.outcome != Outcome.ERROR:
+            how = (f"{hits} of {info['metrics_queries']} queried prompt tokens were prefix-cache hits "
+                   f"(/metrics)" if (hits or 0) > 0 else f"usage.prompt_tokens_details.cached_tokens {sum(cached)}")
+            res.outcome = Outcome.INCONCLUSIVE
+            res.reasons = [f"{CACHED_REASON}: {how}; a cached reply is not evidence (the server ignores "
+                           "cache_salt? turn its prefix cache off: vLLM --no-enable-prefix-caching)"]
 
     def __call__(self, size: int) -> SizeResult:
         """``SizeResult`` at ``size`` tokens; never raises (an unexpected failure is an ``ERROR``)."""
@@ -652,7 +705,8 @@ class HttpProbe:
         return self._finish(size, prompt, res)
 
     def _finish(self, size: int, prompt: Prompt, res: SizeResult) -> SizeResult:
-        misrouted = any(r.startswith("misrouted") for r in res.reasons)  # more room changes nothing
+        # more room changes nothing for a misrouted reply or one served from the prefix cache
+        misrouted = any(r.startswith(("misrouted", CACHED_REASON)) for r in res.reasons)
         if res.outcome == Outcome.INCONCLUSIVE and self.inconclusive_retry_factor > 1 and not misrouted:
             # cut off inside the reasoning: ask once more with more room before giving up on this size
             more = self.spec.max_tokens * self.inconclusive_retry_factor
@@ -736,7 +790,8 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
                          f"{spec.max_tokens} - {CONTEXT_MARGIN}, {DEFAULT_MAX_SIZE_CAP})")
             say(notes[-1])
         elif usable < hi:
-            notes.append(f"max_size {hi} clamped to {usable} (max_model_len {client.max_model_len} "
+            notes.append(f"max_size {hi} clamped to {usable}: longer prompts are too long for this server "
+                         f"(max_model_len {client.max_model_len} "
                          f"- max_tokens {spec.max_tokens} - {CONTEXT_MARGIN})")
             say(notes[-1])
             hi = usable
@@ -757,7 +812,7 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
         res = focused_search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, focus, log=say)
     else:
         res = search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, log=say)
-    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes
+    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes + [probe.cache_note()]
     res.model = name
     res.endpoint = client.base_url
     res.wall_s = time.monotonic() - t0

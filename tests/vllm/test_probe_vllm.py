@@ -1,0 +1,148 @@
+"""`bisectbot probe` against a real vLLM (issue 22; issue 23, input 6): the lane's probe tests.
+
+All of them share the session's servers (``tests/vllm/conftest.py``): the unpatched vLLM
+(``plain_vllm``), a second unpatched build with another chunk size (``other_vllm``: a different
+good build) and vLLM with the planted chunked-prefill bug (``planted_vllm``), all with prefix
+caching on -- vLLM's default. The tiny model has random weights: its replies are word salad.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.vllm import lane
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+PROBE = [sys.executable, "-m", "bisectbot", "--json", "probe"]
+#: First prompt size (tokens) the planted bug corrupts: a prompt over --max-num-batched-tokens prefills in
+#: two chunks, and the bug needs a continuation chunk of at least 2 tokens (a 1-token chunk is decode-shaped).
+FIRST_BAD = lane.BATCH_TOKENS + 2
+
+
+def probe(url: str, *args: str, timeout: float = 600) -> tuple[int, dict, str]:
+    p = subprocess.run(PROBE + ["--endpoint", url, "--timeout", "300", *args], capture_output=True, text=True,
+                       timeout=timeout)
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.stdout.strip(), p.stderr[-3000:]
+    return p.returncode, json.loads(p.stdout), p.stderr
+
+
+def test_probe_facts_on_real_vllm(plain_vllm: lane.VllmServer) -> None:
+    """Sizes agree with usage.prompt_tokens and /tokenize, max_model_len is the default max_size, the
+    decode control runs, and a random model is reported as a server no text oracle can judge."""
+    rc, doc, err = probe(plain_vllm.url, "--min-size", "1000", "--max-tokens", "32", "--control")
+    usable = lane.MAX_MODEL_LEN - 32 - 64
+    assert doc["max_size"] == usable and any(f"max_size {usable} = min(max_model_len {lane.MAX_MODEL_LEN}" in n
+                                             for n in doc["notes"]), doc["notes"]
+    assert doc["table"], doc
+    for row in doc["table"]:
+        # the server's own count; the prompt was sized with /tokenize to within 0.5 % of the request
+        assert row["prompt_tokens"] == row["evidence"]["usage_prompt_tokens"]
+        assert abs(row["prompt_tokens"] - row["requested"]) <= max(8, 0.005 * row["requested"]), row
+    assert doc["status"] == "all-garbage" and rc == 1
+    assert doc["text_oracles"] == "blind"
+    assert any("every text oracle is blind here; use a reference" in n for n in doc["notes"])
+    assert doc["control"]["candidate"]["status"] == "broken"
+    assert doc["decode_path"]["status"] == "broken"
+    assert any(n.startswith("prefix cache: checked at") and " 0 of " in n for n in doc["notes"]), doc["notes"]
+
+
+def test_a_prompt_over_max_model_len_is_too_long_never_garbage(plain_vllm: lane.VllmServer) -> None:
+    """vLLM's HTTP 400 for a prompt over max_model_len: ERROR over-limit naming the limit; a probe
+    asked for a ladder past it skips those sizes as too long for this server, never a threshold."""
+    from bisectbot.recipe import ReproducerSpec
+    from bisectbot.reproduce.classify import classify
+    from bisectbot.reproduce.client import Client
+    from bisectbot.reproduce.prompts import PromptBuilder
+
+    client = Client(plain_vllm.url, timeout_s=120)
+    builder = PromptBuilder("What is 2+2?", needles=0, seed=3, tokenize=client.tokenize)
+    prompt = builder.build(lane.MAX_MODEL_LEN + 500)
+    reply = client.chat(prompt.messages, max_tokens=16)
+    assert reply.status_code == 400 and reply.error_kind == "over-limit", reply
+    assert f"maximum context length is {lane.MAX_MODEL_LEN}" in (reply.error or "")
+    c = classify(reply, ReproducerSpec(), [])
+    assert c.outcome.value == "ERROR" and "over the limit" in c.reasons[0]
+
+    rc, doc, err = probe(plain_vllm.url, "--sizes", "1000,40000", "--max-size", "40000", "--max-tokens", "32",
+                         "--no-expected-answer")
+    assert all(r["prompt_tokens"] < lane.MAX_MODEL_LEN for r in doc["table"])
+    assert any("too long for this server" in n for n in doc["notes"]), doc["notes"]
+    assert doc["first_garbage"] is None or doc["first_garbage"] < lane.MAX_MODEL_LEN
+
+
+def test_repeats_are_cold_prefills(plain_vllm: lane.VllmServer, planted_vllm: lane.VllmServer) -> None:
+    """Issue 23, input 6: three identical repeats per size re-run the prefill: vLLM's own counters
+    show no prefix-cache hit over the whole probe (before: the 2nd and 3rd repeat were cache hits)."""
+    hits0, queries0 = plain_vllm.prefix_cache()
+    # the planted build as the reference below its threshold: the sizes come out OK, so every repeat is sent
+    rc, doc, err = probe(plain_vllm.url, "--sizes", "600,1200,1800", "--repeats", "3", "--max-tokens", "16",
+                         "--no-expected-answer", "--reference-endpoint", planted_vllm.url, "--regress", "diverges")
+    hits1, queries1 = plain_vllm.prefix_cache()
+    assert doc["requests"] >= 9, doc
+    assert queries1 - queries0 >= 3 * (600 + 1200 + 1800) * 0.95
+    assert hits1 - hits0 == 0, f"{hits1 - hits0} of {queries1 - queries0} prompt tokens served from the prefix cache"
+    for row in doc["table"]:
+        pc = row["evidence"]["prefix_cache"]
+        assert pc["checked"] and pc["metrics_hits"] == 0 and not pc["served_from_cache"], row
+    assert any(" 0 of " in n and "cold prefills" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_planted_chunked_prefill_threshold_bracketed_with_caching_on(plain_vllm: lane.VllmServer,
+                                                                      planted_vllm: lane.VllmServer) -> None:
+    """The planted bug (a continuation chunk loses its context) is found by comparison with the unpatched
+    server, within 3 %, with vLLM's prefix cache on. Before cold prefills the search's shared prefixes made
+    short prompts continuation chunks too: 'GARBAGE at every size: bad already at 508 prompt tokens'."""
+    rc, doc, err = probe(planted_vllm.url, "--reference-endpoint", plain_vllm.url, "--regress", "diverges",
+                         "--min-size", "500", "--max-tokens", "32", "--no-expected-answer")
+    assert doc["status"] == "garbage", (doc["status"], doc.get("reasons"), err[-2000:])
+    lo, hi = doc["last_ok"], doc["first_garbage"]
+    assert lo < FIRST_BAD <= hi, (lo, hi)
+    assert (hi - lo) / FIRST_BAD <= 0.03, (lo, hi)
+    assert doc["reasons"][0].startswith("diverges from the reference")
+    hits, queries = planted_vllm.prefix_cache()
+    assert queries > 0
+    for row in doc["table"]:
+        assert row["evidence"]["prefix_cache"]["metrics_hits"] == 0, row
+
+
+def test_no_divergence_without_the_planted_bug(plain_vllm: lane.VllmServer, other_vllm: lane.VllmServer) -> None:
+    """Two unpatched builds (another chunk size) agree at 8 prompt sizes from 500 tokens to max_size."""
+    usable = lane.MAX_MODEL_LEN - 32 - 64
+    sizes = sorted({round(500 * (usable / 500) ** (i / 7)) for i in range(8)})
+    rc, doc, err = probe(other_vllm.url, "--reference-endpoint", plain_vllm.url, "--regress", "diverges",
+                         "--sizes", ",".join(map(str, sizes)), "--max-tokens", "32", "--no-expected-answer")
+    assert doc["status"] == "ok" and rc == 0, (doc["status"], doc.get("reasons"), err[-2000:])
+    assert len(doc["table"]) == len(sizes)
+    assert max(r["prompt_tokens"] for r in doc["table"]) >= usable - 64
+    assert all(not r["evidence"]["reference"]["diverges"] for r in doc["table"])
+
+
+def test_a_reply_served_from_the_prefix_cache_is_not_evidence(plain_vllm: lane.VllmServer) -> None:
+    """The check behind the cold prefills: a client that sends no cache_salt (as a server that ignores
+    it would behave) asks the same size twice; vLLM serves the second from its cache, and the probe
+    reads its counters and calls that size INCONCLUSIVE, not a verdict."""
+    from bisectbot.models import Outcome
+    from bisectbot.recipe import ReproducerSpec
+    from bisectbot.reproduce.client import Client
+    from bisectbot.reproduce.prompts import PromptBuilder
+    from bisectbot.reproduce.threshold import CACHED_REASON, HttpProbe
+
+    client = Client(plain_vllm.url, timeout_s=120)
+    client.cold = False
+    spec = ReproducerSpec(min_size=500, max_size=4000, question="Summarize the document in two sentences.",
+                          expected_answer=None, needles=0, max_tokens=16, seed=5)
+    probe = HttpProbe(client, spec, PromptBuilder(spec.question, needles=0, seed=5, tokenize=client.tokenize))
+    first = probe(1500)
+    assert first.outcome != Outcome.INCONCLUSIVE and first.evidence["prefix_cache"]["metrics_hits"] == 0, first
+    again = probe(1500)
+    pc = again.evidence["prefix_cache"]
+    assert pc["served_from_cache"] and pc["metrics_hits"] >= 1000, pc
+    assert again.outcome == Outcome.INCONCLUSIVE and again.reasons[0].startswith(CACHED_REASON), again
+    assert "--no-enable-prefix-caching" in again.reasons[0]
+    assert "NOT all cold" in probe.cache_note()
