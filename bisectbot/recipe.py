@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -113,8 +114,13 @@ class ServerSpec(_Model):
     @field_validator("mounts")
     @classmethod
     def _mounts(cls, v: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
         for m in v:
             check_mount(m)  # ConfinementError is a ValueError: located by the loader
+            target = posixpath.normpath(m.split(":")[1])
+            if target in seen:  # Docker: 400 "Duplicate mount point" for every candidate (issue 24, input 1)
+                raise ValueError(f"mounts {seen[target]!r} and {m!r} both mount the container path {target}")
+            seen[target] = m
         return v
 
 

@@ -12,6 +12,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -108,6 +109,21 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str,
                            base_dir=recipe_path.parent)
 
 
+def _mount_plan(recipe: Any, path: Path) -> str:
+    """The plan's ``mount`` lines: each bind a candidate's server container gets, merged by container
+    path with the recipe's winning (issue 24, input 1); ``""`` when neither side mounts anything or
+    the runner profile is not found here."""
+    from ..runner_profile import load_profile, merge_mounts
+
+    try:
+        plan = merge_mounts(load_profile(recipe.runner, path), list(recipe.server.mounts))
+    except BadInput:
+        return ""
+    lines = [f"mount {b.host}:{b.container}:{b.mode} ({b.origin})" for b in plan.binds]
+    lines += [f"mount clash: {r}" for r in plan.replaced]
+    return "".join("\n" + ln for ln in lines)
+
+
 @contextlib.contextmanager
 def _writer(ctx: Ctx, recipe_file: str, wait_lock: float, dry_run: bool = False) -> Iterator[None]:
     """Hold the writer lock of the recipe's state (issue 16: one writer per session) around a
@@ -163,7 +179,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                       "candidates": []}, text)
             return 0
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
-        text = plan_text(recipe, cands, recipe.bisect.parallel)
+        text = plan_text(recipe, cands, recipe.bisect.parallel) + _mount_plan(recipe, path)
         ctx.emit({"recipe": str(path), "good": g, "bad": b, "kind": "range", "plan": text.splitlines(),
                   # built only for --json: 50,000 candidates are a cost a text plan need not pay (issue 15)
                   "candidates": [c.to_dict() for c in cands] if ctx.json else []}, text)

@@ -36,7 +36,7 @@ from ..components import container_labels
 from ..confine import check_mount
 from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
-from ..runner_profile import RunnerProfile, docker_run_kwargs
+from ..runner_profile import RunnerProfile, docker_run_kwargs, merge_mounts
 from ..secrets import passthrough_env
 from ..slots import gpu_slot
 from ..sources.git import local_repo
@@ -174,8 +174,12 @@ def server_container(
                 check_mount(m)  # again on this host: symlinks resolve here (issue 13)
             except ValueError as e:
                 raise BisectbotError(str(e)) from None
-            parts = m.split(":")
-            kw.setdefault("volumes", {})[os.path.expanduser(parts[0])] = {"bind": parts[1], "mode": parts[2] if len(parts) == 3 else "rw"}
+        plan = merge_mounts(profile, mounts)  # by container path, the recipe wins (issue 24, input 1)
+        for line in plan.replaced:
+            log.info("mounts: %s", line)
+        kw.pop("volumes", None)
+        if plan.binds:
+            kw["volumes"] = [b.spec() for b in plan.binds]
         name = f"bisectbot-{uuid.uuid4().hex[:12]}"
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
