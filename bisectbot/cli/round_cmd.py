@@ -164,9 +164,11 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     The file holds the probe key, verdict, threshold table, evidence, runner name and
     timings; 'bisectbot round import' records it. Exit 0 when the file is written.
     """
+    from ..reaper import kill_descendants
     from ..session.executor import build_key, probe_key, reproducer_key, run_probe
     from ..session.lock import probe_dir
     from ..session.plan import candidate_for, make_verdict
+    from ..session.verdict_file import render_verdict, sha256, write_verdict
     from .run_cmd import _make_runner
 
     recipe, path = _load(recipe_file)
@@ -181,51 +183,64 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         runner = _make_runner(ctx, recipe, path, runner_kind, workdir=work)
         k = key or probe_key(cand.ref, build_key(runner, cand), reproducer_key(recipe), toggle, attempt)
         res = run_probe(recipe, runner, cand, k, attempt, tog)
+        kill_descendants()  # nothing the candidate started lives while its verdict file is written
     doc = make_verdict(res, session=session_id, round_no=round_no, key=k, ref=ref, recipe=recipe,
                        attempt=attempt, toggle=toggle, runner=runner_name, started=started)
-    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    # the whole document is redacted (the candidate's output tails carried HF_TOKEN: issue 24, input 3)
     if out_file == "-":
-        terminal.echo(text, nl=False)
+        data = render_verdict(doc)
+        terminal.echo(data.decode("utf-8"), nl=False)
+        digest = sha256(data)
     else:
-        out = Path(out_file)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    summary = {"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason, "out": out_file}
-    terminal.echo(json.dumps(summary, sort_keys=True) if ctx.json else
-               f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out_file}",
-               err=out_file == "-")
+        _, digest = write_verdict(doc, Path(out_file))
+    summary = {"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason, "out": out_file,
+               "sha256": digest}
+    gh_out = os.environ.get("GITHUB_OUTPUT")
+    if gh_out and out_file != "-":  # in Actions: the digest goes to reduce outside the artifact
+        with open(gh_out, "a", encoding="utf-8") as fh:
+            fh.write(f"sha256={digest}\n")
+    line = f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out_file} (sha256 {digest})"
+    if ctx.json and out_file != "-":
+        ctx.emit(summary, line)  # the one --json document: {"key", "ref", "verdict", "reason", "out", "sha256"}
+    else:
+        terminal.echo(json.dumps(summary, sort_keys=True) if ctx.json else line, err=out_file == "-")
 
 
 @round_group.command("import")
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
+@click.option("--digests", "digests_file", type=click.Path(dir_okay=False),
+              help="'SHA256  NAME' lines (sha256sum format) from the probe jobs: a file whose SHA-256 differs, "
+                   "or that has no line, is refused.")
 @_RUNNER
 @_WAIT
 @pass_ctx
 @click.pass_context
 def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[str, ...], session_id: str,
-                 runner_kind: str, wait_lock: float) -> None:
+                 digests_file: str | None, runner_kind: str, wait_lock: float) -> None:
     """Record verdict files of the session's current round in the ledger.
 
     \b
     Idempotent by probe key (a recorded key is 'already recorded'). A file of another
     session or recipe hash, of a stale round or for an unplanned probe is refused with the
-    reason; the others are still recorded. Exit 0 when none is refused, else 2.
+    reason; the others are still recorded. So is each file that is not a regular file
+    (a FIFO), over 4 MiB, not JSON, whose two verdicts differ, or (with --digests) whose
+    SHA-256 is not the probe job's. Exit 0 when none is refused, else 2.
     """
     from ..session.lock import writer_lock
     from ..session.plan import import_verdicts
+    from ..session.verdict_file import load_digests
 
     recipe, path = _load(recipe_file)
+    digests = load_digests(Path(digests_file)) if digests_file else None
     led = ctx.ledger()
     row = _session_row(ctx, recipe, session_id)
     slots = int(row["state"].get("slots") or 1)
     with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
                      echo=lambda s: terminal.echo(s, err=True)):
         plan, _ = _replay(ctx, recipe, path, row["good"], row["bad"], session_id, slots, runner_kind)
-        outcomes = import_verdicts(led, plan, recipe, [Path(f) for f in files])
+        outcomes = import_verdicts(led, plan, recipe, [Path(f) for f in files], digests)
     if ctx.json:
         ctx.emit([o.__dict__ for o in outcomes])
     else:

@@ -207,6 +207,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
             return session.run(good, bad)
 
+    from ..reaper import kill_descendants
+
     try:
         result = bisect(human)
     except KeyboardInterrupt:
@@ -219,6 +221,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         human = human + retracts
         echo(f"retracted by a maintainer: {', '.join(r.ref[:12] for r in retracts)}; searching again without it")
         result = bisect(human)
+    kill_descendants()  # no candidate process lives while the report is written or filed (issue 24, input 2)
     if replay:
         replay_notes(result, replay, text, sum(getattr(x, "fresh_probes", 0) for x in sessions))
     if not recipe.bisect.verify:  # say so wherever the result is read: nothing was re-probed

@@ -170,8 +170,17 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
     """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe).
 
     A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason.
-    ``duration_s`` is wall-clock seconds of the whole probe.
+    ``duration_s`` is wall-clock seconds of the whole probe. Every process of the probe (marked
+    by :func:`bisectbot.reaper.probe_scope`) is killed before the result is returned.
     """
+    from ..reaper import probe_scope
+
+    with probe_scope():  # the probe's processes (setsid'd ones too) are killed before its verdict returns
+        return _run_probe(recipe, runner, c, key, attempt, toggle, prefetcher, oracle)
+
+
+def _run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int,
+               toggle: TriageToggle | None, prefetcher: Prefetcher | None, oracle: Any) -> ProbeResult:
     t0 = time.monotonic()
     prepared = prefetcher.get(c) if prefetcher else runner.prepare(c)
     res = ProbeResult(c, Verdict.SKIP, cache_key=key)
