@@ -420,6 +420,7 @@ class Recipe(_Model):
     source: Source
     server: ServerSpec = Field(default_factory=ServerSpec)
     runner: str = Field("cpu", description="runner profile name (runners/<name>.yaml)")
+    nightly: bool = Field(False, description="run by the nightly workflow's 'all' (.github/workflows/nightly.yml)")
     patches: list[str] = Field(default_factory=list, description="patch ids from patches/stack.yaml, in order")
     reproducer: ReproducerSpec = Field(default_factory=ReproducerSpec)
     regress: Regress = Field(default_factory=Regress)
