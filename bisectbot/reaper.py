@@ -42,6 +42,7 @@ PR_GET_DUMPABLE = 3
 MARKER = "BISECTBOT_PROBE"
 
 _local = threading.local()
+_servers: set[int] = set()  # sessions of running servers (spawn_logged): spared by kill_probe(spare_servers=True)
 
 
 def _prctl(option: int, arg: int) -> int:
@@ -84,6 +85,25 @@ def probe_scope() -> Iterator[str]:
     finally:
         _local.probe = prev
         kill_probe(pid)
+
+
+def server_started(sid: int) -> None:
+    """A probe's long-running server (its own session ``sid``) is up: a command the same probe runs
+    meanwhile must not take it down (:func:`kill_probe` with ``spare_servers``)."""
+    _servers.add(sid)
+
+
+def server_stopped(sid: int) -> None:
+    _servers.discard(sid)
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            rest = fh.read().decode("ascii", "replace").rsplit(")", 1)[1].split()
+        return int(rest[4])  # state ppid pgrp session
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -157,13 +177,16 @@ def _sweep(select: object, passes: int = 20) -> int:
     return killed
 
 
-def kill_probe(probe_id: str) -> int:
+def kill_probe(probe_id: str, spare_servers: bool = False) -> int:
     """Kill every descendant of this process that belongs to probe ``probe_id`` (its marker) or
-    whose environment cannot be read; returns the count."""
+    whose environment cannot be read; ``spare_servers``: not those in the session of a running
+    server (:func:`server_started`). Returns the count."""
     if not os.path.isdir("/proc"):
         return 0
 
     def pick(p: int) -> bool:
+        if spare_servers and _servers and _sid(p) in _servers:
+            return False
         m = _marker_of(p)
         return m is None or m == probe_id
 

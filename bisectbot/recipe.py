@@ -362,6 +362,8 @@ class BisectSpec(_Model):
         None, description="per-probe flake rates; unset: exact, or with reproducer.repeats > 1 derived "
                           "from the bad end's hit rate")
     confidence: float = Field(0.99, gt=0.5, lt=1)
+    max_rounds: int = Field(40, ge=1, le=1000, description="hard cap on the rounds of one round session "
+                            "(bisect.executor: actions); 'round plan' fails past it (issue 24)")
     blame_confidence: float = Field(
         0.66, ge=0, le=1, description="below this the GitHub step refuses to blame (issue 6)"
     )

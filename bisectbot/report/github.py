@@ -646,6 +646,8 @@ def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | No
     rest = m.group(2).split()
     if kind == "retract":
         return ("retract", None, {}, "" if not rest else "retract takes no argument")
+    if kind == "cancel":  # stop a running bisection chain (bisect-fanout.yml)
+        return ("cancel", None, {}, "" if not rest else "cancel takes no argument")
     if kind in ("good", "bad"):
         if len(rest) != 1 or not _REF_RE.match(rest[0]):
             return (kind, None, {}, f"usage: /bisectbot {kind} <ref>")
@@ -655,7 +657,8 @@ def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | No
         if set(args) != {"good", "bad"} or not all(_REF_RE.match(v) for v in args.values()):
             return ("bisect", None, {}, "usage: /bisectbot bisect good=<ref> bad=<ref>")
         return ("bisect", None, args, "")
-    return (kind, None, {}, f"unknown command {kind!r}: use retract, good <ref>, bad <ref>, bisect good= bad=")
+    return (kind, None, {}, f"unknown command {kind!r}: use retract, good <ref>, bad <ref>, bisect good= bad=, "
+                            "cancel")
 
 
 def read_commands(

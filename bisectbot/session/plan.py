@@ -32,6 +32,12 @@ from .executor import ProbeJob
 
 VERDICT_FORMAT = "bisectbot-verdict/1"
 
+#: Transient answers (server 5xx, connection refused) one probe key may give in a round session
+#: before it is recorded as a skip: each retry is a round of GPU jobs, and a server that always
+#: answers 500 made every plan the same round forever (issue 24, input 4). ``run`` feeds a
+#: transient error as a skip within its one run; a round session keeps the count in its events.
+TRANSIENT_LIMIT = 2
+
 
 def rounds_session_id(recipe: Recipe, good: str, bad: str) -> str:
     """The id of a round-driven session: SHA-256 (hex, 12 chars) of recipe name, reproducer key
@@ -184,6 +190,8 @@ class ImportOutcome:
     action: str
     message: str
     key: str = ""
+    #: the session moved: a verdict recorded, or a transient answer counted towards its skip
+    progress: bool = False
 
 
 def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Path],
@@ -237,10 +245,23 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         except (KeyError, TypeError, ValueError) as e:
             out.append(ImportOutcome(str(f), "refused", f"{f}: malformed probe record: {e}", key))
             continue
-        if res.extra.get("transient"):  # a transient error is no verdict: the probe stays planned
-            out.append(ImportOutcome(str(f), "not recorded", f"{f}: transient error, not a verdict "
-                                     f"({res.reason[:120]}); the next plan names the probe again", key))
-            continue
+        if res.extra.get("transient"):  # a transient error is no verdict: the probe stays planned ...
+            tlog = f"{plan.session}:transient"  # its own event stream: the stages' logs stay as they were
+            seen_before = {e["data"].get("file_key") for e in ledger.events(tlog)
+                           if e["kind"] == "transient" and e["data"].get("key") == key}
+            fkey = f"{d.get('attempt')}|{d.get('runner', '')}|{(d.get('timings') or {}).get('finished', '')}"
+            count = len(seen_before | {fkey})
+            if fkey not in seen_before:
+                ledger.log_event(tlog, "transient", {"key": key, "file_key": fkey, "reason": res.reason[:200]})
+            if count < TRANSIENT_LIMIT:
+                out.append(ImportOutcome(str(f), "not recorded", f"{f}: transient error {count} of {TRANSIENT_LIMIT}, "
+                                         f"not a verdict ({res.reason[:120]}); the next plan names the probe again",
+                                         key, progress=fkey not in seen_before))
+                continue
+            # ... until TRANSIENT_LIMIT of them: then it is a recorded skip, as within one `run`
+            res.extra = {k: v for k, v in res.extra.items() if k != "transient"}
+            res.reason = f"{TRANSIENT_LIMIT} transient errors, recorded as a skip: {res.reason}"[:400]
+            d = {**d, "verdict": Verdict.SKIP.value}
         res.candidate = job.candidate
         res.verdict = Verdict(d["verdict"])
         res.cache_key = key
@@ -249,7 +270,9 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         store.append(res)
         seen.add(key)
         out.append(ImportOutcome(str(f), "recorded", f"{f}: {d['ref'][:40]} {res.verdict.value} "
-                                 f"(round {plan.round}, runner {d.get('runner', '?')})", key))
+                                 f"(round {plan.round}, runner {d.get('runner', '?')})"
+                                 + (f"; {res.reason[:80]}" if res.reason.startswith(f"{TRANSIENT_LIMIT} transient")
+                                    else ""), key, progress=True))
     if store:
         ledger.put_probes(store)
     return out

@@ -98,8 +98,10 @@ def test_no_candidate_sees_the_token_and_none_outlives_its_probe(fake_github, tm
     # the leftover was killed with its probe (before the verdict), long before the answer job ran
     pid = int(Path(str(leak) + ".pid").read_text())
     assert not _alive(pid)
-    walked = [ln for ln in run.output.splitlines() if "walked " in ln]
-    assert walked, run.tail()  # the walk ran (its output is in the log), so the assertions below mean something
+    logs = [p for p in state.rglob("*.log") if p.is_file()]
+    walked = [ln for p in logs for ln in p.read_text(errors="replace").splitlines() if ln.startswith("walked ")]
+    assert len(walked) >= 3, logs  # the walk ran (the probes' logs hold it): the assertions below mean something
+    assert leak.exists() and leak.read_text().strip()  # and so did the leftover, while it lived
 
     # the culprit is filed from the artifact, by the job that holds the token
     (issue,) = fake_github.issues(GH_REPO)
@@ -111,7 +113,7 @@ def test_no_candidate_sees_the_token_and_none_outlives_its_probe(fake_github, tm
     forms |= {base64.b64encode(pre + TOKEN.encode()).decode()[4:28] for pre in (b"=", b"N=")}
     seen: list[tuple[str, str]] = []
     texts = {"act output": run.output, "leftover's findings": leak.read_text() if leak.exists() else ""}
-    for line in texts["leftover's findings"].splitlines() + [w.split("walked ", 1)[1] for w in walked]:
+    for line in texts["leftover's findings"].splitlines() + [w.split("walked ", 1)[1] for w in walked if w.strip() != "walked"]:
         texts.setdefault("decoded walks", "")
         texts["decoded walks"] += base64.b64decode(line.strip()).decode("utf-8", "replace") + "\n"
     texts["issue"] = json.dumps(fake_github.issues(GH_REPO)) + json.dumps(fake_github.comments_of(GH_REPO,
