@@ -91,9 +91,11 @@ def test_no_candidate_sees_the_token_and_none_outlives_its_probe(fake_github, tm
 
     payload = {"inputs": {"recipe": NAME, "good": hist.shas[0], "bad": hist.shas[-1]}}
     run, art = act(deploy, "bisect.yml", "workflow_dispatch", payload, tmp_path, state, "walk",
-                   api_url=fake_github.base_url)
+                   api_url=fake_github.base_url, shared_venv=False)
     assert run.returncode == 0, run.tail()
     assert run.jobs_started() == ["bisect/parse", "bisect/bisect", "bisect/answer"], run.tail()
+    # input 5: the job that ran candidates had a virtualenv of its own, checked against the checkout
+    assert "[bisect/bisect]   | bisectbot: fresh virtualenv" in run.output and "verified against the checkout" in run.output
 
     # the leftover was killed with its probe (before the verdict), long before the answer job ran
     pid = int(Path(str(leak) + ".pid").read_text())
