@@ -211,6 +211,9 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         if tog is None:
             raise BadInput(f"{path}: no triage toggle {toggle!r} (have: {', '.join(t.name for t in recipe.triage)})")
     cand = candidate_for(recipe, ref, path.parent)
+    from .. import progress
+
+    progress.enable(None if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True)))
     if key is None:  # the plan's key, attempt and round (issue 24: a hand-run probe wrote attempt 1)
         planned = _planned(ctx, recipe, session_id, ref, toggle)
         if planned is not None:

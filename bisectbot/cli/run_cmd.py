@@ -196,6 +196,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                            "them): nothing to replay")
     runner = _make_runner(ctx, recipe, path, runner_kind)
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
+    from .. import progress
+
+    progress.enable(None if ctx.verbosity < 0 else echo)  # each probe's phases, heartbeats, requests
     commands, human = (load_commands(Path(commands_file)) if commands_file else
                        _maintainer_verdicts(recipe) if file_issue else ([], []))
 

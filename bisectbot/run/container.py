@@ -30,7 +30,7 @@ from typing import Any
 
 import requests
 
-from .. import bounded
+from .. import bounded, progress
 from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image, stack_file
 from ..components import container_labels
 from ..confine import check_mount
@@ -210,7 +210,8 @@ def server_container(
                     _fail_exited(container, pump, image, "before its port was published")
                 host_port = int(bindings[0]["HostPort"])
                 base_url = f"http://127.0.0.1:{host_port}"
-                _wait_healthy(container, pump, image, base_url + health_path, health_timeout_s, poll_s)
+                with progress.phase("server start", image[:120]):
+                    _wait_healthy(container, pump, image, base_url + health_path, health_timeout_s, poll_s)
                 log.info("server %s healthy at %s (slot %s)", name, base_url, slot)
                 yield Server(base_url=base_url, log_path=Path(log_path) if log_path else None,
                              meta={"container": name, "container_id": container.id, "slot": slot, "image": image})
@@ -235,7 +236,9 @@ def _fail_exited(container: Any, pump: _LogPump, image: str, when: str) -> None:
 def _wait_healthy(container: Any, pump: _LogPump, image: str, url: str, timeout_s: float, poll_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     http = bounded.session()
+    beat = progress.heartbeat(f"waiting for {health_path_of(url)}")
     while True:
+        beat.beat((pump.last_lines() or [""])[-1][:120])  # the last log line says how far the load is
         container.reload()
         if container.status in ("exited", "dead"):
             _fail_exited(container, pump, image, "before /health answered")
@@ -252,6 +255,13 @@ def _wait_healthy(container: Any, pump: _LogPump, image: str, url: str, timeout_
             err.log_tail = tail  # type: ignore[attr-defined]
             raise err
         time.sleep(poll_s)
+
+
+def health_path_of(url: str) -> str:
+    """The path part of a health URL (``/health``)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path or "/"
 
 
 def run_in_container(image: str, argv: list[str], profile: RunnerProfile, timeout_s: float,
@@ -395,14 +405,16 @@ class ContainerRunner:
             if overlay is None and not ids:
                 from ..components import image_digest
 
-                digest = image_digest(base, self.client)
+                with progress.phase("pull", base[:120]):
+                    digest = image_digest(base, self.client)
                 return Prepared(candidate, build_key=digest, image=base, meta={"base_digest": digest})
             req = BuildRequest(
                 base=base, recipe=self.recipe.name, recipe_hash=self.recipe.verdict_hash(), overlay=overlay,
                 patch_ids=ids, stack_hash=sh, patch_fn=_default_patch_fn(self.stack_dir, ids) if ids else None,
                 build_command=self.recipe.server.build_command, log_dir=self.log_dir,
             )
-            res = build_image(req, client=self.client, ledger=self.ledger)
+            with progress.phase("pull + build", base[:120]):
+                res = build_image(req, client=self.client, ledger=self.ledger)
         except FullSourceBuildRequired as e:
             return PrepareFailed(candidate, str(e))
         except BisectbotError as e:

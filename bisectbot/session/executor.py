@@ -173,9 +173,12 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
     ``duration_s`` is wall-clock seconds of the whole probe. Every process of the probe (marked
     by :func:`bisectbot.reaper.probe_scope`) is killed before the result is returned.
     """
+    from .. import progress
     from ..reaper import probe_scope
 
-    with probe_scope():  # the probe's processes (setsid'd ones too) are killed before its verdict returns
+    # the probe's processes (setsid'd ones too) are killed before its verdict returns; its phases
+    # report progress under its label (issue 24, input 7)
+    with probe_scope(), progress.probe((c.label or c.ref)[:40]):
         return _run_probe(recipe, runner, c, key, attempt, toggle, prefetcher, oracle)
 
 

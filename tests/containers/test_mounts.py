@@ -87,10 +87,21 @@ def test_clash_runs_with_the_recipe_mount_and_is_reported(nightlies, tmp_path, m
     runner = ContainerRunner(r, load_profile(r.runner, recipe), log_dir=tmp_path / "logs")
     prepared = Prepared(Candidate(CandidateKind.NIGHTLY, n1.digest, n1.spec.tag, "image"), build_key=n1.digest,
                         image=n1.pinned)
-    with runner.server(prepared) as srv:  # before: ServerError "Duplicate mount point"
-        assert requests.get(srv.base_url + "/health", timeout=5).status_code == 200
-        mounts = json.loads(subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}", srv.meta["container"]],
-                                           capture_output=True, text=True, check=True).stdout)
+    from bisectbot import progress
+
+    lines: list[str] = []
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.0)
+    progress.enable(lines.append)  # issue 24, input 7: the server start's phase and heartbeat
+    try:
+        with progress.probe("N1"), runner.server(prepared) as srv:  # before: ServerError "Duplicate mount point"
+            assert requests.get(srv.base_url + "/health", timeout=5).status_code == 200
+            mounts = json.loads(subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}",
+                                                srv.meta["container"]],
+                                               capture_output=True, text=True, check=True).stdout)
+    finally:
+        progress.enable(None)
+    assert any(ln.startswith("probe N1 [") and "server start" in ln and " done in " in ln for ln in lines), lines
+    assert any("waiting for /health" in ln for ln in lines), lines
     assert [(m["Source"], m["Destination"]) for m in mounts] == [(env["HOME"] + "/.cache/huggingface", TARGET)]
 
     # recipe validate: a warning naming both mounts, exit 0 (the run merges them)
