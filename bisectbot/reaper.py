@@ -10,8 +10,8 @@ never shares a process tree with secrets. What this module adds (issue 24, input
   not reading ``environ``) and ``prctl(PR_SET_CHILD_SUBREAPER, 1)`` (an orphaned or ``setsid``'d
   candidate process is re-parented to the bot, not to init, so it stays a descendant that can
   be found and killed).
-* Every candidate process carries ``BISECTBOT_PROBE=<id>`` (:func:`marker_env`, added by
-  :func:`bisectbot.secrets.candidate_env`), the id of the probe it belongs to (:func:`probe_scope`).
+* Every candidate process started in a probe carries ``BISECTBOT_PROBE=<id>`` (:func:`marker_env`,
+  added by :func:`bisectbot.secrets.candidate_env`), the probe's id (:func:`probe_scope`).
 * :func:`kill_probe` kills the descendants of one probe (its marker, or an environment the bot
   cannot read: a process that made itself non-dumpable); :func:`kill_descendants` kills every
   descendant. ``round probe`` kills every descendant before it writes the verdict file; each
@@ -69,9 +69,10 @@ def current_probe() -> str:
 
 
 def marker_env() -> dict[str, str]:
-    """``{BISECTBOT_PROBE: id}`` for a candidate process started in this thread (``"none"``
-    outside a probe: a prefetch build, a ``build`` command)."""
-    return {MARKER: current_probe() or "none"}
+    """``{BISECTBOT_PROBE: id}`` for a candidate process started in this thread's probe; ``{}``
+    outside a probe (a prefetch build, a ``build`` command: killed with every descendant at the end)."""
+    pid = current_probe()
+    return {MARKER: pid} if pid else {}
 
 
 @contextlib.contextmanager

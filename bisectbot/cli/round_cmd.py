@@ -385,7 +385,12 @@ def round_cancel(cctx: click.Context, ctx: Ctx, recipe_file: str, session_id: st
 @_WAIT
 @pass_ctx
 def round_resume(ctx: Ctx, recipe_file: str, session_id: str, wait_lock: float) -> None:
-    """Clear a stopped round session (after fixing what stopped it): 'round plan' plans it again."""
+    """Clear a stopped round session (after fixing what stopped it): 'round plan' plans it again.
+
+    \b
+    Example:
+      bisectbot round resume recipes/demo-command.yaml --session S
+    """
     from ..session.lock import writer_lock
 
     recipe, _ = _load(recipe_file)

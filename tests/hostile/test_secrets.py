@@ -128,8 +128,7 @@ def test_candidate_env_is_an_allow_list() -> None:
             "ACTIONS_RUNTIME_TOKEN": "z" * 30}
     env = candidate_env({"HIP_VISIBLE_DEVICES": "0"}, {"VLLM_X": "1"}, None, environ=host, passthrough=["RANDOM_HOST_VAR"])
     assert env == {"PATH": "/usr/bin", "HOME": "/root", "LC_ALL": "C", "NO_PROXY": "localhost",
-                   "RANDOM_HOST_VAR": "1", "HIP_VISIBLE_DEVICES": "0", "VLLM_X": "1",
-                   "BISECTBOT_PROBE": "none"}  # the probe it belongs to (issue 24: killed with it)
+                   "RANDOM_HOST_VAR": "1", "HIP_VISIBLE_DEVICES": "0", "VLLM_X": "1"}
     assert not [n for n in BASE_ENV if is_secret_name(n)]
 
 
