@@ -257,8 +257,12 @@ def spawn_logged(argv: list[str], *, log_path: str | Path, cwd: str | Path | Non
     assert proc.stdout is not None
     drain = _Drain(proc.stdout, log, lock, TAIL_BYTES, log_limit, "output")
     drain.start()
+    from .reaper import server_started, server_stopped
+
+    server_started(proc.pid)  # its own session (start_new_session): pid == sid
 
     def finish() -> None:
+        server_stopped(proc.pid)
         drain.join(10)
         with lock:
             log.close()
@@ -320,8 +324,13 @@ def run_process(argv: list[str], *, timeout_s: float, cwd: str | Path | None = N
             _kill_group(proc, grace_s)
             proc.wait()
     finally:
-        # the leader is gone (or interrupted): children left in its group are killed too
+        # the leader is gone (or interrupted): children left in its group are killed too, and so is
+        # every process of the probe that left the group (setsid): they would hold the pipes open
         _kill_group(proc, 0)
+        from .reaper import current_probe, kill_probe
+
+        if current_probe():
+            kill_probe(current_probe(), spare_servers=True)
         proc.wait()
         # children holding the pipes open are killed with the group; bounded join either way
         out.join(10)

@@ -284,8 +284,8 @@ def copy_from_image(image: str, paths: Iterable[str], dest: str | Path, client: 
     client = _docker(client)
     try:
         info = introspect(image, client, pull=pull)
-    except BisectbotError as e:
-        raise BisectbotError(f"copying files out of {image} (containers area): {e}") from None
+    except BisectbotError as e:  # keeps its class: an unreachable registry is exit 5 here too (issue 24)
+        raise type(e)(f"copying files out of {image} (containers area): {e}") from None
     container = client.containers.create(image, entrypoint=["true"], command=[], network_disabled=True,
                                          labels=container_labels("extract"))
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -113,8 +114,13 @@ class ServerSpec(_Model):
     @field_validator("mounts")
     @classmethod
     def _mounts(cls, v: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
         for m in v:
             check_mount(m)  # ConfinementError is a ValueError: located by the loader
+            target = posixpath.normpath(m.split(":")[1])
+            if target in seen:  # Docker: 400 "Duplicate mount point" for every candidate (issue 24, input 1)
+                raise ValueError(f"mounts {seen[target]!r} and {m!r} both mount the container path {target}")
+            seen[target] = m
         return v
 
 
@@ -356,6 +362,8 @@ class BisectSpec(_Model):
         None, description="per-probe flake rates; unset: exact, or with reproducer.repeats > 1 derived "
                           "from the bad end's hit rate")
     confidence: float = Field(0.99, gt=0.5, lt=1)
+    max_rounds: int = Field(40, ge=1, le=1000, description="hard cap on the rounds of one round session "
+                            "(bisect.executor: actions); 'round plan' fails past it (issue 24)")
     blame_confidence: float = Field(
         0.66, ge=0, le=1, description="below this the GitHub step refuses to blame (issue 6)"
     )
@@ -414,6 +422,7 @@ class Recipe(_Model):
     source: Source
     server: ServerSpec = Field(default_factory=ServerSpec)
     runner: str = Field("cpu", description="runner profile name (runners/<name>.yaml)")
+    nightly: bool = Field(False, description="run by the nightly workflow's 'all' (.github/workflows/nightly.yml)")
     patches: list[str] = Field(default_factory=list, description="patch ids from patches/stack.yaml, in order")
     reproducer: ReproducerSpec = Field(default_factory=ReproducerSpec)
     regress: Regress = Field(default_factory=Regress)

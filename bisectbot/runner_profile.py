@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +70,15 @@ class RunnerProfile(BaseModel):
     @field_validator("mounts")
     @classmethod
     def _mounts(cls, v: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
         for m in v:
             parts = expand(m).split(":")  # ${VAR:-default} has a colon: split after expansion
             if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
                 raise ValueError(f"mount {m!r}: expected HOST:CONTAINER or HOST:CONTAINER:ro")
+            target = container_path(parts[1])
+            if target in seen:  # Docker answers 400 "Duplicate mount point" (issue 24, input 1)
+                raise ValueError(f"mounts {seen[target]!r} and {m!r} both mount the container path {target}")
+            seen[target] = m
         return v
 
     def slot_env(self, slot: str | None) -> dict[str, str]:
@@ -92,6 +98,66 @@ class RunnerProfile(BaseModel):
 
     def expanded_cache_dirs(self) -> list[str]:
         return [expand(c) for c in self.cache_dirs]
+
+
+def container_path(p: str) -> str:
+    """A bind mount's container side as Docker compares it (normalised: ``/a/b/`` is ``/a/b``)."""
+    import posixpath
+
+    return posixpath.normpath(p) if p else p
+
+
+@dataclass(frozen=True)
+class Bind:
+    """One bind mount of a server container: ``host`` and ``container`` paths (expanded),
+    ``mode`` ``rw``/``ro``, ``origin`` ``profile NAME`` or ``recipe``."""
+
+    host: str
+    container: str
+    mode: str
+    origin: str
+
+    def spec(self) -> str:
+        return f"{self.host}:{self.container}:{self.mode}"
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    """The binds a server container gets (:func:`merge_mounts`) and, in ``replaced``, one line per
+    profile mount a recipe mount took the place of (same container path: the recipe wins)."""
+
+    binds: list[Bind]
+    replaced: list[str]
+
+
+def _recipe_bind(m: str) -> Bind:
+    parts = m.split(":")
+    return Bind(os.path.expanduser(parts[0]), container_path(parts[1]), parts[2] if len(parts) == 3 else "rw",
+                "recipe")
+
+
+def merge_mounts(profile: RunnerProfile, recipe_mounts: list[str] | None = None) -> MountPlan:
+    """Merge the profile's mounts with the recipe's ``server.mounts`` by container path.
+
+    Docker refuses two binds on one container path (``400 Duplicate mount point``), which made
+    every candidate a server error on a runner whose profile and recipe both mount the Hugging
+    Face cache (issue 24, input 1). The recipe's mount wins (it says what *this* problem needs);
+    each replaced profile mount is named in ``MountPlan.replaced`` so the plan, ``recipe
+    validate`` and ``runner check --recipe`` can say so. Order: the profile's (kept ones) first.
+    """
+    rec = [_recipe_bind(m) for m in recipe_mounts or []]
+    by_target = {b.container: b for b in rec}
+    binds: list[Bind] = []
+    replaced: list[str] = []
+    for h, c, mode in profile.expanded_mounts():
+        c = container_path(c)
+        if c in by_target:
+            r = by_target[c]
+            replaced.append(f"container path {c}: the recipe's mount {r.host}:{c}:{r.mode} replaces runner "
+                            f"profile {profile.name}'s {h}:{c}:{mode}")
+            continue
+        binds.append(Bind(h, c, mode, f"profile {profile.name}"))
+    return MountPlan(binds + rec, replaced)
 
 
 _VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
@@ -187,7 +253,29 @@ def docker_run_kwargs(profile: RunnerProfile, slot: str | None = None) -> dict[s
         kw["ulimits"] = [docker.types.Ulimit(name=k, soft=v, hard=v) for k, v in profile.ulimits.items()]
     if profile.network:
         kw["network"] = profile.network
-    mounts = profile.expanded_mounts()
-    if mounts:
-        kw["volumes"] = {h: {"bind": c, "mode": m} for h, c, m in mounts}
+    mounts = merge_mounts(profile).binds
+    if mounts:  # a list of HOST:CONTAINER:MODE: a dict keyed by host path would drop a second bind of one host dir
+        kw["volumes"] = [b.spec() for b in mounts]
     return kw
+
+
+def mount_clashes(profile: RunnerProfile, recipe_mounts: list[str], text: str | None = None,
+                  filename: str = "<recipe>") -> list[str]:
+    """One line per recipe ``server.mounts`` entry whose container path the runner profile mounts
+    too: ``FILE:LINE:COL: server.mounts[i]: ...`` when the recipe's ``text`` is given, else
+    ``server.mounts[i]: ...``. The run merges them (the recipe wins, :func:`merge_mounts`); the
+    line says which host directory the candidate gets instead of the profile's."""
+    from .located import compose, where
+
+    plan = merge_mounts(profile, recipe_mounts)
+    if not plan.replaced:
+        return []
+    data, marks = compose(text, filename) if text is not None else ({}, None)
+    out = []
+    targets = [container_path(m.split(":")[1]) if ":" in m else "" for m in recipe_mounts]
+    for line in plan.replaced:
+        target = line.split(":", 1)[0].removeprefix("container path ")
+        i = targets.index(target)
+        loc = where(marks, data, ("server", "mounts", i), filename) if marks is not None else f"server.mounts[{i}]"
+        out.append(f"{loc}: mount clash on {line} (Docker refuses two binds of one path; the run keeps the recipe's)")
+    return out

@@ -106,14 +106,31 @@ def is_secret_name(name: str) -> bool:
 
 def _forms(value: str) -> set[str]:
     """``value`` as it may appear in text: verbatim, JSON-escaped, percent-encoded (``quote`` and
-    ``quote_plus``, upper- and lower-case hex)."""
+    ``quote_plus``, upper- and lower-case hex), base64-encoded (:func:`_base64_cores`)."""
     from urllib.parse import quote, quote_plus
 
     out = {value, value.replace("\\", "\\\\").replace('"', '\\"')}
     for enc in (quote(value, safe=""), quote_plus(value, safe=""), quote(value)):
         out.add(enc)
         out.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), enc))
+    out.update(_base64_cores(value))
     return out
+
+
+def _base64_cores(value: str) -> set[str]:
+    """The base64 text that ``value`` becomes wherever it sits in an encoded stream (a candidate
+    printed a walked ``/proc/PID/environ`` base64-encoded, issue 24): for each of the three
+    alignments, the characters that depend on ``value``'s bytes alone (16 or more of them)."""
+    import base64
+
+    raw = value.encode("utf-8", "surrogateescape")
+    cores = set()
+    for k in range(3):
+        enc = base64.b64encode(b"\0" * k + raw).decode("ascii")
+        core = enc[4 if k else 0:(k + len(raw)) // 3 * 4]
+        if len(core) >= 16:
+            cores.add(core)
+    return cores
 
 
 def register_secret(value: str | None) -> None:
@@ -217,6 +234,9 @@ def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] 
     for layer in layers:
         for k, v in (layer or {}).items():
             out[str(k)] = str(v)
+    from .reaper import marker_env
+
+    out.update(marker_env())  # the probe this process belongs to: killed with it (issue 24, input 2)
     return out
 
 

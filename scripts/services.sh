@@ -2,9 +2,9 @@
 # Start the services the tests use when they are not already running:
 #   * dockerd (Debian package docker.io)
 #   * a Docker registry on 127.0.0.1:${BISECTBOT_REGISTRY_PORT:-5000} (Debian package docker-registry)
-# Idempotent. Logs under ${BISECTBOT_SERVICES_DIR:-/tmp/bisectbot-services}.
+# Idempotent. Logs under ${BISECTBOT_SERVICES_DIR:-${TMPDIR:-/tmp}/bisectbot-services}.
 set -euo pipefail
-dir=${BISECTBOT_SERVICES_DIR:-/tmp/bisectbot-services}
+dir=${BISECTBOT_SERVICES_DIR:-${TMPDIR:-/tmp}/bisectbot-services}
 port=${BISECTBOT_REGISTRY_PORT:-5000}
 mkdir -p "$dir"
 

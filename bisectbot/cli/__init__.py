@@ -112,8 +112,10 @@ def main(argv: list[str] | None = None) -> None:
     processes included, goes to stderr. Everything the process prints passes
     :func:`bisectbot.secrets.redact`.
     """
+    from ..reaper import harden_process
     from ..secrets import RedactingStream
 
+    harden_process()  # non-dumpable, child subreaper (issue 24, input 2: bisectbot.reaper)
     args = list(sys.argv[1:] if argv is None else argv)
     args = json_anywhere(args)
     as_json = bool(args) and args[0] == "--json"

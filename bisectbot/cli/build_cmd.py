@@ -44,9 +44,11 @@ def build(ctx: Ctx, recipe_path: Path, base: str, overlay: str | None, repo_path
     from ..build import BuildRequest, Overlay, _default_patch_fn, build_image
     from ..recipe import load_recipe
     from ..run.container import stack_hash
+    from ..shipped import find_recipe
     from ..sources.git import local_repo
     from .nightlies_cmd import _resolve
 
+    recipe_path = find_recipe(recipe_path)  # a bare name as run/probe take it (issue 24, input 6)
     recipe = load_recipe(recipe_path)
     ov = None
     if overlay:

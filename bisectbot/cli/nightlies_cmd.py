@@ -15,9 +15,11 @@ def _source(recipe: Path | None, registry: str | None, repository: str | None, p
             hub_api: str | None, insecure: bool | None) -> Any:
     """A :class:`bisectbot.recipe.RegistrySource` from ``--recipe`` and/or the explicit options."""
     from ..recipe import RegistrySource, load_recipe
+    from ..shipped import find_recipe
 
     base: dict[str, Any] = {}
     if recipe is not None:
+        recipe = find_recipe(recipe)  # a bare name as run/probe take it (issue 24, input 6)
         r = load_recipe(recipe)
         if r.source.kind != "registry":
             raise BadInput(f"{recipe}: source.kind is {r.source.kind!r}, nightlies need a 'registry' source")
@@ -134,9 +136,10 @@ def _resolve(image: str, recipe: Path | None) -> str:
     if recipe is None or "/" in image:
         return image
     from ..recipe import load_recipe
+    from ..shipped import find_recipe
     from ..sources.registry import image_ref
 
-    src = load_recipe(recipe).source
+    src = load_recipe(find_recipe(recipe)).source
     if src.kind != "registry":
         return image
     return image_ref(src.registry, src.repository, image)

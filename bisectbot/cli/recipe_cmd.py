@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from .. import terminal
 from ..errors import EXIT_BAD_INPUT, RecipeError
-from .base import Ctx, cli, pass_ctx
+from .base import Ctx, cli, error_document, pass_ctx
 
 
 @cli.group(epilog="""\b
@@ -74,8 +75,12 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
             ok[str(f)] = r.verdict_hash()
             warnings.extend(f"{w} (warning: bisectbot run refuses this)"
                             for w in bisection_problems(r, read_text(f), str(f)))
+            warnings.extend(f"{w} (warning)" for w in _mount_clashes(r, f))
     if ctx.json:
-        ctx.emit({"ok": ok, "problems": problems, "warnings": warnings})
+        if problems:  # the documented failure shape (issue 24, input 6): one problem per line
+            ctx.emit(error_document("bad recipe", "\n".join(problems + warnings), EXIT_BAD_INPUT))
+        else:
+            ctx.emit({"ok": ok, "problems": problems, "warnings": warnings})
     else:
         for f, h in ok.items():
             terminal.echo(f"{f}: ok (verdict hash {h})")
@@ -84,6 +89,23 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     if problems:
         sys.exit(EXIT_BAD_INPUT)
     return 0
+
+
+def _mount_clashes(r: Any, f: Path) -> list[str]:
+    """Clashes of the recipe's ``server.mounts`` with its runner profile's mounts (issue 24, input 1);
+    a profile that cannot be found here says so instead (the runner may hold its own)."""
+    from ..errors import BadInput
+    from ..located import read_text
+    from ..runner_profile import load_profile, mount_clashes
+
+    mounts = list(r.server.mounts)
+    if not mounts:
+        return []
+    try:
+        profile = load_profile(r.runner, f)
+    except BadInput as e:
+        return [f"{f}: runner: mounts not checked against the runner profile: {str(e).splitlines()[0]}"]
+    return mount_clashes(profile, mounts, read_text(f), str(f))
 
 
 @recipe.command()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from .. import terminal
 from ..errors import BadInput
 from .base import Ctx, cli, pass_ctx
 
@@ -116,9 +117,12 @@ def render_cmd(ctx: Ctx, result_file: Path, out_dir: Path | None, nightly_file: 
 @click.option("--newest", "newest_file", type=click.Path(dir_okay=False, path_type=Path),
               help="ProbeResult JSON of the re-test on the newest nightly; not reproducing there files nothing.")
 @click.option("--dry-run", is_flag=True, help="Send nothing; write the would-be Markdown.")
+@click.option("--commands", "commands_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The maintainer commands the run took (--json report commands --all): each not yet "
+                   "acknowledged gets its reply after filing (needs --recipe).")
 @pass_ctx
 def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None, api_url: str | None,
-             out_dir: Path | None, newest_file: Path | None, dry_run: bool) -> None:
+             out_dir: Path | None, newest_file: Path | None, dry_run: bool, commands_file: Path | None) -> None:
     """File RESULT.json as a GitHub issue, or comment on the open issue with the same fingerprint.
 
     Token: $BISECTBOT_GITHUB_TOKEN, $GITHUB_TOKEN or $GH_TOKEN; without one this is a dry run.
@@ -143,6 +147,17 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
         bc = load_recipe(recipe).bisect.blame_confidence
     out = file_or_update(result, target, token_from_env(), ctx.ledger(), dry_run, out_dir or result_file.parent,
                          nightly=nightly, newest=newest, blame_confidence=bc)
+    if commands_file is not None and recipe is not None and not dry_run and token_from_env():
+        from ..errors import GitHubError, UpstreamUnreachable
+        from ..recipe import load_recipe
+        from .run_cmd import _acknowledge, load_commands
+
+        commands, _ = load_commands(commands_file)
+        try:
+            for line in _acknowledge(load_recipe(recipe), commands, result, out):
+                terminal.echo(f"github: {line}", err=True)
+        except (GitHubError, UpstreamUnreachable) as e:  # the next night acknowledges them
+            terminal.echo(f"github: acknowledging maintainer commands failed: {e}", err=True)
     ctx.emit(out.to_dict(), out.message)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from .. import terminal
-from ..errors import EXIT_BAD_INPUT, BadInput
+from ..errors import EXIT_BAD_INPUT, EXIT_ERROR, BadInput
 from .base import Ctx, cli, pass_ctx
 
 _RUNNER = click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container", "release"]),
@@ -88,17 +88,23 @@ def _probe_root(ctx: Ctx, recipe) -> Path:
 @click.option("--good", help="Known-good candidate (new sessions).")
 @click.option("--bad", help="Known-bad candidate (new sessions).")
 @click.option("--out", type=click.Path(file_okay=False), help="Report directory (default: recipe report.dir).")
+@click.option("--chain", default="", metavar="ID",
+              help="Id of the chain of workflow runs driving the session (bisect-fanout.yml: the first round's "
+                   "run id). A session driven by another chain that has not stopped is refused (exit 1): two "
+                   "chains of one session never run at once.")
 @_RUNNER
 @_WAIT
 @pass_ctx
 def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | None, good: str | None,
-               bad: str | None, out: str | None, runner_kind: str, wait_lock: float) -> None:
+               bad: str | None, out: str | None, chain: str, runner_kind: str, wait_lock: float) -> None:
     """Print the next round of RECIPE's bisection as one JSON document.
 
     \b
     {"session", "round", "done", "probes": [{"ref", "component", "key", ...}], "result"}
     "result" is the path of result.json once done (the report is written then).
-    Probes that never came back are planned again. Exit 0; 2 on bad input.
+    Probes that never came back are planned again. Exit 0; 2 on bad input; 1 when the
+    session has stopped (a round without progress, /bisectbot cancel), is past
+    bisect.max_rounds, or is driven by another --chain.
     """
     from ..session import make_source, resolve_ends, write_report
     from ..session.lock import writer_lock
@@ -130,7 +136,17 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
         raise BadInput("a new round session needs --slots K (probes per round)")
     with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
                      echo=lambda s: terminal.echo(s, err=True)):
+        row = led.get_session(session_id) or row  # under the lock: what the last writer left
+        state = dict((row or {}).get("state") or {})
+        _check_chain(session_id, state, chain)
         plan, result = _replay(ctx, recipe, path, good, bad, session_id, slots, runner_kind)
+        if not plan.done and plan.round > recipe.bisect.max_rounds:
+            from ..errors import BisectbotError
+
+            led.save_session(session_id, recipe.name, recipe.verdict_hash(), good, bad, "stopped",
+                             {**state, "stopped": f"past bisect.max_rounds {recipe.bisect.max_rounds}"})
+            raise BisectbotError(f"round session {session_id}: round {plan.round} is past bisect.max_rounds "
+                                 f"{recipe.bisect.max_rounds}: stopped (see 'bisectbot bisect log')")
         if plan.done and result is not None:
             gh = recipe.report.github
             paths = write_report(result, out or recipe.report.dir, recipe.bisect.blame_confidence,
@@ -139,8 +155,22 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
         led.save_session(session_id, recipe.name, recipe.verdict_hash(), good, bad,
                          plan.status or "running",
                          {"kind": "rounds", "slots": slots, "round": plan.round, "done": plan.done,
-                          "pending": [j.key for j in plan.jobs], "result": plan.result})
+                          "pending": [j.key for j in plan.jobs], "result": plan.result,
+                          "probes": plan.to_dict()["probes"], "chain": chain or state.get("chain", ""),
+                          "stalled": state.get("stalled", 0)})
     terminal.echo(json.dumps(plan.to_dict(), sort_keys=True))
+
+
+def _check_chain(session_id: str, state: dict, chain: str) -> None:
+    """Refuse to plan a stopped session, or one another chain drives (issue 24, input 4)."""
+    from ..errors import BisectbotError
+
+    if state.get("stopped") and not state.get("done"):
+        raise BisectbotError(f"round session {session_id} stopped: {state['stopped']}; start it again with "
+                             "'bisectbot round resume RECIPE --session ID' once the cause is fixed")
+    if chain and state.get("chain") and state["chain"] != chain and not state.get("done"):
+        raise BisectbotError(f"round session {session_id} is driven by chain {state['chain']}, not {chain}: "
+                             "two chains of one session never run at once")
 
 
 @round_group.command("probe")
@@ -149,24 +179,29 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
 @click.option("--ref", required=True, help="The probe's ref as the plan printed it.")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Verdict file to write ('-': standard output).")
-@click.option("--key", help="The probe key the plan printed (default: computed here, attempt 1).")
-@click.option("--round", "round_no", type=int, help="The plan's round number (lets import refuse stale files).")
-@click.option("--attempt", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--key", help="The probe key the plan printed (default: the session's plan in this ledger, else "
+                            "computed here, attempt 1).")
+@click.option("--round", "round_no", type=int,
+              help="The plan's round number (lets import refuse stale files; default: the session's plan).")
+@click.option("--attempt", type=click.IntRange(1, 100), default=None,
+              help="Attempt number (default: the session's plan, else 1).")
 @click.option("--toggle", default="", help="Triage toggle name of the probe (plan's 'toggle').")
 @click.option("--runner-name", default="", help="Name of this runner in the verdict file (default: host name).")
 @_RUNNER
 @pass_ctx
 def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file: str, key: str | None,
-                round_no: int | None, attempt: int, toggle: str, runner_name: str, runner_kind: str) -> None:
+                round_no: int | None, attempt: int | None, toggle: str, runner_name: str, runner_kind: str) -> None:
     """Run one probe of a round (anywhere) and write its verdict file; the ledger is not written.
 
     \b
     The file holds the probe key, verdict, threshold table, evidence, runner name and
     timings; 'bisectbot round import' records it. Exit 0 when the file is written.
     """
+    from ..reaper import kill_descendants
     from ..session.executor import build_key, probe_key, reproducer_key, run_probe
     from ..session.lock import probe_dir
     from ..session.plan import candidate_for, make_verdict
+    from ..session.verdict_file import render_verdict, sha256, write_verdict
     from .run_cmd import _make_runner
 
     recipe, path = _load(recipe_file)
@@ -176,59 +211,194 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         if tog is None:
             raise BadInput(f"{path}: no triage toggle {toggle!r} (have: {', '.join(t.name for t in recipe.triage)})")
     cand = candidate_for(recipe, ref, path.parent)
+    from .. import progress
+
+    progress.enable(None if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True)))
+    if key is None:  # the plan's key, attempt and round (issue 24: a hand-run probe wrote attempt 1)
+        planned = _planned(ctx, recipe, session_id, ref, toggle)
+        if planned is not None:
+            key = planned["key"]
+            attempt = attempt or int(planned.get("attempt") or 1)
+            round_no = round_no if round_no is not None else planned.get("round")
+    attempt = attempt or 1
     started = time.time()
     with probe_dir(_probe_root(ctx, recipe)) as work:
         runner = _make_runner(ctx, recipe, path, runner_kind, workdir=work)
         k = key or probe_key(cand.ref, build_key(runner, cand), reproducer_key(recipe), toggle, attempt)
         res = run_probe(recipe, runner, cand, k, attempt, tog)
+        kill_descendants()  # nothing the candidate started lives while its verdict file is written
     doc = make_verdict(res, session=session_id, round_no=round_no, key=k, ref=ref, recipe=recipe,
                        attempt=attempt, toggle=toggle, runner=runner_name, started=started)
-    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    # the whole document is redacted (the candidate's output tails carried HF_TOKEN: issue 24, input 3)
     if out_file == "-":
-        terminal.echo(text, nl=False)
+        data = render_verdict(doc)
+        terminal.echo(data.decode("utf-8"), nl=False)
+        digest = sha256(data)
     else:
-        out = Path(out_file)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    summary = {"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason, "out": out_file}
-    terminal.echo(json.dumps(summary, sort_keys=True) if ctx.json else
-               f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out_file}",
-               err=out_file == "-")
+        _, digest = write_verdict(doc, Path(out_file))
+    summary = {"key": k, "ref": ref, "verdict": res.verdict.value, "reason": res.reason, "out": out_file,
+               "sha256": digest}
+    gh_out = os.environ.get("GITHUB_OUTPUT")
+    if gh_out and out_file != "-":  # in Actions: the digest goes to reduce outside the artifact
+        with open(gh_out, "a", encoding="utf-8") as fh:
+            fh.write(f"sha256={digest}\n")
+    line = f"{ref[:40]}: {res.verdict.value}; {res.reason} ({res.duration_s:.1f}s) -> {out_file} (sha256 {digest})"
+    if ctx.json and out_file != "-":
+        ctx.emit(summary, line)  # the one --json document: {"key", "ref", "verdict", "reason", "out", "sha256"}
+    else:
+        terminal.echo(json.dumps(summary, sort_keys=True) if ctx.json else line, err=out_file == "-")
+
+
+def _planned(ctx: Ctx, recipe, session_id: str, ref: str, toggle: str) -> dict | None:
+    """The probe of ``ref`` (and ``toggle``) in the session's last plan in this ledger, with its
+    round; None when this ledger has no such session. BadInput when the plan does not name it."""
+    row = ctx.ledger().get_session(session_id)
+    if row is None or (row.get("state") or {}).get("kind") != "rounds":
+        return None
+    state = row["state"]
+    probes = state.get("probes")
+    if probes is None:  # a plan saved before the probes were kept
+        return None
+    for p in probes:
+        if p.get("ref") == ref and (p.get("toggle") or "") == toggle:
+            return {**p, "round": state.get("round")}
+    raise BadInput(f"round session {session_id}: round {state.get('round')} does not plan {ref[:40]}"
+                   + (f" with toggle {toggle}" if toggle else "") + "; it plans: "
+                   + (", ".join(p["ref"][:40] + (f" ({p['toggle']})" if p.get("toggle") else "") for p in probes)
+                      or "nothing (done)"))
 
 
 @round_group.command("import")
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
+@click.option("--require-progress", is_flag=True,
+              help="Exit 1 naming why when no file moved the session (nothing recorded, no transient answer "
+                   "counted): the chain of rounds stops instead of planning the same round again.")
+@click.option("--digests", "digests_file", type=click.Path(dir_okay=False),
+              help="'SHA256  NAME' lines (sha256sum format) from the probe jobs: a file whose SHA-256 differs, "
+                   "or that has no line, is refused.")
 @_RUNNER
 @_WAIT
 @pass_ctx
 @click.pass_context
 def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[str, ...], session_id: str,
-                 runner_kind: str, wait_lock: float) -> None:
+                 require_progress: bool, digests_file: str | None, runner_kind: str, wait_lock: float) -> None:
     """Record verdict files of the session's current round in the ledger.
 
     \b
     Idempotent by probe key (a recorded key is 'already recorded'). A file of another
     session or recipe hash, of a stale round or for an unplanned probe is refused with the
-    reason; the others are still recorded. Exit 0 when none is refused, else 2.
+    reason; the others are still recorded. So is each file that is not a regular file
+    (a FIFO), over 4 MiB, not JSON, whose two verdicts differ, or (with --digests) whose
+    SHA-256 is not the probe job's. Exit 0 when none is refused, else 2.
     """
     from ..session.lock import writer_lock
     from ..session.plan import import_verdicts
+    from ..session.verdict_file import load_digests
 
     recipe, path = _load(recipe_file)
+    digests = load_digests(Path(digests_file)) if digests_file else None
     led = ctx.ledger()
     row = _session_row(ctx, recipe, session_id)
     slots = int(row["state"].get("slots") or 1)
     with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
                      echo=lambda s: terminal.echo(s, err=True)):
         plan, _ = _replay(ctx, recipe, path, row["good"], row["bad"], session_id, slots, runner_kind)
-        outcomes = import_verdicts(led, plan, recipe, [Path(f) for f in files])
+        outcomes = import_verdicts(led, plan, recipe, [Path(f) for f in files], digests)
+        stalled = not any(o.progress for o in outcomes)
+        if require_progress and stalled and not plan.done:
+            why = "; ".join(f"{Path(o.path).name}: {o.action}" + (f" ({o.message.split(': ', 1)[-1][:160]})"
+                                                                  if o.action != "already recorded" else "")
+                            for o in outcomes) or "no verdict file"
+            row = led.get_session(session_id) or row
+            reason = f"round {plan.round} made no progress: {why}"
+            led.save_session(session_id, recipe.name, recipe.verdict_hash(), row["good"], row["bad"], "stopped",
+                             {**row["state"], "stopped": reason[:600]})
     if ctx.json:
         ctx.emit([o.__dict__ for o in outcomes])
     else:
         for o in outcomes:
             terminal.echo(f"{o.action}: {o.message}", err=o.action == "refused")
+    if require_progress and stalled and not plan.done:
+        terminal.echo(f"round session {session_id} stopped: {reason}", err=True)
+        cctx.exit(EXIT_ERROR)
     cctx.exit(EXIT_BAD_INPUT if any(o.action == "refused" for o in outcomes) else 0)
+
+
+@round_group.command("cancel")
+@click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
+@click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
+@click.option("--from-github", is_flag=True,
+              help="Stop only when a maintainer asked: an unanswered '/bisectbot cancel' on an open issue of the "
+                   "recipe (token in $BISECTBOT_GITHUB_TOKEN); each is answered. Exit 1 when stopped, 0 when not.")
+@click.option("--reason", default="cancelled by hand", show_default=True, help="Why (without --from-github).")
+@_WAIT
+@pass_ctx
+@click.pass_context
+def round_cancel(cctx: click.Context, ctx: Ctx, recipe_file: str, session_id: str, from_github: bool, reason: str,
+                 wait_lock: float) -> None:
+    """Stop a round session: 'round plan' refuses it from then on (the chain of rounds ends).
+
+    \b
+    Examples:
+      bisectbot round cancel recipes/demo-command.yaml --session S
+      bisectbot round cancel recipes/demo-command.yaml --session S --from-github   # bisect-fanout.yml
+    """
+    from ..session.lock import writer_lock
+
+    recipe, _ = _load(recipe_file)
+    led = ctx.ledger()
+    row = _session_row(ctx, recipe, session_id)
+    asked = []
+    if from_github:
+        from ..report.github import acknowledge, read_commands, token_from_env
+
+        token = token_from_env()
+        gh = recipe.report.github
+        if not token or gh is None:
+            raise BadInput("--from-github needs report.github in the recipe and a token in $BISECTBOT_GITHUB_TOKEN")
+        asked = [c for c in read_commands(gh, token) if c.kind == "cancel" and not c.error]
+        if not asked:
+            terminal.echo(f"round session {session_id}: no /bisectbot cancel")
+            return
+        reason = "; ".join(f"/bisectbot cancel by {c.author} in #{c.issue}" for c in asked)
+    with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
+                     echo=lambda s: terminal.echo(s, err=True)):
+        row = led.get_session(session_id) or row
+        state = row.get("state") or {}
+        if state.get("done"):
+            terminal.echo(f"round session {session_id} is done already: nothing to stop")
+            return
+        led.save_session(session_id, recipe.name, recipe.verdict_hash(), row["good"], row["bad"], "stopped",
+                         {**state, "stopped": reason[:600]})
+    for c in asked:
+        acknowledge(c, recipe.report.github, token,  # type: ignore[arg-type]
+                    f"stopped the bisection (round session {session_id} at round {state.get('round')}).")
+    terminal.echo(f"round session {session_id} stopped: {reason}", err=True)
+    cctx.exit(EXIT_ERROR if from_github else 0)
+
+
+@round_group.command("resume")
+@click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
+@click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
+@_WAIT
+@pass_ctx
+def round_resume(ctx: Ctx, recipe_file: str, session_id: str, wait_lock: float) -> None:
+    """Clear a stopped round session (after fixing what stopped it): 'round plan' plans it again.
+
+    \b
+    Example:
+      bisectbot round resume recipes/demo-command.yaml --session S
+    """
+    from ..session.lock import writer_lock
+
+    recipe, _ = _load(recipe_file)
+    led = ctx.ledger()
+    with writer_lock(led.state_dir, recipe.name, wait_s=wait_lock, session=session_id,
+                     echo=lambda s: terminal.echo(s, err=True)):
+        row = _session_row(ctx, recipe, session_id)
+        state = {k: v for k, v in (row.get("state") or {}).items() if k not in ("stopped", "chain")}
+        led.save_session(session_id, recipe.name, recipe.verdict_hash(), row["good"], row["bad"], "running", state)
+    terminal.echo(f"round session {session_id}: resumed; plan it with 'bisectbot round plan {recipe_file} "
+                  f"--session {session_id}'")

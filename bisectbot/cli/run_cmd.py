@@ -12,6 +12,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -108,6 +109,21 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str,
                            base_dir=recipe_path.parent)
 
 
+def _mount_plan(recipe: Any, path: Path) -> str:
+    """The plan's ``mount`` lines: each bind a candidate's server container gets, merged by container
+    path with the recipe's winning (issue 24, input 1); ``""`` when neither side mounts anything or
+    the runner profile is not found here."""
+    from ..runner_profile import load_profile, merge_mounts
+
+    try:
+        plan = merge_mounts(load_profile(recipe.runner, path), list(recipe.server.mounts))
+    except BadInput:
+        return ""
+    lines = [f"mount {b.host}:{b.container}:{b.mode} ({b.origin})" for b in plan.binds]
+    lines += [f"mount clash: {r}" for r in plan.replaced]
+    return "".join("\n" + ln for ln in lines)
+
+
 @contextlib.contextmanager
 def _writer(ctx: Ctx, recipe_file: str, wait_lock: float, dry_run: bool = False) -> Iterator[None]:
     """Hold the writer lock of the recipe's state (issue 16: one writer per session) around a
@@ -129,7 +145,7 @@ def _writer(ctx: Ctx, recipe_file: str, wait_lock: float, dry_run: bool = False)
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
          out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False,
          emit: bool = True, reproducible: str | None = "", retry_errors: bool = False,
-         verify: bool | None = None) -> int:
+         verify: bool | None = None, commands_file: str | None = None) -> int:
     """Run (or plan) a bisection of ``recipe_file``; returns the exit code.
 
     ``emit``: write the ``--json`` document (False when the caller writes its own, e.g. ``demo``).
@@ -163,7 +179,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                       "candidates": []}, text)
             return 0
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
-        text = plan_text(recipe, cands, recipe.bisect.parallel)
+        text = plan_text(recipe, cands, recipe.bisect.parallel) + _mount_plan(recipe, path)
         from ..session.withheld import withheld, withheld_note
 
         held = withheld(recipe)
@@ -185,7 +201,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                            "them): nothing to replay")
     runner = _make_runner(ctx, recipe, path, runner_kind)
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
-    commands, human = _maintainer_verdicts(recipe) if file_issue else ([], [])
+    from .. import progress
+
+    progress.enable(None if ctx.verbosity < 0 else echo)  # each probe's phases, heartbeats, requests
+    commands, human = (load_commands(Path(commands_file)) if commands_file else
+                       _maintainer_verdicts(recipe) if file_issue else ([], []))
 
     sessions: list = []
 
@@ -201,6 +221,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     held = withheld(recipe)
     if held:  # issue 23, input 4: said before the run, and in the report when it finds nothing
         echo(withheld_note(recipe, held))
+
+    from ..reaper import kill_descendants
+
     try:
         result = bisect(human)
     except KeyboardInterrupt:
@@ -213,6 +236,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         human = human + retracts
         echo(f"retracted by a maintainer: {', '.join(r.ref[:12] for r in retracts)}; searching again without it")
         result = bisect(human)
+    kill_descendants()  # no candidate process lives while the report is written or filed (issue 24, input 2)
     if replay:
         replay_notes(result, replay, text, sum(getattr(x, "fresh_probes", 0) for x in sessions))
     if not recipe.bisect.verify:  # say so wherever the result is read: nothing was re-probed
@@ -397,6 +421,27 @@ def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: s
     return shlex.join(argv)
 
 
+def load_commands(path: Path):  # -> (list[Command], list[LogLine])
+    """Maintainer commands from a ``report commands --json`` file and the human verdicts they give
+    (as :func:`_maintainer_verdicts`). BadInput when the file is not such a list."""
+    import json
+
+    from ..models import Verdict
+    from ..report.github import Command
+    from ..session import LogLine
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, list):
+            raise TypeError("not a list")
+        commands = [Command.from_dict(d) for d in raw]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise BadInput(f"{path}: not a 'bisectbot --json report commands' list: {e}") from None
+    human = [LogLine(Verdict(c.kind), c.ref, note=f"maintainer verdict by {c.author} in #{c.issue}")
+             for c in commands if c.kind in ("good", "bad") and c.ref and not c.error]
+    return commands, human
+
+
 def _maintainer_verdicts(recipe):  # -> (list[Command], list[LogLine])
     """Trusted ``/bisectbot`` commands on the recipe's open issues (none without a token) and the
     human verdicts they give: ``good REF`` / ``bad REF`` hold on every run from then on."""
@@ -429,10 +474,12 @@ def _retractions(ctx: Ctx, result, commands):  # -> list[LogLine]
     if not commands or final is None or final.status is not Status.CULPRIT or final.first_bad is None:
         return []
     filed = ctx.ledger().github_issue(fingerprint(result))
-    if not filed or not filed.get("number"):
-        return []
+    number = filed.get("number") if filed else None
+    # the issue this culprit was filed as (this ledger knows it), or a bot issue whose body names the
+    # culprit (read by the job that holds the token: the bisecting job has neither ledger row nor key)
     return [LogLine(Verdict.SKIP, final.first_bad.ref, note=f"culprit retracted by {c.author} in #{c.issue}")
-            for c in commands if c.kind == "retract" and c.issue == filed["number"] and not c.error][:1]
+            for c in commands if c.kind == "retract" and not c.error
+            and ((number and c.issue == number) or final.first_bad.ref in (c.culprits or []))][:1]
 
 
 def _acknowledge(recipe, commands, result, filed=None) -> list[str]:
@@ -447,7 +494,7 @@ def _acknowledge(recipe, commands, result, filed=None) -> list[str]:
     out = []
     now = heading(result, blame_decision(result, recipe.bisect.blame_confidence))
     for c in commands:
-        if c.acknowledged or c.kind == "bisect":  # bisect commands start a workflow (bisect.yml)
+        if c.acknowledged or c.kind in ("bisect", "cancel"):  # bisect.yml / bisect-fanout.yml answer those
             continue
         if c.kind == "retract":
             msg = f"the culprit is excluded and the search was run again. Now: {now}"
@@ -525,11 +572,16 @@ def _apply(opts):
 @click.option("--verify/--no-verify", "verify", default=None,
               help="Re-probe the culprit and its predecessor before naming it (default: the recipe's "
                    "bisect.verify, true). --no-verify saves two probes and says so in the report.")
+@click.option("--commands", "commands_file", type=click.Path(dir_okay=False, exists=True),
+              help="Maintainer /bisectbot commands as 'bisectbot --json report commands --all' wrote them: "
+                   "their good/bad verdicts and retractions apply without a token (the bisecting job holds "
+                   "no secret; a separate job reads and acknowledges the commands).")
 @pass_ctx
 @click.pass_context
 def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool,
         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None,
-        file_issue: bool, retry_errors: bool, wait_lock: float, verify: bool | None) -> None:
+        file_issue: bool, retry_errors: bool, wait_lock: float, verify: bool | None,
+        commands_file: str | None) -> None:
     """Bisect RECIPE between a good and a bad candidate; verify; write the report.
 
     \b
@@ -548,7 +600,7 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
     """
     with _writer(ctx, recipe_file, wait_lock, dry_run):
         code = _run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
-                    retry_errors=retry_errors, verify=verify)
+                    retry_errors=retry_errors, verify=verify, commands_file=commands_file)
     cctx.exit(code)
 
 

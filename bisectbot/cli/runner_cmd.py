@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..errors import EXIT_ERROR
-from .base import Ctx, cli, pass_ctx
+from .base import Ctx, cli, error_document, pass_ctx
 
 MIN_FREE_GB = 50.0  # a ROCm vLLM image is 10-30 GB compressed; leave room for two
 
@@ -50,9 +50,11 @@ def gpu_count() -> tuple[int | None, str]:
     return None, ""
 
 
-def run_checks(profile_name: str, state_dir: Path | None) -> list[dict[str, Any]]:
+def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | None = None) -> list[dict[str, Any]]:
     """One dict per check: ``name``, ``ok`` (bool), ``detail``, ``required`` (a failed required check
-    makes ``runner check`` exit 1)."""
+    makes ``runner check`` exit 1). ``recipe_file`` (a path or a shipped recipe's name) adds a
+    ``mounts`` check: its ``server.mounts`` against the profile's (a clash is a warning: the run
+    keeps the recipe's, issue 24 input 1)."""
     from ..ledger import default_state_dir
     from ..runner_profile import load_profile
 
@@ -61,8 +63,25 @@ def run_checks(profile_name: str, state_dir: Path | None) -> list[dict[str, Any]
     def add(name: str, ok: bool, detail: str, required: bool = True) -> None:
         checks.append({"name": name, "ok": ok, "detail": detail, "required": required})
 
-    profile = load_profile(profile_name)
+    recipe = recipe_path = None
+    if recipe_file:
+        from ..recipe import load_recipe
+        from ..shipped import find_recipe
+
+        recipe_path = find_recipe(recipe_file)
+        recipe = load_recipe(recipe_path)
+    profile = load_profile(profile_name, recipe_path)
     add("profile", True, f"{profile.name}: {profile.description}")
+    if recipe is not None:
+        from ..runner_profile import merge_mounts
+
+        plan = merge_mounts(profile, list(recipe.server.mounts))
+        binds = ", ".join(f"{b.host}:{b.container} ({b.origin})" for b in plan.binds) or "none"
+        if plan.replaced:
+            add("mounts", False, f"recipe {recipe.name}: " + "; ".join(plan.replaced) + f"; the container gets {binds}",
+                required=False)
+        else:
+            add("mounts", True, f"recipe {recipe.name}: {binds}")
     docker_root = None
     try:
         import docker
@@ -124,13 +143,31 @@ Examples:
   bisectbot runner check --profile mi355x
   bisectbot --json runner check --profile runners/cpu.yaml
 """)
-@click.option("--profile", "profile_name", default="cpu", show_default=True, help="runner profile name or YAML path")
+@click.option("--profile", "profile_name", default=None,
+              help="runner profile name or YAML path [default: the recipe's runner, else cpu]")
+@click.option("--recipe", "recipe_file", default=None,
+              help="recipe (path or shipped name) whose server mounts are checked against the profile's")
 @pass_ctx
-def check(ctx: Ctx, profile_name: str) -> None:
-    """Report Docker access, devices, GPU count, disk space and cache dirs; exit 1 when a required check fails."""
-    checks = run_checks(profile_name, ctx.state_dir)
+def check(ctx: Ctx, profile_name: str | None, recipe_file: str | None) -> None:
+    """Report Docker access, devices, GPU count, disk space and cache dirs (and, with --recipe,
+    mount clashes between the recipe and the profile); exit 1 when a required check fails.
+
+    --json: the list of checks; when a required check fails, ``{"error": {"kind", "message"},
+    "exit_code": 1}`` (the message names each failed check and its detail)."""
+    if profile_name is None:
+        profile_name = "cpu"
+        if recipe_file:
+            from ..recipe import load_recipe
+            from ..shipped import find_recipe
+
+            profile_name = load_recipe(find_recipe(recipe_file)).runner
+    checks = run_checks(profile_name, ctx.state_dir, recipe_file)
     text = "\n".join(f"{'ok  ' if c['ok'] else ('FAIL' if c['required'] else 'warn')} {c['name']:24} {c['detail']}"
                      for c in checks)
-    ctx.emit(checks, text)
-    if any(not c["ok"] and c["required"] for c in checks):
+    failed = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"] and c["required"]]
+    if failed and ctx.json:  # the documented failure shape (issue 24, input 6)
+        ctx.emit(error_document("runner check", "required checks failed: " + "; ".join(failed), EXIT_ERROR))
+    else:
+        ctx.emit(checks, text)
+    if failed:
         sys.exit(EXIT_ERROR)

@@ -569,9 +569,21 @@ class Command:
     args: dict[str, str] = field(default_factory=dict)
     error: str = ""
     acknowledged: bool = False
+    #: for ``retract`` on an issue the bot opened: the first-bad refs its body names
+    #: (``<!-- bisectbot:culprit=REF -->``), so a job without the marker key knows what is retracted
+    culprits: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Command:
+        """The inverse of :meth:`to_dict` (``report commands --json`` output). Raises ``TypeError``/``KeyError``."""
+        names = set(cls.__dataclass_fields__)
+        c = cls(**{k: v for k, v in d.items() if k in names})
+        if not isinstance(c.kind, str) or not isinstance(c.issue, int) or not isinstance(c.culprits, list):
+            raise TypeError("kind, issue or culprits of the wrong type")
+        return c
 
 
 def command_lines(text: str) -> list[str]:
@@ -634,6 +646,8 @@ def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | No
     rest = m.group(2).split()
     if kind == "retract":
         return ("retract", None, {}, "" if not rest else "retract takes no argument")
+    if kind == "cancel":  # stop a running bisection chain (bisect-fanout.yml)
+        return ("cancel", None, {}, "" if not rest else "cancel takes no argument")
     if kind in ("good", "bad"):
         if len(rest) != 1 or not _REF_RE.match(rest[0]):
             return (kind, None, {}, f"usage: /bisectbot {kind} <ref>")
@@ -643,7 +657,8 @@ def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | No
         if set(args) != {"good", "bad"} or not all(_REF_RE.match(v) for v in args.values()):
             return ("bisect", None, {}, "usage: /bisectbot bisect good=<ref> bad=<ref>")
         return ("bisect", None, args, "")
-    return (kind, None, {}, f"unknown command {kind!r}: use retract, good <ref>, bad <ref>, bisect good= bad=")
+    return (kind, None, {}, f"unknown command {kind!r}: use retract, good <ref>, bad <ref>, bisect good= bad=, "
+                            "cancel")
 
 
 def read_commands(
@@ -691,6 +706,10 @@ def read_commands(
             cmd = Command(kind=kind, issue=number, comment_id=c.id, author=login, association=assoc,
                           created_at=c.created_at.isoformat() if c.created_at else "", ref=ref, args=args,
                           error=error, acknowledged=c.id in acked)
+            if kind == "retract" and _by(issue, client.login):  # only the bot's own issue body names culprits
+                from .render import culprits_in
+
+                cmd.culprits = culprits_in(issue.body or "")
             if include_acknowledged or not cmd.acknowledged:
                 out.append(cmd)
     return out

@@ -69,6 +69,23 @@ _SHRINK_STEPS: list[tuple[str, int]] = [
 _SHA_RE = re.compile(r"[0-9a-f]{13,}")
 
 
+def culprit_marker(result: RunResult) -> str:
+    """``<!-- bisectbot:culprit=REF -->`` (after a newline) naming the final first-bad, ``""`` without
+    one: a job without the marker key reads which culprit a retracted issue names (issue 24, input 2)."""
+    final = result.final
+    ref = final.first_bad.ref if final is not None and final.first_bad is not None else ""
+    return f"\n<!-- bisectbot:culprit={ref} -->" if ref and CULPRIT_REF.match(ref) else ""
+
+
+CULPRIT_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._=,+@-]{0,199}$")
+_CULPRIT_RE = re.compile(r"<!-- bisectbot:culprit=([A-Za-z0-9][A-Za-z0-9:._=,+@-]{0,199}) -->")
+
+
+def culprits_in(body: str) -> list[str]:
+    """The refs of :func:`culprit_marker` lines in ``body``."""
+    return _CULPRIT_RE.findall(body or "")
+
+
 def _is_commit(c: Candidate) -> bool:
     return c.kind.value == "commit" and bool(_SHA_RE.fullmatch(c.ref))
 
@@ -733,7 +750,7 @@ def render_markdown(
         }
     ctx = {
         "for_github": for_issue if for_github is None else for_github,
-        "marker": marker(fp) if for_issue else "",
+        "marker": (marker(fp) + culprit_marker(result)) if for_issue else "",
         "fingerprint": fp,
         "heading": sanitize(heading(result, blame), 250),
         "kind_word": kind_word(result), "culprit_word": culprit_word(result),

@@ -619,11 +619,16 @@ class HttpProbe:
 
     def __call__(self, size: int) -> SizeResult:
         """``SizeResult`` at ``size`` tokens; never raises (an unexpected failure is an ``ERROR``)."""
+        from .. import progress
+
+        t0 = time.monotonic()
         try:
-            return self._probe(size)
+            res = self._probe(size)
         except Exception as e:  # noqa: BLE001 - an odd reply must end as a verdict, never a traceback
-            return SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
-                              error_kind="bad-response")
+            res = SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
+                             error_kind="bad-response")
+        progress.request(size, res.outcome.value, time.monotonic() - t0)
+        return res
 
     def _probe(self, size: int) -> SizeResult:
         first = not self.builder.calibrated

@@ -30,13 +30,13 @@ from typing import Any
 
 import requests
 
-from .. import bounded
+from .. import bounded, progress
 from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image, stack_file
 from ..components import container_labels
 from ..confine import check_mount
 from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
-from ..runner_profile import RunnerProfile, docker_run_kwargs
+from ..runner_profile import RunnerProfile, docker_run_kwargs, merge_mounts
 from ..secrets import passthrough_env
 from ..slots import gpu_slot
 from ..sources.git import local_repo
@@ -174,8 +174,12 @@ def server_container(
                 check_mount(m)  # again on this host: symlinks resolve here (issue 13)
             except ValueError as e:
                 raise BisectbotError(str(e)) from None
-            parts = m.split(":")
-            kw.setdefault("volumes", {})[os.path.expanduser(parts[0])] = {"bind": parts[1], "mode": parts[2] if len(parts) == 3 else "rw"}
+        plan = merge_mounts(profile, mounts)  # by container path, the recipe wins (issue 24, input 1)
+        for line in plan.replaced:
+            log.info("mounts: %s", line)
+        kw.pop("volumes", None)
+        if plan.binds:
+            kw["volumes"] = [b.spec() for b in plan.binds]
         name = f"bisectbot-{uuid.uuid4().hex[:12]}"
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -206,7 +210,8 @@ def server_container(
                     _fail_exited(container, pump, image, "before its port was published")
                 host_port = int(bindings[0]["HostPort"])
                 base_url = f"http://127.0.0.1:{host_port}"
-                _wait_healthy(container, pump, image, base_url + health_path, health_timeout_s, poll_s)
+                with progress.phase("server start", image[:120]):
+                    _wait_healthy(container, pump, image, base_url + health_path, health_timeout_s, poll_s)
                 log.info("server %s healthy at %s (slot %s)", name, base_url, slot)
                 yield Server(base_url=base_url, log_path=Path(log_path) if log_path else None,
                              meta={"container": name, "container_id": container.id, "slot": slot, "image": image})
@@ -231,7 +236,9 @@ def _fail_exited(container: Any, pump: _LogPump, image: str, when: str) -> None:
 def _wait_healthy(container: Any, pump: _LogPump, image: str, url: str, timeout_s: float, poll_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     http = bounded.session()
+    beat = progress.heartbeat(f"waiting for {health_path_of(url)}")
     while True:
+        beat.beat((pump.last_lines() or [""])[-1][:120])  # the last log line says how far the load is
         container.reload()
         if container.status in ("exited", "dead"):
             _fail_exited(container, pump, image, "before /health answered")
@@ -248,6 +255,13 @@ def _wait_healthy(container: Any, pump: _LogPump, image: str, url: str, timeout_
             err.log_tail = tail  # type: ignore[attr-defined]
             raise err
         time.sleep(poll_s)
+
+
+def health_path_of(url: str) -> str:
+    """The path part of a health URL (``/health``)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path or "/"
 
 
 def run_in_container(image: str, argv: list[str], profile: RunnerProfile, timeout_s: float,
@@ -391,14 +405,16 @@ class ContainerRunner:
             if overlay is None and not ids:
                 from ..components import image_digest
 
-                digest = image_digest(base, self.client)
+                with progress.phase("pull", base[:120]):
+                    digest = image_digest(base, self.client)
                 return Prepared(candidate, build_key=digest, image=base, meta={"base_digest": digest})
             req = BuildRequest(
                 base=base, recipe=self.recipe.name, recipe_hash=self.recipe.verdict_hash(), overlay=overlay,
                 patch_ids=ids, stack_hash=sh, patch_fn=_default_patch_fn(self.stack_dir, ids) if ids else None,
                 build_command=self.recipe.server.build_command, log_dir=self.log_dir,
             )
-            res = build_image(req, client=self.client, ledger=self.ledger)
+            with progress.phase("pull + build", base[:120]):
+                res = build_image(req, client=self.client, ledger=self.ledger)
         except FullSourceBuildRequired as e:
             return PrepareFailed(candidate, str(e))
         except BisectbotError as e:

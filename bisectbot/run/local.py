@@ -37,7 +37,7 @@ from typing import Any
 
 import requests
 
-from .. import bounded
+from .. import bounded, progress
 from ..bounded import run_process
 from ..errors import PatchError, ServerError
 from ..models import Candidate
@@ -293,8 +293,9 @@ class LocalRunner:
                 log_path = self.log_dir / f"build-{candidate.ref[:12]}-{root.name}.log"
                 argv = self.substitute(self.recipe.server.build_command, prepared, port=0)
                 try:  # output streams (redacted, capped) to the log; the process group is killed on timeout
-                    rc = run_process(argv, timeout_s=self.recipe.server.health_timeout_s, cwd=prepared.source,
-                                     env=self.env(prepared), log_path=log_path).returncode
+                    with progress.phase("build"):
+                        rc = run_process(argv, timeout_s=self.recipe.server.health_timeout_s, cwd=prepared.source,
+                                         env=self.env(prepared), log_path=log_path).returncode
                 except OSError as e:
                     log_path.write_text(f"cannot run build command: {e}\n")
                     rc = 127
@@ -403,7 +404,9 @@ class LocalRunner:
         try:
             deadline = time.monotonic() + self.recipe.server.health_timeout_s
             http = bounded.session()
+            beat = progress.heartbeat("server start: waiting for /health")
             while True:
+                beat.beat()
                 rc = proc.poll()
                 if rc is not None:
                     last = _last_line(_tail(log_path))

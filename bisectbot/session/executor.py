@@ -184,8 +184,21 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
     connection, a timed-out download: :func:`bisectbot.run.starts.transient_cause`) is started
     again with backoff up to :data:`bisectbot.run.starts.START_RETRIES` times; when it keeps
     failing so the skip is ``extra["transient"]`` (never cached).
-    ``duration_s`` is wall-clock seconds of the whole probe.
+    ``duration_s`` is wall-clock seconds of the whole probe. Every process of the probe (marked
+    by :func:`bisectbot.reaper.probe_scope`) is killed before the result is returned.
     """
+    from .. import progress
+    from ..reaper import probe_scope
+
+    # the probe's processes (setsid'd ones too) are killed before its verdict returns; its phases
+    # report progress under its label (issue 24, input 7)
+    with probe_scope(), progress.probe((c.label or c.ref)[:40]):
+        return _run_probe(recipe, runner, c, key, attempt, toggle, prefetcher, oracle, focus)
+
+
+def _run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int,
+               toggle: TriageToggle | None, prefetcher: Prefetcher | None, oracle: Any,
+               focus: list[int] | None) -> ProbeResult:
     t0 = time.monotonic()
     prepared = prefetcher.get(c) if prefetcher else runner.prepare(c)
     res = ProbeResult(c, Verdict.SKIP, cache_key=key)

@@ -32,6 +32,12 @@ from .executor import ProbeJob
 
 VERDICT_FORMAT = "bisectbot-verdict/1"
 
+#: Transient answers (server 5xx, connection refused) one probe key may give in a round session
+#: before it is recorded as a skip: each retry is a round of GPU jobs, and a server that always
+#: answers 500 made every plan the same round forever (issue 24, input 4). ``run`` feeds a
+#: transient error as a skip within its one run; a round session keeps the count in its events.
+TRANSIENT_LIMIT = 2
+
 
 def rounds_session_id(recipe: Recipe, good: str, bad: str) -> str:
     """The id of a round-driven session: SHA-256 (hex, 12 chars) of recipe name, reproducer key
@@ -131,23 +137,47 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def read_verdict(path: Path) -> dict[str, Any]:
-    """Load and check the shape of a verdict file. BadInput names the file and what is wrong."""
+def read_verdict(path: Path, digests: dict[str, str] | None = None) -> dict[str, Any]:
+    """Load and check a verdict file (:mod:`.verdict_file`: a regular file under the size cap).
+    ``digests`` (``{file name: sha256}``, from the probe jobs): the file's SHA-256 must match its
+    entry. Refused: a file whose top-level ``verdict`` differs from its probe record's (issue 24,
+    input 3). BadInput names the file and what is wrong."""
+    from .verdict_file import read_verdict_bytes, sha256
+
+    raw = read_verdict_bytes(Path(path))
+    if digests is not None:
+        want = digests.get(Path(path).name)
+        if want is None:
+            raise BadInput(f"{path}: no digest from the probe job for this file: refused")
+        if sha256(raw) != want:
+            raise BadInput(f"{path}: SHA-256 {sha256(raw)[:16]}... differs from the probe job's {want[:16]}... "
+                           "(the file changed after the probe wrote it): refused")
     try:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read verdict file: {e.strerror or e}") from None
+        d = json.loads(raw.decode("utf-8"))
     except ValueError as e:
-        raise BadInput(f"{path}: not a JSON verdict file: {e}") from None
+        raise BadInput(f"{path}: not a JSON verdict file: {str(e)[:200]}") from None
     if not isinstance(d, dict) or d.get("format") != VERDICT_FORMAT:
         raise BadInput(f"{path}: not a bisectbot verdict file (format {VERDICT_FORMAT!r} expected)")
     for k in ("session", "key", "ref", "recipe_hash", "verdict", "probe"):
         if not d.get(k):
             raise BadInput(f"{path}: verdict file has no {k!r}")
+        if k != "probe" and not isinstance(d[k], str):
+            raise BadInput(f"{path}: {k!r} is not a string")
+    for k, typ in (("runner", str), ("timings", dict), ("probe", dict)):
+        if d.get(k) is not None and not isinstance(d[k], typ):
+            raise BadInput(f"{path}: {k!r} is not a {'string' if typ is str else 'JSON object'}")
     if d["verdict"] not in {v.value for v in Verdict}:
         raise BadInput(f"{path}: verdict {d['verdict']!r} is not good, bad or skip")
     if d.get("round") is not None and not isinstance(d["round"], int):
         raise BadInput(f"{path}: round {d['round']!r} is not a number")
+    probe = d["probe"]
+    if not isinstance(probe, dict) or probe.get("verdict") != d["verdict"]:
+        inner = probe.get("verdict") if isinstance(probe, dict) else None
+        raise BadInput(f"{path}: the file's two verdicts differ (verdict {d['verdict']!r}, probe record "
+                       f"{inner!r}): refused")
+    if probe.get("cache_key") not in (None, "", d["key"]):
+        raise BadInput(f"{path}: the probe record is of key {str(probe.get('cache_key'))[:40]!r}, the file says "
+                       f"{str(d['key'])[:40]!r}: refused")
     return d
 
 
@@ -160,14 +190,19 @@ class ImportOutcome:
     action: str
     message: str
     key: str = ""
+    #: the session moved: a verdict recorded, or a transient answer counted towards its skip
+    progress: bool = False
 
 
-def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Path]) -> list[ImportOutcome]:
+def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Path],
+                    digests: dict[str, str] | None = None) -> list[ImportOutcome]:
     """Record verdict files for the pending round ``plan`` (from :func:`plan_round`).
 
     Idempotent by probe key: a key the ledger already holds is ``already recorded``. A file
     of another session or recipe hash, of a stale round, or for a probe the plan does not
-    name is ``refused`` (nothing stored from it). Files that pass are stored together.
+    name is ``refused`` (nothing stored from it), and so is each unreadable, malformed, oversized
+    or non-regular file and, with ``digests``, a file whose SHA-256 is not the probe job's
+    (:func:`read_verdict`). Files that pass are stored together.
     """
     pending = {j.key: j for j in ([] if plan.done else plan.jobs)}
     out: list[ImportOutcome] = []
@@ -175,7 +210,7 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
     seen: set[str] = set()
     for f in files:
         try:
-            d = read_verdict(f)
+            d = read_verdict(f, digests)
         except BadInput as e:
             out.append(ImportOutcome(str(f), "refused", str(e)))
             continue
@@ -210,10 +245,23 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         except (KeyError, TypeError, ValueError) as e:
             out.append(ImportOutcome(str(f), "refused", f"{f}: malformed probe record: {e}", key))
             continue
-        if res.extra.get("transient"):  # a transient error is no verdict: the probe stays planned
-            out.append(ImportOutcome(str(f), "not recorded", f"{f}: transient error, not a verdict "
-                                     f"({res.reason[:120]}); the next plan names the probe again", key))
-            continue
+        if res.extra.get("transient"):  # a transient error is no verdict: the probe stays planned ...
+            tlog = f"{plan.session}:transient"  # its own event stream: the stages' logs stay as they were
+            seen_before = {e["data"].get("file_key") for e in ledger.events(tlog)
+                           if e["kind"] == "transient" and e["data"].get("key") == key}
+            fkey = f"{d.get('attempt')}|{d.get('runner', '')}|{(d.get('timings') or {}).get('finished', '')}"
+            count = len(seen_before | {fkey})
+            if fkey not in seen_before:
+                ledger.log_event(tlog, "transient", {"key": key, "file_key": fkey, "reason": res.reason[:200]})
+            if count < TRANSIENT_LIMIT:
+                out.append(ImportOutcome(str(f), "not recorded", f"{f}: transient error {count} of {TRANSIENT_LIMIT}, "
+                                         f"not a verdict ({res.reason[:120]}); the next plan names the probe again",
+                                         key, progress=fkey not in seen_before))
+                continue
+            # ... until TRANSIENT_LIMIT of them: then it is a recorded skip, as within one `run`
+            res.extra = {k: v for k, v in res.extra.items() if k != "transient"}
+            res.reason = f"{TRANSIENT_LIMIT} transient errors, recorded as a skip: {res.reason}"[:400]
+            d = {**d, "verdict": Verdict.SKIP.value}
         res.candidate = job.candidate
         res.verdict = Verdict(d["verdict"])
         res.cache_key = key
@@ -222,7 +270,9 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         store.append(res)
         seen.add(key)
         out.append(ImportOutcome(str(f), "recorded", f"{f}: {d['ref'][:40]} {res.verdict.value} "
-                                 f"(round {plan.round}, runner {d.get('runner', '?')})", key))
+                                 f"(round {plan.round}, runner {d.get('runner', '?')})"
+                                 + (f"; {res.reason[:80]}" if res.reason.startswith(f"{TRANSIENT_LIMIT} transient")
+                                    else ""), key, progress=True))
     if store:
         ledger.put_probes(store)
     return out

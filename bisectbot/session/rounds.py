@@ -78,6 +78,10 @@ class RoundLoop:
         #: what the known-failing end's sequential test found in the current search (issue 23)
         self.end_notes: list[str] = []
         self.t0 = time.monotonic()
+        from ..progress import Eta
+
+        self.eta = Eta()  # measured fresh probe times: the ETA after the first (issue 24, input 7)
+        self.lines: list[str] = []
 
     def search(self, name: str, candidates: list[Candidate], component: str,
                flags_fn: Callable[[Candidate, Candidate], list[str]] | None = None,
@@ -277,9 +281,17 @@ class RoundLoop:
             v = f"{v} -> {verdict_word(eff.value, kind, r.regress)}"
         src = "" if origin == "probe" else f" [{origin}]"
         left = b.steps_left()
-        self.echo(f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res.threshold)}; {res.reason} "
-                  f"({res.duration_s:.1f}s, elapsed {time.monotonic() - self.t0:.0f}s){src}"
-                  + ("" if b.done else f"; ~{left} probe{'' if left == 1 else 's'} left"))
+        if origin == "probe":
+            self.eta.add(res.duration_s)
+        eta = "" if b.done else self.eta.text(left)
+        line = (f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res.threshold)}; {res.reason} "
+                f"({res.duration_s:.1f}s, elapsed {time.monotonic() - self.t0:.0f}s){src}"
+                + ("" if b.done else f"; ~{left} probe{'' if left == 1 else 's'} left") + (f"; {eta}" if eta else ""))
+        self.echo(line)
+        from .. import progress
+
+        self.lines.append(line)
+        progress.summary(self.lines)
 
 
 __all__ = ["RoundLoop", "phase_of"]

@@ -105,12 +105,14 @@ class ActRun:
 
 def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str, state: Path,
             artifacts: Path, bot_login: str, api_url: str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 900) -> ActRun:
+            timeout: float = 900, shared_venv: bool = True) -> ActRun:
     """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``.
 
     ``token`` is both secrets the workflows read (``BISECTBOT_GITHUB_TOKEN`` and act's
     ``GITHUB_TOKEN``, i.e. ``github.token``), given through a secret file: no step sees it unless
     the workflow hands it to that step. ``api_url`` becomes ``GITHUB_API_URL`` (the fake GitHub).
+    ``shared_venv``: the variable ``BISECTBOT_SHARED_VENV=true`` (the jobs that run candidates reuse
+    the tool cache's virtualenv instead of building their own: faster, as on a trusted runner).
     """
     import time
 
@@ -126,6 +128,7 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
            *[x for label in LABELS for x in ("-P", f"{label}=-self-hosted")],
            *[x for repo, d in STAND_INS.items() for x in ("--local-repository", f"{repo}={d}")],
            "--secret-file", str(secrets), "--var", f"BISECTBOT_BOT_LOGIN={bot_login}", "--action-offline-mode",
+           *(["--var", "BISECTBOT_SHARED_VENV=true"] if shared_venv else []),
            "--action-cache-path", str(tmp / "act-cache"), "--no-cache-server",
            *(["--env", f"GITHUB_API_URL={api_url}"] if api_url else [])]
     t0 = time.monotonic()

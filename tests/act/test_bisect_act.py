@@ -49,7 +49,7 @@ def test_bisect_answers_a_member_and_ignores_a_stranger(registry, base_image, fa
         payload = comment_payload(fake_github, 1, member)
         run, art = act(deploy, "bisect.yml", "issue_comment", payload, tmp_path, state, "member")
         assert run.returncode == 0, run.tail()
-        assert run.jobs_started() == ["bisect/parse", "bisect/bisect"], run.tail()
+        assert run.jobs_started() == ["bisect/parse", "bisect/bisect", "bisect/answer"], run.tail()
         replies = [c for c in fake_github.comments_of(GH_REPO, 1) if f"bisectbot:ack={member['id']}" in c["body"]]
         assert len(replies) == 1, [c["body"][:200] for c in fake_github.comments_of(GH_REPO, 1)]
         body = replies[0]["body"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -33,13 +34,35 @@ FANOUT = "act-fanout"
 DIES = 5  # the probe of this commit kills its runner's bisectbot the first time (a runner dying mid-round)
 
 CHECK = """\
-import os, signal, sys
+import glob, os, signal, sys, time
 n = int(open("n.txt").read())
 once = os.environ.get("KILL_ONCE")
 if once and n == DIES and not os.path.exists(once):
     open(once, "w").close()
     os.kill(os.getppid(), signal.SIGKILL)  # the bisectbot round probe process: no verdict file
-sys.exit(1 if os.path.exists("BUG") else 0)
+bad = os.path.exists("BUG")
+forge = os.environ.get("FORGE_DIR")
+if bad and forge and os.fork() == 0:  # issue 24: a setsid'd forger waits for verdict files, rewrites bad -> good
+    os.setsid()
+    if os.fork() == 0:
+        open(os.path.join(forge, f"forger-{os.getpid()}"), "w").close()
+        end = time.time() + 20
+        while time.time() < end:
+            for f in glob.glob(os.environ["FORGE_GLOB"], recursive=True):
+                try:
+                    text = open(f).read()
+                    if '"verdict": "bad"' in text:
+                        open(f, "w").write(text.replace('"verdict": "bad"', '"verdict": "good"'))
+                        open(os.path.join(forge, "forged"), "a").write(f + "\\n")
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        os._exit(0)
+    os._exit(0)
+if bad and forge:
+    os.wait()
+    time.sleep(0.2)
+sys.exit(1 if bad else 0)
 """.replace("DIES", str(DIES))
 
 
@@ -62,7 +85,7 @@ def _recipe(hist, api_url: str, out: str) -> str:
         "name": FANOUT,
         "source": {"kind": "git", "repo": str(hist.path)},
         "reproducer": {"kind": "command", "command": ["python3", "check.py"], "command_timeout_s": 60},
-        "env_passthrough": ["KILL_ONCE"],
+        "env_passthrough": ["KILL_ONCE", "FORGE_DIR", "FORGE_GLOB"],
         "regress": "command",
         "bisect": {"good": hist.shas[0], "bad": hist.shas[-1], "executor": "actions", "parallel": 3},
         "report": {"dir": out, "github": {"repo": GH_REPO, "labels": ["bisectbot"], "api_url": api_url}},
@@ -76,13 +99,18 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
     state = tmp_path / "ledger-runner-state"
 
     payload = {"inputs": {"recipe": FANOUT, "slots": "3"}}
+    forge = tmp_path / "forgers"
+    forge.mkdir()
     rounds, sizes = 0, []
     while True:
         rounds += 1
         assert rounds <= 6, "the fan-out does not converge"
         seen = len(fake_github.dispatches)
         run, art = act(deploy, "bisect-fanout.yml", "workflow_dispatch", payload, tmp_path, state, f"round{rounds}",
-                       api_url=fake_github.base_url, env={"KILL_ONCE": str(tmp_path / "killed-once")})
+                       api_url=fake_github.base_url, env={"KILL_ONCE": str(tmp_path / "killed-once"),
+                                                          "FORGE_DIR": str(forge),
+                                                          "FORGE_GLOB": str(tmp_path / "act-cache" / "**" / "verdict"
+                                                                            / "*.json")})
         probes = [j for j in run.jobs_started() if "/probe " in j]
         sizes.append(len(probes))
         if f"change {DIES}" in "".join(probes) and "died" not in sizes:
@@ -102,6 +130,13 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
         assert payload["inputs"].get("session") in (None, d["inputs"]["session"])  # one session throughout
         payload = {"inputs": d["inputs"]}
     print(f"fan-out: {rounds} runs, probes per run {sizes}")
+    # issue 24, input 3: every bad probe left a setsid'd forger; each was killed before its verdict
+    # file was written, so none rewrote a file (the digests matched in every reduce)
+    forgers = [int(p.name.split("-")[1]) for p in forge.glob("forger-*")]
+    assert forgers and not (forge / "forged").exists()
+    assert not [p for p in forgers if Path(f"/proc/{p}").exists()
+                and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert "differs from the probe job's" not in run.output
     assert sizes[:3] == [3, "died", 1], sizes  # round 1: 3 probes, one runner died; round 1 again: that one
     assert all(1 <= s <= 3 for s in sizes[3:] if s != "died"), sizes
 

@@ -20,7 +20,7 @@ import requests
 from tests.containers.baseimage import ensure_base_image
 from tests.containers.nightly_factory import SERVER_COMMAND, NightlySpec, push_nightlies, vllm_sources
 
-REGISTRY = "127.0.0.1:5000"
+REGISTRY = f"127.0.0.1:{os.environ.get('BISECTBOT_REGISTRY_PORT', '5000')}"  # as scripts/services.sh starts it
 DATA = Path(__file__).parent / "data"
 
 

@@ -31,6 +31,7 @@ Building 3 nightlies and pushing them takes a few seconds once the base exists.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -203,7 +204,8 @@ def build_nightly(spec: NightlySpec, ref: str, base: str | None = None) -> None:
             raise RuntimeError(f"docker build of {ref} failed: {p.stderr.strip()[-2000:]}")
 
 
-def push_nightlies(specs: list[NightlySpec], repository: str, registry: str = "127.0.0.1:5000",
+def push_nightlies(specs: list[NightlySpec], repository: str,
+                   registry: str = f"127.0.0.1:{os.environ.get('BISECTBOT_REGISTRY_PORT', '5000')}",
                    base: str | None = None) -> list[PushedNightly]:
     """Build each spec as ``registry/repository:<tag>``, push it and return the pushed digests.
 

@@ -18,6 +18,7 @@ from bisectbot.recipe import load_recipe
 from bisectbot.run.base import Prepared
 from bisectbot.run.container import ContainerRunner
 from bisectbot.runner_profile import load_profile
+from tests.containers.conftest import REGISTRY
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -116,7 +117,7 @@ def test_done_when(nightlies, vllm_repo, recipe_file, stack_dir, tmp_path):
 
 
 def test_cli_errors_are_one_line(tmp_path, recipe_file, require_docker):
-    r = bb(tmp_path, "nightlies", "list", "--registry", "127.0.0.1:5000", "--insecure",
+    r = bb(tmp_path, "nightlies", "list", "--registry", REGISTRY, "--insecure",
            "--repository", "bisectbot-test/none-such")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "not found" in r.stderr
     r = bb(tmp_path, "nightlies", "list")

@@ -169,7 +169,7 @@ def test_profiles_load_and_map_to_docker(monkeypatch):
     assert kw["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
     assert kw["group_add"] == ["video", "render"] and kw["ipc_mode"] == "host" and kw["shm_size"] == "16g"
     assert kw["security_opt"] == ["seccomp=unconfined"] and kw["cap_add"] == ["SYS_PTRACE"]
-    assert kw["volumes"] == {"/data/hf": {"bind": "/root/.cache/huggingface", "mode": "rw"}}
+    assert kw["volumes"] == ["/data/hf:/root/.cache/huggingface:rw"]
     assert kw["ulimits"][0]["Name"] == "memlock"
     cpu = load_profile(REPO / "runners" / "cpu.yaml")
     assert cpu.gpu_slots == [] and docker_run_kwargs(cpu) == {"init": True, "shm_size": "1g"}

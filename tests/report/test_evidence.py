@@ -30,6 +30,7 @@ from bisectbot.demo.history import make_history
 from bisectbot.models import Candidate, CandidateKind, ProbeResult, RunResult, StageResult, Status, Verdict
 from bisectbot.report.render import render_markdown
 from bisectbot.report.sanitize import sanitize
+from tests.containers.conftest import REGISTRY
 from tests.report.report_helpers import make_result
 
 
@@ -191,7 +192,7 @@ def test_nightly_run_in_containers_report_shows_the_garbage(tmp_path, require_do
         recipe = tmp_path / "nightly.yaml"
         recipe.write_text(yaml.safe_dump({
             "name": "evidence-nightly", "model": "demo", "runner": "cpu",
-            "source": {"kind": "registry", "registry": "127.0.0.1:5000", "repository": repo,
+            "source": {"kind": "registry", "registry": REGISTRY, "repository": repo,
                        "tag_pattern": "nightly_main_*", "insecure": True},
             "server": {"command": SERVER_COMMAND, "port": 8000, "health_timeout_s": 60},
             "reproducer": {"sizes": [1000, 6000], "min_size": 1000, "max_size": 6000, "tolerance": 0.5,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -68,25 +69,51 @@ def _steps_text(job: dict) -> str:
     return "\n".join(str(s.get("run", "")) for s in job.get("steps", []))
 
 
+def test_no_job_that_runs_candidates_holds_a_secret():
+    """Issue 24, input 2: every job on the GPU runners (where candidate code runs) gets no secret but
+    HF_TOKEN (the candidate's own download credential), no github.token and only contents: read;
+    it installs bisectbot into a virtualenv of its own (input 5)."""
+    seen = 0
+    for wf in sorted(WF.glob("*.yml")):
+        for name, job in _load(wf.name)["jobs"].items():
+            if "mi355x" not in (job.get("runs-on") or []):
+                continue
+            seen += 1
+            text = yaml.safe_dump(job)
+            secrets = set(re.findall(r"secrets\.([A-Za-z0-9_]+)", text))
+            assert secrets <= {"HF_TOKEN"}, (wf.name, name, secrets)
+            assert "github.token" not in text and "GITHUB_TOKEN" not in text, (wf.name, name)
+            assert job["permissions"] == {"contents": "read"}, (wf.name, name)
+            install = [s for s in job["steps"] if "install-bisectbot" in s.get("uses", "")]
+            assert install and "fresh" in install[0].get("with", {}), (wf.name, name)
+    assert seen == 3  # nightly, bisect, the fan-out's probe
+
+
 def test_nightly_shape():
     wf = _load("nightly.yml")
     assert "schedule" in wf["on"] and "workflow_dispatch" in wf["on"]
     assert wf["permissions"] == {}
     job = wf["jobs"]["nightly"]
     assert job["runs-on"] == ["self-hosted", "linux", "mi355x"]
-    assert job["permissions"] == {"contents": "read", "issues": "write", "actions": "write"}  # actions: the hand-off
+    assert job["permissions"] == {"contents": "read"}
     assert job["concurrency"]["group"].startswith("bisectbot-mi355x-") and job["concurrency"]["cancel-in-progress"] is False
     assert job["timeout-minutes"] <= 480 and "matrix" in job["strategy"]
     uses = [s.get("uses", "") for s in job["steps"]]
     assert any(u.startswith("actions/upload-artifact@") for u in uses)
     text = _steps_text(job)
-    # one command bisects, reports and files (it reads /bisectbot commands first): tests/act runs it
-    assert "bisectbot run" in text and "--file-issue" in text
-    token_steps = [s for s in job["steps"] if "BISECTBOT_GITHUB_TOKEN" in (s.get("env") or {})]
+    # one command bisects and reports; the maintainers' commands come as a file: tests/act runs it
+    assert "bisectbot run" in text and "--commands" in text and "--file-issue" not in text
+    # the filing job: hosted, takes the artifact, runs no candidate (no bisectbot run)
+    file_job = wf["jobs"]["file"]
+    assert file_job["runs-on"] == "ubuntu-latest" and file_job["needs"] == ["recipes", "nightly"]
+    assert "bisectbot report file" in _steps_text(file_job) and "bisectbot run" not in _steps_text(file_job)
+    token_steps = [s for s in file_job["steps"] if "BISECTBOT_GITHUB_TOKEN" in (s.get("env") or {})]
     assert len(token_steps) == 1 and token_steps[0]["env"]["BISECTBOT_GITHUB_TOKEN"].startswith("${{ secrets.")
-    for s in job["steps"]:
-        if s.get("uses", "").startswith("actions/checkout@"):
-            assert s["with"]["persist-credentials"] is False
+    assert wf["jobs"]["commands"]["runs-on"] == "ubuntu-latest"
+    for j in wf["jobs"].values():
+        for s in j["steps"]:
+            if s.get("uses", "").startswith("actions/checkout@"):
+                assert s["with"]["persist-credentials"] is False
 
 
 def test_bisect_only_trusted_commenters_and_never_a_pr_head():
@@ -103,7 +130,9 @@ def test_bisect_only_trusted_commenters_and_never_a_pr_head():
     checkout = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")][0]
     # issue_comment runs get the default branch's head as GITHUB_SHA: no ref, never a PR head
     assert set(checkout["with"]) == {"persist-credentials"} and checkout["with"]["persist-credentials"] is False
-    assert "bisectbot report reply" in _steps_text(job) and "--comment" in _steps_text(job)
+    answer = wf["jobs"]["answer"]
+    assert answer["runs-on"] == "ubuntu-latest" and answer["needs"] == ["parse", "bisect"]
+    assert "bisectbot report reply" in _steps_text(answer) and "--comment" in _steps_text(answer)
     raw = (WF / "bisect.yml").read_text()
     assert "pull_request.head" not in raw and "head_ref" not in raw
     # untrusted text reaches scripts only through env, never through ${{ }} inside run:
@@ -114,7 +143,9 @@ def test_bisect_only_trusted_commenters_and_never_a_pr_head():
 def test_fanout_shape():
     wf = _load("bisect-fanout.yml")
     assert set(wf["on"]) == {"workflow_dispatch"} and wf["permissions"] == {}
-    assert "inputs.session" in wf["concurrency"]["group"] and wf["concurrency"]["cancel-in-progress"] is False
+    # one group per bisection, the same in every round (a session id appears only from round 2 on)
+    assert "inputs.session" not in wf["concurrency"]["group"] and "inputs.recipe" in wf["concurrency"]["group"]
+    assert wf["concurrency"]["cancel-in-progress"] is False
     jobs = wf["jobs"]
     assert jobs["plan"]["runs-on"] == jobs["reduce"]["runs-on"] == ["self-hosted", "linux", "bisectbot-ledger"]
     probe = jobs["probe"]
@@ -125,6 +156,9 @@ def test_fanout_shape():
     assert all(j["permissions"].get("actions") != "write" for n, j in jobs.items() if n != "reduce")
     assert "bisectbot round plan" in _steps_text(jobs["plan"]) and "bisectbot round probe" in _steps_text(probe)
     assert "bisectbot round import" in _steps_text(jobs["reduce"])
+    reduce = _steps_text(jobs["reduce"])  # issue 24: no `|| true`; a round that moved nothing fails it
+    assert "--require-progress" in reduce and "--digests" in reduce and "|| true" not in reduce
+    assert "--chain" in _steps_text(jobs["plan"]) and "bisectbot round cancel" in reduce
     for j in jobs.values():  # inputs and matrix values reach scripts only through env
         assert "${{" not in _steps_text(j)
 

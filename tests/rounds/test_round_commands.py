@@ -82,11 +82,12 @@ def test_import_is_idempotent_refuses_stale_and_foreign_files_and_replans_lost_p
 
     # a file of round 1 for a probe that is not planned: stale round, refused
     stale = json.loads(files[0].read_text())
-    stale["key"] = "0" * 32
+    stale["key"] = stale["probe"]["cache_key"] = "0" * 32  # both keys of the file agree (else refused as such)
     (tmp_path / "stale.json").write_text(json.dumps(stale))
     # a file probed under another recipe hash (the reproducer changed): refused
     other = json.loads(files[0].read_text())
     other["key"], other["round"], other["recipe_hash"] = plan2["probes"][0]["key"], 2, "deadbeefdeadbeef"
+    other["probe"]["cache_key"] = other["key"]
     (tmp_path / "other.json").write_text(json.dumps(other))
     (tmp_path / "junk.json").write_text("{not json")
     p = kit.cli("--state", str(state), "round", "import", str(recipe), "--session", s,

@@ -1,0 +1,144 @@
+"""Issue 24, input 1: a runner profile and a recipe that mount one container path.
+
+The shipped MI355X profile mounts ``${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface``
+and ``runners/install-runner.sh`` sets ``HF_HOME`` in the runner's ``.env``; a recipe mounting
+``~/.cache/huggingface:/root/.cache/huggingface`` too made Docker answer ``400 Duplicate mount
+point`` for every candidate. Merged by container path, the recipe wins, and the plan,
+``recipe validate`` and ``runner check --recipe`` say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from bisectbot.models import Candidate, CandidateKind
+from bisectbot.recipe import load_recipe
+from bisectbot.run.base import Prepared
+from bisectbot.run.container import ContainerRunner
+from bisectbot.runner_profile import load_profile, merge_mounts
+from tests.containers.conftest import REGISTRY
+from tests.containers.nightly_factory import SERVER_COMMAND
+
+TARGET = "/root/.cache/huggingface"
+
+
+def _layout(tmp_path: Path, repository: str, recipe_target: str = TARGET) -> tuple[Path, dict[str, str]]:
+    """A deployment as the README sets it up: ``runners/hfbox.yaml`` (the MI355X profile's mount),
+    ``HF_HOME`` as install-runner.sh writes it, and a recipe that mounts ``~/.cache/huggingface``."""
+    home = tmp_path / "home"
+    runner_hf = tmp_path / "var-lib-bisectbot-hf"
+    recipe_hf = home / ".cache" / "huggingface"
+    for d, who in ((runner_hf, "profile"), (recipe_hf, "recipe")):
+        d.mkdir(parents=True)
+        (d / "whose").write_text(who)
+    (tmp_path / "runners").mkdir()
+    (tmp_path / "runners" / "hfbox.yaml").write_text(
+        "name: hfbox\nshm_size: 1g\nmounts:\n  - ${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface\n"
+        "pass_env: [HF_TOKEN]\n")
+    # the server starts only when the recipe's cache is the one mounted at the container path
+    check = f"test \"$(cat {TARGET}/whose)\" = recipe || exit 3; exec " + " ".join(SERVER_COMMAND)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"""\
+name: hf-mounts
+model: demo
+source: {{kind: registry, registry: "{REGISTRY}", repository: "{repository}", tag_pattern: "nightly_main_*", insecure: true}}
+server:
+  command: [sh, -c, {json.dumps(check)}]
+  port: 8000
+  health_timeout_s: 60
+  mounts: ["~/.cache/huggingface:{recipe_target}"]
+runner: hfbox
+""")
+    env = {"HOME": str(home), "HF_HOME": str(runner_hf), "BISECTBOT_RUNNERS": str(tmp_path / "runners")}
+    return recipe, env
+
+
+def bb(env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, **env, "BISECTBOT_STATE": str(tmp_path / "state")}
+    return subprocess.run([sys.executable, "-m", "bisectbot", *args], capture_output=True, text=True, env=full,
+                          timeout=180, cwd=tmp_path)
+
+
+def test_merge_by_container_path_recipe_wins(tmp_path, monkeypatch):
+    recipe, env = _layout(tmp_path, "x/y", recipe_target=TARGET + "/")  # /a/b/ is /a/b to Docker
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    r = load_recipe(recipe)
+    plan = merge_mounts(load_profile("hfbox", recipe), list(r.server.mounts))
+    assert [(b.host, b.container, b.origin) for b in plan.binds] == [(env["HOME"] + "/.cache/huggingface", TARGET,
+                                                                      "recipe")]
+    assert len(plan.replaced) == 1 and env["HF_HOME"] in plan.replaced[0] and "recipe" in plan.replaced[0]
+
+
+@pytest.mark.docker
+def test_clash_runs_with_the_recipe_mount_and_is_reported(nightlies, tmp_path, monkeypatch):
+    recipe, env = _layout(tmp_path, nightlies["repository"])
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    r = load_recipe(recipe)
+    n1 = nightlies["N1"]
+    runner = ContainerRunner(r, load_profile(r.runner, recipe), log_dir=tmp_path / "logs")
+    prepared = Prepared(Candidate(CandidateKind.NIGHTLY, n1.digest, n1.spec.tag, "image"), build_key=n1.digest,
+                        image=n1.pinned)
+    from bisectbot import progress
+
+    lines: list[str] = []
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.0)
+    progress.enable(lines.append)  # issue 24, input 7: the server start's phase and heartbeat
+    try:
+        with progress.probe("N1"), runner.server(prepared) as srv:  # before: ServerError "Duplicate mount point"
+            assert requests.get(srv.base_url + "/health", timeout=5).status_code == 200
+            mounts = json.loads(subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}",
+                                                srv.meta["container"]],
+                                               capture_output=True, text=True, check=True).stdout)
+    finally:
+        progress.enable(None)
+    assert any(ln.startswith("probe N1 [") and "server start" in ln and " done in " in ln for ln in lines), lines
+    assert any("waiting for /health" in ln for ln in lines), lines
+    assert [(m["Source"], m["Destination"]) for m in mounts] == [(env["HOME"] + "/.cache/huggingface", TARGET)]
+
+    # recipe validate: a warning naming both mounts, exit 0 (the run merges them)
+    v = bb(env, tmp_path, "--json", "recipe", "validate", str(recipe))
+    doc = json.loads(v.stdout)
+    assert v.returncode == 0 and doc["problems"] == [], v.stderr
+    [w] = [w for w in doc["warnings"] if "mount clash" in w]
+    assert w.startswith(f"{recipe}:") and "server.mounts[0]" in w and env["HF_HOME"] in w and TARGET in w
+
+    # runner check --recipe: the profile comes from the recipe; the clash is a warn row
+    c = bb(env, tmp_path, "runner", "check", "--recipe", str(recipe))
+    assert "profile" in c.stdout and "hfbox" in c.stdout
+    [row] = [ln for ln in c.stdout.splitlines() if " mounts " in f" {ln} "]
+    assert row.startswith("warn") and env["HF_HOME"] in row and "replaces" in row
+
+    # the plan says which cache the candidates get
+    p = bb(env, tmp_path, "run", str(recipe), "--good", n1.spec.tag, "--bad", nightlies["N3"].spec.tag, "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert f"mount {env['HOME']}/.cache/huggingface:{TARGET}:rw (recipe)" in p.stdout
+    assert "mount clash: container path " + TARGET in p.stdout
+
+
+def test_two_recipe_mounts_on_one_path_are_refused(tmp_path):
+    recipe, env = _layout(tmp_path, "x/y")
+    text = recipe.read_text().replace(f'mounts: ["~/.cache/huggingface:{TARGET}"]',
+                                      f'mounts: ["~/.cache/huggingface:{TARGET}", "/srv/hf:{TARGET}/:ro"]')
+    recipe.write_text(text)
+    v = bb(env, tmp_path, "--json", "recipe", "validate", str(recipe))
+    doc = json.loads(v.stdout)
+    assert v.returncode == 2 and doc == {"error": doc["error"], "exit_code": 2}  # the --json failure contract
+    assert "server.mounts" in doc["error"]["message"] and "both mount the container path" in doc["error"]["message"]
+
+
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="needs a host without the AMD GPU driver")
+def test_runner_check_json_failure_has_the_documented_shape(tmp_path):
+    """Issue 24, input 6: a failed ``runner check --json`` is ``{"error": {...}, "exit_code": 1}``."""
+    r = bb({}, tmp_path, "--json", "runner", "check", "--profile", "mi355x")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc == {"error": doc["error"], "exit_code": 1}
+    assert doc["error"]["kind"] == "runner check" and "device /dev/kfd: missing" in doc["error"]["message"]
