@@ -143,6 +143,7 @@ class _StageView:
     probes: list[ProbeResult]
     kind: str = "regression"
     regress: Any = ""
+    searched: str = ""
 
     def rows(self, max_rows: int) -> list[dict[str, Any]]:
         rows = [
@@ -156,6 +157,17 @@ class _StageView:
         head = max(1, max_rows // 2)
         tail = max(1, max_rows - head)
         return rows[:head] + [{"omitted": len(rows) - head - tail}] + rows[-tail:]
+
+
+def _searched(st: StageResult) -> str:
+    """``Searched 10,000 candidates, from X (good end) to Y (bad end); 18 probes.``: the range a stage
+    searched as its count and ends (``result.json`` lists no more of a long range, issue 25)."""
+    if not st.candidates:
+        return ""
+    n = st.range_size
+    ends = (f", from {candidate_link(st.candidates[0], 80)} to {candidate_link(st.candidates[-1], 80)}"
+            if n > 1 else f": {candidate_link(st.candidates[0], 80)}")
+    return f"Searched {n:,} candidate{'s' if n != 1 else ''}{ends}; {len(st.probes)} probe{'s' if len(st.probes) != 1 else ''}."
 
 
 @dataclass
@@ -748,7 +760,8 @@ def render_markdown(
         "reproduce": redact(result.reproduce),
         "env_rows": _env_rows(result), "patches": _patch_rows(result),
         "triage": sorted(result.triage.items()),
-        "stages": [_StageView(s.name, s.component, _status_word(result, s.status.value), s.probes, result.kind, result.regress)
+        "stages": [_StageView(s.name, s.component, _status_word(result, s.status.value), s.probes, result.kind,
+                              result.regress, _searched(s))
                    for s in result.stages],
         "command": is_command_result(result),
         "notes": [note_words(result, n) for n in result.notes
@@ -787,14 +800,16 @@ def reproduce_section(result: RunResult, for_github: bool = False) -> str:
         if len(k.request_json()) <= INLINE_REQUEST_CHARS else "", bot=bot, for_github=for_github).rstrip("\n") + "\n"
 
 
-def render_json(result: RunResult, nightly: NightlyResult | None = None) -> str:
+def render_json(result: RunResult, nightly: NightlyResult | None = None, *,
+                result_data: dict[str, Any] | None = None) -> str:
     """JSON (indented, sorted keys) of ``result.to_dict()`` plus ``fingerprint``, ``blame`` and,
-    when given, ``nightly`` (with its streak). Secrets found in it are redacted."""
+    when given, ``nightly`` (with its streak). Secrets found in it are redacted. ``result_data``:
+    ``result.to_dict()`` when the caller already made it (it is not made twice)."""
     blame = blame_decision(result)
     data: dict[str, Any] = {
         "schema": "bisectbot.report/1",
         "fingerprint": fingerprint(result),
-        "result": result.to_dict(),
+        "result": result.to_dict() if result_data is None else result_data,
         "blame": {"ok": blame.ok, "reason": blame.reason},
     }
     if nightly is not None:
@@ -909,7 +924,7 @@ def run_thresholds(result: RunResult) -> NightlyResult | None:
     for p in final.probes:
         if p.verdict is not Verdict.SKIP or p.candidate.ref not in last:
             last[p.candidate.ref] = p
-    order = {c.ref: i for i, c in enumerate(final.candidates)}
+    order = final.position_map()
     probes = sorted(last.values(), key=lambda p: order.get(p.candidate.ref, len(order)))
     run = NightlyResult(recipe=result.recipe, probes=probes, kind=result.kind, regress=result.regress)
     return run if run.has_thresholds() else None
@@ -921,7 +936,7 @@ def chart_positions(result: RunResult) -> dict[str, int] | None:
     final = result.final
     if final is None or not final.candidates or all(c.kind.value == "nightly" for c in final.candidates):
         return None
-    return {c.ref: i for i, c in enumerate(final.candidates)}
+    return final.position_map()
 
 
 def render_summary(result: RunResult, nightly: NightlyResult | None, files: Sequence[Path]) -> str:
@@ -942,12 +957,14 @@ def write_report(
     mentions: Iterable[str] = (),
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     step_summary: bool = True,
+    result_data: dict[str, Any] | None = None,
 ) -> ReportPaths:
     """Write ``report.md``, ``report.json``, ``issue.md`` (title on the first line as ``# ...``),
     ``request.json`` and ``make_request.py`` (the Reproduce section's request, when the probes
     recorded it) and, when ``nightly`` has threshold data, ``threshold.png``/``threshold.svg`` into ``out_dir``
     (created). When ``step_summary`` and ``$GITHUB_STEP_SUMMARY`` is set (GitHub Actions), a
-    short summary is appended to that file. Raises ``OSError`` when a file cannot be written.
+    short summary is appended to that file. ``result_data``: ``result.to_dict()`` when the caller
+    already made it (for ``result.json``). Raises ``OSError`` when a file cannot be written.
     """
     from .chart import threshold_chart
 
@@ -968,7 +985,7 @@ def write_report(
     paths = ReportPaths(markdown=out_dir / "report.md", json=out_dir / "report.json",
                         issue=out_dir / "issue.md", charts=charts)
     paths.markdown.write_text(md, encoding="utf-8")
-    paths.json.write_text(render_json(result, nightly), encoding="utf-8")
+    paths.json.write_text(render_json(result, nightly, result_data=result_data), encoding="utf-8")
     title, body = render_issue(result, nightly, mentions=mentions, blame_confidence=blame_confidence)
     paths.issue.write_text(f"# {title}\n\n{body}", encoding="utf-8")
     from .reproduce_kit import kit
@@ -1045,7 +1062,8 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
             last_good=cand(s.get("last_good")), first_bad=cand(s.get("first_bad")),
             culprits=[Candidate.from_dict(c) for c in s.get("culprits") or []],
             confidence=float(s.get("confidence") or 0.0), flags=list(s.get("flags") or []),
-            message=s.get("message", ""),
+            message=s.get("message", ""), count=int(s.get("count") or 0),
+            positions=[int(i) for i in s.get("positions") or []],
         )
 
     stages = [stage(s) for s in d.get("stages") or []]

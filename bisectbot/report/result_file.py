@@ -58,6 +58,8 @@ class _Stage(_Shape):
     confidence: float = 0.0
     flags: list[str] = Field(default_factory=list)
     message: str = ""
+    count: int = Field(0, ge=0)
+    positions: list[int] = Field(default_factory=list)
 
 
 class _Result(_Shape):
