@@ -20,6 +20,7 @@ from typing import Any
 
 from ..bisect import Bisection, budget_text, search_settings
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
+from ..patch_watch import RequiredPatchWatch
 from ..recipe import Recipe
 from .executor import Echo
 from .honesty import adapt_rates, check_runnable, derived_rates_note
@@ -119,6 +120,7 @@ class RoundLoop:
                   + (f" if it stays exact; {derived}" if derived else f", {budget_text(b)}"))
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
+        watch = RequiredPatchWatch(name)  # a required patch that applies nowhere is said now (issue 25)
         with prober.executor_for(self.prefetch_enabled) as executor:
             while not b.done:
                 batch = b.next_probes(executor.slots)
@@ -154,6 +156,10 @@ class RoundLoop:
                         "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
                         "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
                     self._progress(b, candidates[i], res, eff, origin)
+                    for line in watch.see(candidates[i].label or candidates[i].ref, res.patches):
+                        self.echo(line)
+        for line in watch.finish(len({p.candidate.ref for p in probes})):
+            self.echo(line)
         self._prefetch_report(name, executor)
         return self._stage_result(name, component, candidates, b, probes, flags_fn)
 
