@@ -204,7 +204,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         echo(f"retracted by a maintainer: {', '.join(r.ref[:12] for r in retracts)}; searching again without it")
         result = bisect(human)
     if replay:
-        replay_notes(result, replay, text, sum(getattr(x, "fresh_probes", 0) for x in sessions))
+        replay_notes(result, replay, text, sum(x.prober.fresh_probes for x in sessions),
+                     set().union(*(x.prober.fresh_refs for x in sessions)))
     if not recipe.bisect.verify:  # say so wherever the result is read: nothing was re-probed
         result.notes = [n.replace("culprit verified", "culprit (not verified)") for n in result.notes]
         result.notes.append("not verified (run --no-verify or bisect.verify: false): the culprit and its "
@@ -321,19 +322,25 @@ def resume_command(state_dir: Path, recipe_path: Path, good: str | None, bad: st
 _LOG_SESSION = re.compile(r"^# bisectbot session (\S+?):", re.M)
 
 
-def replay_notes(result, log_name: str, log_text: str, probed: int) -> None:
+def replay_notes(result, log_name: str, log_text: str, probed: int, fresh: set[str] | None = None) -> None:
     """What a replayed report must say (issue 25, input 6): the log and the session it came from
-    (the ``# bisectbot session ID`` header ``bisect log`` writes), and, when nothing was probed, that
-    every verdict is the log's, not a re-probe."""
+    (the ``# bisectbot session ID`` header ``bisect log`` writes), how many probes ran for candidates
+    the log lacks (``probed``; ``fresh``: their refs), and never that the culprit and its predecessor
+    were re-probed unless both were probed in this run."""
     m = _LOG_SESSION.search(log_text)
     origin = f" of session {m.group(1)}" if m else ""
     result.notes.insert(0, f"replayed from {Path(log_name).name}{origin}: its verdicts were taken as given"
-                           + (f"; {probed} probes run for candidates the log lacks" if probed else
-                              "; nothing was probed"))
-    if not probed:
-        result.notes = [n.replace("the culprit and its predecessor were re-probed",
-                                  "the culprit's and its predecessor's verdicts come from the log (not re-probed)")
-                        for n in result.notes]
+                           + (f"; {probed} probe{'s' if probed != 1 else ''} run for candidates the log lacks"
+                              if probed else "; nothing was probed"))
+    final, fresh = result.final, fresh or set()
+    ends = [c for c in (final.first_bad, final.last_good) if c is not None] if final is not None else []
+    if ends and all(c.ref in fresh for c in ends):
+        return
+    said = ("the culprit's and its predecessor's verdicts come from the log (not re-probed)"
+            if not any(c.ref in fresh for c in ends) else
+            "only " + " and ".join(f"{c.ref[:12]}" for c in ends if c.ref in fresh) + " of the culprit and its "
+            "predecessor was probed in this run; the other's verdict comes from the log")
+    result.notes = [n.replace("the culprit and its predecessor were re-probed", said) for n in result.notes]
 
 
 def nightly_diff(ctx: Ctx, result) -> dict | None:
