@@ -286,7 +286,9 @@ class RunResult:
     report's Reproduce section needs without the bot (issue 25): the recipe's name and text,
     its source, server and reproducer settings (:func:`bisectbot.report.reproduce_kit.facts`).
     ``chain`` is the descent through dependency pins (issue 26): vehicle(s) then the
-    culprit, empty when the run did not descend.
+    culprit, empty when the run did not descend. ``pages_url`` is the dashboard's published
+    address (recipe ``report.pages_url`` or ``$BISECTBOT_PAGES_URL``), where the issue embeds the
+    threshold chart; ``""`` when none (the issue then says where the PNG is).
     """
 
     recipe: str
@@ -306,6 +308,7 @@ class RunResult:
     findings: list[StageResult] = field(default_factory=list)
     reproduction: dict[str, Any] = field(default_factory=dict)
     chain: list[ChainLink] = field(default_factory=list)
+    pages_url: str = ""
 
     @property
     def final(self) -> StageResult | None:
@@ -332,4 +335,5 @@ class RunResult:
             "findings": [s.to_dict() for s in self.findings],
             "reproduction": self.reproduction,
             "chain": [c.to_dict() for c in self.chain],
+            "pages_url": self.pages_url,
         })

@@ -7,6 +7,7 @@ failed verification or boundary, no regression, budget spent).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import threading
@@ -149,6 +150,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         recipe.bisect.verify = verify
     if file_issue and recipe.report.github is None:
         raise BadInput(f"{path}: --file-issue needs report.github (repo, labels, api_url) in the recipe")
+    published = pages_url(recipe)  # checked before the bisection: bad input loses nothing
     if dry_run:
         g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
         src = None
@@ -225,6 +227,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
 
     if not reproducible:  # the Reproduce section without the bot (issue 25); none when its files go away
         result.reproduction = facts(recipe, path)
+    result.pages_url = published
     diff = nightly_diff(ctx, result)
     if diff is not None:
         result.reproduction["nightly_diff"] = diff
@@ -317,6 +320,24 @@ def resume_command(state_dir: Path, recipe_path: Path, good: str | None, bad: st
         if val:
             argv += [flag, val]
     return shlex.join(argv)
+
+
+PAGES_ENV = "BISECTBOT_PAGES_URL"
+"""The dashboard's address for every recipe without ``report.pages_url`` (the nightly workflow sets
+it from the repository variable of the same name)."""
+
+
+def pages_url(recipe) -> str:
+    """Where the dashboard is published: the recipe's ``report.pages_url``, else ``$BISECTBOT_PAGES_URL``,
+    else ``""``. Raises :class:`BadInput` for an environment value that is not a plain http(s) address."""
+    from ..recipe import PAGES_URL
+
+    if recipe.report.pages_url:
+        return recipe.report.pages_url
+    env = os.environ.get(PAGES_ENV, "").strip()
+    if env and not re.fullmatch(PAGES_URL, env):
+        raise BadInput(f"${PAGES_ENV} {env[:80]!r}: not a plain http(s) address (https://OWNER.github.io/REPO)")
+    return env
 
 
 _LOG_SESSION = re.compile(r"^# bisectbot session (\S+?):", re.M)
@@ -536,10 +557,10 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
 
     \b
     Examples:
-      bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+      bisectbot run glm51-fp8-sparse-mla-prefill --dry-run
       bisectbot demo && bisectbot run bisectbot-demo-out/work/demo-engine-prefill.yaml --no-verify --out quick/
-      bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --good nightly_main_20260401 --bad nightly_main_20260406
-      GITHUB_TOKEN=... bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --file-issue   # up to the newest nightly
+      bisectbot run glm51-fp8-sparse-mla-prefill --good nightly_main_20260401 --bad nightly_main_20260406
+      GITHUB_TOKEN=... bisectbot run glm51-fp8-sparse-mla-prefill --file-issue   # up to the newest nightly
     """
     with _writer(ctx, recipe_file, wait_lock, dry_run):
         code = _run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
@@ -553,7 +574,7 @@ Examples:
   bisectbot --state bisectbot-demo-out/work/state bisect log > session.log
   bisectbot --state bisectbot-demo-out/work/state bisect replay bisectbot-demo-out/work/demo-engine-prefill.yaml \\
       session.log --out replayed/
-  bisectbot bisect plan recipes/vllm-workspace-fix-retirement.yaml
+  bisectbot bisect plan vllm-workspace-fix-retirement
 """
 
 

@@ -712,13 +712,16 @@ def render_markdown(
     mentions: Iterable[str] = (),
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     for_github: bool | None = None,
+    chart_note: str = "",
 ) -> str:
     """Markdown report of ``result`` at most ``limit`` characters long (UTF-16 units, see module doc).
 
     ``nightly`` adds the nightly-status table (first bad / last good nightly, streak, flips).
     ``for_issue`` adds the hidden fingerprint marker and the ``cc`` line of ``mentions`` (logins
-    or ``org/team`` from the recipe; anything else is dropped). ``chart`` is a relative image
-    path embedded in local reports (GitHub issues cannot carry uploaded images through the API).
+    or ``org/team`` from the recipe; anything else is dropped). ``chart`` is the chart's image
+    address: a relative path in local reports, the published URL in an issue
+    (:mod:`bisectbot.report.published`; GitHub issues cannot carry uploaded images through the
+    API); ``chart_note`` says where the chart is when it has no address to embed.
     ``for_github`` (default: ``for_issue``) also neutralises ``#123`` cross-references; a local
     ``report.md`` keeps them readable (``hunk #1``). Mentions are neutralised either way.
     Never raises for odd content: every model/log value is sanitised.
@@ -756,7 +759,7 @@ def render_markdown(
         "summary": _summary(result, blame),
         "final": final_view, "blame": blame, "chain": _chain_view(result),
         "streak": nightly.streak() if nightly is not None and nightly.probes else None,
-        "chart": chart if chart and not for_issue else None,
+        "chart": chart or None, "chart_note": chart_note if not chart else "",
         "reproduce": redact(result.reproduce),
         "env_rows": _env_rows(result), "patches": _patch_rows(result),
         "triage": sorted(result.triage.items()),
@@ -824,12 +827,43 @@ def render_issue(
     mentions: Iterable[str] = (),
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     limit: int = GITHUB_BODY_LIMIT,
+    chart_png: Path | None = None,
 ) -> tuple[str, str]:
-    """``(title, body)`` of the would-be issue; the body carries the fingerprint marker."""
+    """``(title, body)`` of the would-be issue; the body carries the fingerprint marker.
+    ``chart_png``: the run's ``threshold.png``: embedded from the dashboard's published address
+    when ``result.pages_url`` names it (:func:`issue_chart`), else the body says where it is."""
     title = "[bisectbot] " + heading(result, blame_decision(result, blame_confidence))
+    url, note = issue_chart(result, chart_png)
     body = render_markdown(result, nightly, limit=limit, for_issue=True, mentions=mentions,
-                           blame_confidence=blame_confidence)
+                           blame_confidence=blame_confidence, chart=url, chart_note=note)
     return title[:256], body
+
+
+def issue_chart(result: RunResult, chart_png: Path | None) -> tuple[str | None, str]:
+    """``(url, note)`` of the issue's threshold chart: the address the dashboard publishes
+    ``chart_png`` at under ``result.pages_url`` (:func:`bisectbot.report.published.chart_url`), or
+    no address and a note naming the file in the run's artifacts (with the run's address inside
+    GitHub Actions). ``(None, "")`` without a chart."""
+    from .published import chart_url, publishable
+
+    data = publishable(chart_png) if chart_png is not None else None
+    if data is None:
+        return None, ""
+    if result.pages_url:
+        return chart_url(result.pages_url, result.recipe, data), ""
+    run = _actions_run_url()
+    where = f"the [run's artifacts]({run})" if run else "the run's artifacts"
+    return None, (f"The threshold chart is `{chart_png.name}` in {where}, beside `report.md` (set the recipe's "
+                  "`report.pages_url` to the dashboard's address and the issue embeds it from there).")
+
+
+def _actions_run_url() -> str:
+    """``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID`` inside GitHub Actions, else ``""``."""
+    server, repo, run = (os.environ.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if not (re.fullmatch(r"https?://[A-Za-z0-9.:-]+", server) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo)
+            and run.isdigit()):
+        return ""
+    return f"{server}/{repo}/actions/runs/{run}"
 
 
 def seen_marker(kind: str, key: str) -> str:
@@ -986,7 +1020,8 @@ def write_report(
                         issue=out_dir / "issue.md", charts=charts)
     paths.markdown.write_text(md, encoding="utf-8")
     paths.json.write_text(render_json(result, nightly, result_data=result_data), encoding="utf-8")
-    title, body = render_issue(result, nightly, mentions=mentions, blame_confidence=blame_confidence)
+    png = next((c for c in charts if c.suffix == ".png"), None)
+    title, body = render_issue(result, nightly, mentions=mentions, blame_confidence=blame_confidence, chart_png=png)
     paths.issue.write_text(f"# {title}\n\n{body}", encoding="utf-8")
     from .reproduce_kit import kit
 
@@ -1076,6 +1111,7 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
         findings=[stage(s) for s in d.get("findings") or []],
         reproduction=dict(d.get("reproduction") or {}),
         chain=[ChainLink.from_dict(c) for c in d.get("chain") or []],
+        pages_url=str(d.get("pages_url") or ""),
     )
 
 

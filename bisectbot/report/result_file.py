@@ -79,6 +79,7 @@ class _Result(_Shape):
     session_id: str = ""
     findings: list[_Stage] = Field(default_factory=list)
     reproduction: dict[str, Any] = Field(default_factory=dict)
+    pages_url: str = ""
 
 
 def check_result_shape(data: Any, filename: str) -> None:
