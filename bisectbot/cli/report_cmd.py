@@ -74,8 +74,8 @@ def report() -> None:
       bisectbot demo     # writes bisectbot-demo-out/result.json
       bisectbot report render bisectbot-demo-out/result.json --out rendered/
       bisectbot report file bisectbot-demo-out/result.json --recipe bisectbot-demo-out/work/demo-engine-prefill.yaml --dry-run
-      bisectbot report reply bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --issue 12 --comment 2345678
-      bisectbot report commands --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
+      bisectbot report reply bisectbot-demo-out/result.json --recipe glm51-fp8-sparse-mla-prefill --issue 12 --comment 2345678
+      bisectbot report commands --recipe glm51-fp8-sparse-mla-prefill
     """
 
 
@@ -172,7 +172,7 @@ def reply_cmd(ctx: Ctx, result_file: Path | None, issue_number: int, comment_id:
 
     \b
     Example:
-      bisectbot report reply bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
+      bisectbot report reply bisectbot-demo-out/result.json --recipe glm51-fp8-sparse-mla-prefill \\
         --issue 12 --comment 2345678 --dry-run
     """
     from ..report.github import token_from_env
