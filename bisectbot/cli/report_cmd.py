@@ -141,8 +141,9 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
         from ..recipe import load_recipe
 
         bc = load_recipe(recipe).bisect.blame_confidence
+    png = result_file.parent / "threshold.png"  # the chart `run` or `report render` wrote beside it
     out = file_or_update(result, target, token_from_env(), ctx.ledger(), dry_run, out_dir or result_file.parent,
-                         nightly=nightly, newest=newest, blame_confidence=bc)
+                         nightly=nightly, newest=newest, blame_confidence=bc, chart_png=png if png.is_file() else None)
     ctx.emit(out.to_dict(), out.message)
 
 

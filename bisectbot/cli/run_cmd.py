@@ -497,8 +497,10 @@ def _file_issue(ctx: Ctx, recipe, result, out_dir: Path):  # -> FilingOutcome
     from ..report import file_or_update
     from ..report.github import culprit_target, token_from_env
 
+    png = out_dir / "threshold.png"  # this run's chart (write_report removes an earlier run's)
     return file_or_update(result, culprit_target(recipe, result), token_from_env(), ctx.ledger(), False, out_dir,
-                          newest=newest_probe(result), blame_confidence=recipe.bisect.blame_confidence)
+                          newest=newest_probe(result), blame_confidence=recipe.bisect.blame_confidence,
+                          chart_png=png if png.is_file() else None)
 
 
 _run_options = [

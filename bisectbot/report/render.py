@@ -896,6 +896,7 @@ def render_comment(
     closing: bool = False,
     include_report: bool = False,
     limit: int = GITHUB_BODY_LIMIT,
+    chart_png: Path | None = None,
 ) -> str:
     """Body of a bot comment, at most ``limit`` characters.
 
@@ -903,7 +904,8 @@ def render_comment(
     ("not reproduced since <nightly>" with the evidence: verdict, threshold, per-size table).
     ``key`` identifies the night (session id or nightly ref) for :func:`seen_marker`.
     ``include_report`` adds tonight's full report of ``result`` in a collapsed block, sized to
-    what is left of ``limit``. Raises ``ValueError`` for an unknown ``what``.
+    what is left of ``limit``, with tonight's chart ``chart_png`` as the issue shows it
+    (:func:`issue_chart`). Raises ``ValueError`` for an unknown ``what``.
     """
     if what not in ("redetected", "not-reproduced"):
         raise ValueError(f"unknown comment kind {what!r}")
@@ -924,8 +926,9 @@ def render_comment(
     room = limit - github_length(plain) - 100
     if github_length(plain) > limit or room < 2000:
         return base
+    url, note = issue_chart(result, chart_png)
     return tpl.render(**ctx, b=_DEFAULT_BUDGET, details=render_markdown(result, nightly, limit=room,
-                                                                        for_github=True))
+                                                                        for_github=True, chart=url, chart_note=note))
 
 
 # --------------------------------------------------------------------------- files
@@ -1014,6 +1017,9 @@ def write_report(
             pos = chart_positions(result)
             charts = threshold_chart(run, out_dir, over="probed candidates" if pos else "nightlies", positions=pos,
                                      **ends)
+    if not charts:  # an earlier run's chart must not stand beside (or be filed with) this report
+        for stale in ("threshold.png", "threshold.svg"):
+            (out_dir / stale).unlink(missing_ok=True)
     md = render_markdown(result, nightly, chart=charts[0].name if charts else None,
                          blame_confidence=blame_confidence)
     paths = ReportPaths(markdown=out_dir / "report.md", json=out_dir / "report.json",

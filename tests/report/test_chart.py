@@ -206,6 +206,10 @@ def test_issue_embeds_the_chart_the_dashboard_publishes(tmp_path) -> None:
     assert f"![threshold over probed candidates]({url})" in issue, issue[:3000]
     assert "in the run's artifacts" not in issue
     assert "![threshold over probed candidates](threshold.png)" in (night / "report.md").read_text()
+    # what is filed is what issue.md shows (the body is rendered again when filing)
+    bot("report", "file", str(night / "result.json"), "--repo", "octo-org/vllm", "--dry-run")
+    filed = next(night.glob("issue-*.md")).read_text()
+    assert f"![threshold over probed candidates]({url})" in filed, filed[:3000]
     # a bad address is refused before anything runs
     bad = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(work / "state"), "run", str(recipe)],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
