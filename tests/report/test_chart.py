@@ -116,7 +116,9 @@ def test_commits_are_placed_by_their_distance_in_the_range_and_diverges_is_named
 @pytest.mark.slow
 def test_demo_chart_png_marks_the_culprit_at_its_commit_index(tmp_path) -> None:
     """A real demo run: the chart's first-bad line stands at the culprit's index in the range, and
-    the PNG written beside the report has that line's colour in the column the figure puts it."""
+    the PNG written beside the report has that line's colour in the column the figure puts it; the
+    issue says where the PNG is, or, with the dashboard's address, embeds it from there
+    (:func:`published_chart_is_embedded`)."""
     r = subprocess.run([sys.executable, "-m", "bisectbot", "demo", "--out", "out"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -130,6 +132,7 @@ def test_demo_chart_png_marks_the_culprit_at_its_commit_index(tmp_path) -> None:
     issue = (out / "issue.md").read_text()
     assert "The threshold chart is `threshold.png` in the run's artifacts, beside `report.md`" in issue
     assert "![threshold" not in issue
+    published_chart_is_embedded(tmp_path)
 
 
 def assert_png_is_the_results_chart(png_path, result) -> None:
@@ -163,12 +166,12 @@ def assert_png_is_the_results_chart(png_path, result) -> None:
     assert sum(1 for r_, g, b in reds if r_ > 180 and g < 120 and b < 120) > 5, "no red first-bad line in the PNG"
 
 
-@pytest.mark.slow
-def test_issue_embeds_the_chart_the_dashboard_publishes(tmp_path) -> None:
+def published_chart_is_embedded(tmp_path) -> None:
     """GitHub's API takes no uploads: with ``report.pages_url`` the issue embeds the chart from the
     dashboard's site, and ``bisectbot dashboard --report`` publishes that very PNG at that address.
     Checked over HTTP (the site served by a real server at the configured address) and on the
-    PNG's pixels (the report's first bad at its index), after a real demo and a run of its recipe."""
+    PNG's pixels (the report's first bad at its index), after the demo in ``tmp_path/out`` and a run
+    of its recipe (its verdicts from the demo's ledger)."""
     import hashlib
     import os
     import re
@@ -178,9 +181,6 @@ def test_issue_embeds_the_chart_the_dashboard_publishes(tmp_path) -> None:
 
     import yaml
 
-    r = subprocess.run([sys.executable, "-m", "bisectbot", "demo", "--out", "out"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
     work = tmp_path / "out" / "work"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
