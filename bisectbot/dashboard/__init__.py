@@ -32,7 +32,7 @@ def build_dashboard(state_dir: Path, out: Path, *, reports: list[Path] | None = 
     with Ledger(state_dir) as led:
         data = collect(led, read_archive(state_dir), recipes, github_url)
     stats = write_site(data, out)
-    stats.written += publish_charts(state_dir, out)  # the charts issues embed (report.pages_url)
+    stats.charts = publish_charts(state_dir, out)  # the charts issues embed (report.pages_url)
     return stats
 
 
