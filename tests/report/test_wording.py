@@ -176,6 +176,7 @@ def _patched_run(tmp_path: Path, spec: dict) -> tuple[list[str], dict]:
     return p.stdout.splitlines(), json.loads((tmp_path / "out" / "result.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec,why", [
     ({"path": "moved/knob.py"}, "file vllm/moved/knob.py absent"),  # the target file is not in the range
     ({"path": "knob.py", "when": {"contains": "# never there"}}, "condition: file lacks"),  # next member: `when`
@@ -198,6 +199,7 @@ def test_a_required_patch_that_applies_to_no_candidate_is_said_during_the_run(tm
     assert all(pr["patches"][0]["state"] == "not-applicable" for pr in res["stages"][-1]["probes"])
 
 
+@pytest.mark.slow
 def test_a_required_patch_that_applies_is_not_warned_of(tmp_path) -> None:
     lines, res = _patched_run(tmp_path, {"path": "knob.py"})
     assert not [ln for ln in lines if "warning: required patch" in ln], "\n".join(lines)
