@@ -194,3 +194,64 @@ def test_help_examples_name_recipes_by_name_not_checkout_paths() -> None:
                     if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in shipped:
                         problems.append(f"{' '.join(path)}: RECIPE {name!r} is no shipped recipe: {ex}")
     assert not problems, "\n".join(problems)
+
+
+ENGINE_PATCH = """\
+--- a/engine.json
++++ b/engine.json
+@@ -1,3 +1,3 @@
+ {
+-  "model": "stock-model",
++  "model": "patched-model",
+   "threshold": 100000
+"""
+
+
+@pytest.mark.slow
+def test_launch_applies_the_recipes_patch_stack_as_a_probe_does(tmp_path) -> None:
+    """The patch stack is part of what launch prepares: the served model id comes from a file the
+    recipe's required patch rewrites in the candidate's checkout (the source repository stays as it is)."""
+    repo = tmp_path / "repo"
+    (repo / "vllm").mkdir(parents=True)
+    (repo / "vllm" / "engine.json").write_text('{\n  "model": "stock-model",\n  "threshold": 100000\n}\n')
+    genv = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "engine config"]):
+        subprocess.run(["git", *args], cwd=repo, env=genv, check=True, capture_output=True)
+    pdir = tmp_path / "patches"
+    (pdir / "model").mkdir(parents=True)
+    (pdir / "model" / "v1.patch").write_text(ENGINE_PATCH)
+    (pdir / "stack.yaml").write_text(yaml.safe_dump({"version": 1, "patches": [{
+        "id": "model-name", "package": "vllm", "path": "engine.json", "required": True,
+        "variants": [{"id": "v1", "diff": "model/v1.patch"}]}]}))
+    rec = tmp_path / "patched.yaml"
+    rec.write_text(yaml.safe_dump({
+        "name": "patched-launch", "model": "patched-model", "source": {"kind": "git", "repo": str(repo)},
+        "server": {"command": [sys.executable, "-m", "bisectbot.demo.engine", "--config", "vllm/engine.json",
+                               "--port", "{port}"], "health_timeout_s": 60},
+        "patches": ["model-name"], "report": {"dir": str(tmp_path / "out")}}))
+    p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state"), "--json", "launch",
+                          str(rec), "main"], cwd=tmp_path, env={**env(), "BISECTBOT_PATCHES_DIR": str(pdir)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        text = ""  # --json: one document, written once the server is up
+        while True:
+            line = p.stdout.readline()
+            assert line, p.stderr.read()[-2000:]
+            text += line
+            if line == "}\n":  # the document's closing brace (nested ones are indented)
+                break
+        doc = json.loads(text)
+        assert doc["endpoint"] and doc["patches"][0]["id"] == "model-name", doc
+        assert doc["patches"][0]["state"] == "applies", doc
+        with urllib.request.urlopen(f"{doc['endpoint']}/v1/models", timeout=30) as resp:
+            models = json.loads(resp.read())
+        assert [m["id"] for m in models["data"]] == ["patched-model"], models
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err[-2000:]
+    assert '"stock-model"' in (repo / "vllm" / "engine.json").read_text()  # the repository is untouched
