@@ -126,6 +126,15 @@ class ProbeResult:
         )
 
 
+FULL_RANGE_MAX = 64
+"""A stage's candidates are listed in full in ``result.json`` up to this many (a demo, a nightly
+week, a release series); a longer range keeps its ends, the probed candidates and the final range."""
+
+FINAL_RANGE_MAX = 1024
+"""The final range (last good through first bad; skips between them) is listed in full up to this
+many candidates, else by its two ends."""
+
+
 class Status(str, enum.Enum):
     """How a bisection ended."""
 
@@ -157,13 +166,59 @@ class StageResult:
     confidence: float = 0.0
     flags: list[str] = field(default_factory=list)
     message: str = ""
+    count: int = 0
+    positions: list[int] = field(default_factory=list)
+
+    @property
+    def range_size(self) -> int:
+        """How many candidates the stage searched (``count`` when the list is abridged, else
+        ``len(candidates)``)."""
+        return self.count or len(self.candidates)
+
+    def position_map(self) -> dict[str, int]:
+        """Each listed candidate's index in the searched range (0 = the good end): ``positions``
+        for an abridged list (read back from ``result.json``), else its index in ``candidates``."""
+        if self.positions and len(self.positions) == len(self.candidates):
+            return {c.ref: i for c, i in zip(self.candidates, self.positions, strict=True)}
+        return {c.ref: i for i, c in enumerate(self.candidates)}
+
+    def kept_positions(self) -> list[int]:
+        """Indices (into ``candidates``, ascending) of what ``result.json`` lists: every candidate of
+        a range up to :data:`FULL_RANGE_MAX`; beyond it the range's two ends, every probed
+        candidate, the last good through the first bad (the final range, in full up to
+        :data:`FINAL_RANGE_MAX`, else its ends) and the culprits (issue 25, input 7: a report
+        grows with the work, not the range)."""
+        n = len(self.candidates)
+        if n <= FULL_RANGE_MAX or self.positions:
+            return list(range(n))
+        at = {c.ref: i for i, c in enumerate(self.candidates)}
+        keep = {0, n - 1}
+        keep.update(at[p.candidate.ref] for p in self.probes if p.candidate.ref in at)
+        keep.update(at[c.ref] for c in self.culprits if c.ref in at)
+        lo = at.get(self.last_good.ref) if self.last_good else None
+        hi = at.get(self.first_bad.ref) if self.first_bad else None
+        for end in (lo, hi):
+            if end is not None:
+                keep.add(end)
+        if lo is not None and hi is not None and 0 <= hi - lo <= FINAL_RANGE_MAX:
+            keep.update(range(lo, hi + 1))
+        return sorted(keep)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict. ``candidates`` lists what :meth:`kept_positions` keeps; when that is
+        not the whole range, ``count`` is the range's size and ``positions`` each listed
+        candidate's index in it."""
+        keep = self.kept_positions()
+        whole = len(keep) == len(self.candidates) and not self.positions
+        extra: dict[str, Any] = {} if whole else {
+            "count": self.range_size,
+            "positions": [self.positions[i] for i in keep] if self.positions else keep}
         return {
             "name": self.name,
             "component": self.component,
             "status": self.status.value,
-            "candidates": [c.to_dict() for c in self.candidates],
+            "candidates": [self.candidates[i].to_dict() for i in keep],
+            **extra,
             "probes": [p.to_dict() for p in self.probes],
             "last_good": self.last_good.to_dict() if self.last_good else None,
             "first_bad": self.first_bad.to_dict() if self.first_bad else None,
@@ -231,7 +286,9 @@ class RunResult:
     report's Reproduce section needs without the bot (issue 25): the recipe's name and text,
     its source, server and reproducer settings (:func:`bisectbot.report.reproduce_kit.facts`).
     ``chain`` is the descent through dependency pins (issue 26): vehicle(s) then the
-    culprit, empty when the run did not descend.
+    culprit, empty when the run did not descend. ``pages_url`` is the dashboard's published
+    address (recipe ``report.pages_url`` or ``$BISECTBOT_PAGES_URL``), where the issue embeds the
+    threshold chart; ``""`` when none (the issue then says where the PNG is).
     """
 
     recipe: str
@@ -251,6 +308,7 @@ class RunResult:
     findings: list[StageResult] = field(default_factory=list)
     reproduction: dict[str, Any] = field(default_factory=dict)
     chain: list[ChainLink] = field(default_factory=list)
+    pages_url: str = ""
 
     @property
     def final(self) -> StageResult | None:
@@ -277,4 +335,5 @@ class RunResult:
             "findings": [s.to_dict() for s in self.findings],
             "reproduction": self.reproduction,
             "chain": [c.to_dict() for c in self.chain],
+            "pages_url": self.pages_url,
         })

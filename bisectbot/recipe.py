@@ -404,9 +404,19 @@ class GitHubTarget(_Model):
         "this account); default $BISECTBOT_BOT_LOGIN. GitHub Actions' GITHUB_TOKEN posts as github-actions[bot]")
 
 
+PAGES_URL = r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%-]+)*/?$"
+"""A dashboard address: plain http(s), a host, an optional port and path (no query, no quotes)."""
+
+
 class ReportSpec(_Model):
     dir: str = Field("bisectbot-out", description="output directory for Markdown/JSON/charts")
     github: GitHubTarget | None = None
+    pages_url: str | None = Field(
+        None, pattern=PAGES_URL,
+        description="where the dashboard is published (GitHub Pages: https://OWNER.github.io/REPO): the issue "
+                    "embeds the threshold chart from <pages_url>/charts/<recipe>/<hash>.png, which "
+                    "`bisectbot dashboard --report` publishes; default $BISECTBOT_PAGES_URL, else none "
+                    "(the issue says where the PNG is)")
 
 
 # --------------------------------------------------------------------------- recipe

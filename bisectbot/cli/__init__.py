@@ -32,6 +32,7 @@ from . import (  # noqa: F401  (modules register their commands on import)
     build_cmd,
     dashboard_cmd,
     demo_cmd,
+    launch_cmd,
     nightlies_cmd,
     patches_cmd,
     probe_cmd,

@@ -24,8 +24,8 @@ from ..secrets import install_stream_redaction
 EPILOG = """\b
 Examples:
   bisectbot demo                                   # the whole job on a built-in engine history
-  bisectbot probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
-  bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+  bisectbot probe --endpoint http://127.0.0.1:8000 --recipe glm51-fp8-sparse-mla-prefill
+  bisectbot run glm51-fp8-sparse-mla-prefill --dry-run
   bisectbot <command> --help                       # each command has its own examples
 
 \b

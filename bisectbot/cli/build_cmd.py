@@ -20,14 +20,14 @@ def default_stack_dir(recipe_path: Path | None = None) -> Path:
 
 BUILD_EPILOG = """\b
 Examples:
-  bisectbot build --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --base rocm/vllm-dev@sha256:...
-  bisectbot build --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --base nightly_main_20260412 --overlay vllm=0f0f28b53 --repo ~/src/vllm
+  bisectbot build --recipe glm51-fp8-sparse-mla-prefill --base rocm/vllm-dev@sha256:...
+  bisectbot build --recipe glm51-fp8-sparse-mla-prefill --base nightly_main_20260412 --overlay vllm=0f0f28b53 --repo ~/src/vllm
 """
 
 
 @cli.command("build", epilog=BUILD_EPILOG)
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="recipe (its patch stack, recipe hash and build command)")
+              help="recipe path or shipped recipe's name (its patch stack, recipe hash and build command)")
 @click.option("--base", required=True, help="base image (host/repo@sha256:..., or a tag/digest of the recipe's repository)")
 @click.option("--overlay", help="COMPONENT=COMMIT: overlay vllm or aiter sources at COMMIT")
 @click.option("--repo", "repo_path", type=click.Path(file_okay=False, path_type=Path),

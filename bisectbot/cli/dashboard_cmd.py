@@ -69,6 +69,7 @@ def dashboard(ctx: Ctx, out: Path, recipe_paths: tuple[Path, ...], reports: tupl
                             recipes=_recipes(recipe_paths), github_url=github_url)
     if ctx.json:
         ctx.emit({"out": str(out.resolve()), "rendered": stats.rendered, "unchanged": stats.unchanged,
-                  "removed": stats.removed, "seconds": round(stats.seconds, 3), "written": stats.written})
+                  "removed": stats.removed, "seconds": round(stats.seconds, 3), "written": stats.written,
+                  "charts": stats.charts})
     else:
         click.echo(f"dashboard: {stats.line()}: {out.resolve() / 'index.html'}")

@@ -35,7 +35,7 @@ def _source(recipe: Path | None, registry: str | None, repository: str | None, p
 
 def _source_options(f: Any) -> Any:
     opts = [
-        click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), help="recipe with a registry source"),
+        click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), help="recipe with a registry source (path or shipped name)"),
         click.option("--registry", help="registry host[:port] (default registry-1.docker.io)"),
         click.option("--repository", help="image repository, e.g. rocm/vllm-dev"),
         click.option("--pattern", help="fnmatch tag pattern, e.g. 'nightly_main_*' ('a|b' for several)"),
@@ -52,9 +52,9 @@ NIGHTLIES_EPILOG = """\b
 Examples:
   bisectbot nightlies list --repository rocm/vllm-dev --pattern 'nightly_main_*' \\
       --hub-api https://hub.docker.com
-  bisectbot nightlies record --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
+  bisectbot nightlies record --recipe glm51-fp8-sparse-mla-prefill
   bisectbot nightlies show rocm/vllm-dev:nightly_main_20260412
-  bisectbot nightlies diff nightly_main_20260411 nightly_main_20260412 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
+  bisectbot nightlies diff nightly_main_20260411 nightly_main_20260412 --recipe glm51-fp8-sparse-mla-prefill
 """
 
 

@@ -22,9 +22,9 @@ PROBE_EPILOG = """\b
 Example:
   python -m bisectbot.demo.engine --port 8000 --threshold 20000 &
   bisectbot probe --endpoint http://127.0.0.1:8000 --min-size 2000 --max-size 120000
-  bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
+  bisectbot --json probe --endpoint http://127.0.0.1:8000 --recipe glm51-fp8-sparse-mla-prefill \\
       --model bisectbot/demo-engine
-  bisectbot demo && bisectbot probe --recipe recipes/demo-command.yaml \\
+  bisectbot demo && bisectbot probe --recipe demo-command \\
       --source bisectbot-demo-out/work/engine-history   # reproducer kind: command, run in --source
   bisectbot probe --endpoint http://127.0.0.1:8000 --reference-endpoint http://127.0.0.1:8001 \\
       --noise-endpoint http://127.0.0.1:8002 --prompt-logprobs --control   # fluent-but-wrong output

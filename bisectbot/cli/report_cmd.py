@@ -75,8 +75,8 @@ def report() -> None:
       bisectbot demo     # writes bisectbot-demo-out/result.json
       bisectbot report render bisectbot-demo-out/result.json --out rendered/
       bisectbot report file bisectbot-demo-out/result.json --recipe bisectbot-demo-out/work/demo-engine-prefill.yaml --dry-run
-      bisectbot report reply bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml --issue 12 --comment 2345678
-      bisectbot report commands --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml
+      bisectbot report reply bisectbot-demo-out/result.json --recipe glm51-fp8-sparse-mla-prefill --issue 12 --comment 2345678
+      bisectbot report commands --recipe glm51-fp8-sparse-mla-prefill
     """
 
 
@@ -145,8 +145,10 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
         from ..recipe import load_recipe
 
         bc = load_recipe(recipe).bisect.blame_confidence
+    png = result_file.parent / "threshold.png"  # the chart `run` or `report render` wrote beside it
     out = file_or_update(result, target, token_from_env(), ctx.ledger(), dry_run, out_dir or result_file.parent,
-                         nightly=nightly, newest=newest, blame_confidence=bc)
+                         nightly=nightly, newest=newest, blame_confidence=bc,
+                         chart_png=png if png.is_file() else None)
     if commands_file is not None and recipe is not None and not dry_run and token_from_env():
         from ..errors import GitHubError, UpstreamUnreachable
         from ..recipe import load_recipe
@@ -187,7 +189,7 @@ def reply_cmd(ctx: Ctx, result_file: Path | None, issue_number: int, comment_id:
 
     \b
     Example:
-      bisectbot report reply bisectbot-demo-out/result.json --recipe recipes/glm51-fp8-sparse-mla-prefill.yaml \\
+      bisectbot report reply bisectbot-demo-out/result.json --recipe glm51-fp8-sparse-mla-prefill \\
         --issue 12 --comment 2345678 --dry-run
     """
     from ..report.github import token_from_env

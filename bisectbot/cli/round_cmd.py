@@ -30,10 +30,10 @@ def round_group() -> None:
 
     \b
     Examples (after 'bisectbot demo'; S, SHA, KEY and N come from plan.json):
-      bisectbot round plan recipes/demo-command.yaml --slots 4 > plan.json
-      bisectbot round probe recipes/demo-command.yaml --session S --ref SHA --key KEY --round N --out - > v1.json
-      bisectbot round import recipes/demo-command.yaml --session S v1.json
-      bisectbot round plan recipes/demo-command.yaml --session S     # the next round, or done + result
+      bisectbot round plan demo-command --slots 4 > plan.json
+      bisectbot round probe demo-command --session S --ref SHA --key KEY --round N --out - > v1.json
+      bisectbot round import demo-command --session S v1.json
+      bisectbot round plan demo-command --session S     # the next round, or done + result
     """
 
 

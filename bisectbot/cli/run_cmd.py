@@ -7,6 +7,7 @@ failed verification or boundary, no regression, budget spent).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import threading
@@ -165,6 +166,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         recipe.bisect.verify = verify
     if file_issue and recipe.report.github is None:
         raise BadInput(f"{path}: --file-issue needs report.github (repo, labels, api_url) in the recipe")
+    published = pages_url(recipe)  # checked before the bisection: bad input loses nothing
     if dry_run:
         g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
         src = None
@@ -238,7 +240,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         result = bisect(human)
     kill_descendants()  # no candidate process lives while the report is written or filed (issue 24, input 2)
     if replay:
-        replay_notes(result, replay, text, sum(getattr(x, "fresh_probes", 0) for x in sessions))
+        replay_notes(result, replay, text, sum(x.prober.fresh_probes for x in sessions),
+                     set().union(*(x.prober.fresh_refs for x in sessions)))
     if not recipe.bisect.verify:  # say so wherever the result is read: nothing was re-probed
         result.notes = [n.replace("culprit verified", "culprit (not verified)") for n in result.notes]
         result.notes.append("not verified (run --no-verify or bisect.verify: false): the culprit and its "
@@ -260,6 +263,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
 
     if not reproducible:  # the Reproduce section without the bot (issue 25); none when its files go away
         result.reproduction = facts(recipe, path)
+    result.pages_url = published
     diff = nightly_diff(ctx, result)
     if diff is not None:
         result.reproduction["nightly_diff"] = diff
@@ -354,22 +358,46 @@ def resume_command(state_dir: Path, recipe_path: Path, good: str | None, bad: st
     return shlex.join(argv)
 
 
+PAGES_ENV = "BISECTBOT_PAGES_URL"
+"""The dashboard's address for every recipe without ``report.pages_url`` (the nightly workflow sets
+it from the repository variable of the same name)."""
+
+
+def pages_url(recipe) -> str:
+    """Where the dashboard is published: the recipe's ``report.pages_url``, else ``$BISECTBOT_PAGES_URL``,
+    else ``""``. Raises :class:`BadInput` for an environment value that is not a plain http(s) address."""
+    from ..recipe import PAGES_URL
+
+    if recipe.report.pages_url:
+        return recipe.report.pages_url
+    env = os.environ.get(PAGES_ENV, "").strip()
+    if env and not re.fullmatch(PAGES_URL, env):
+        raise BadInput(f"${PAGES_ENV} {env[:80]!r}: not a plain http(s) address (https://OWNER.github.io/REPO)")
+    return env
+
+
 _LOG_SESSION = re.compile(r"^# bisectbot session (\S+?):", re.M)
 
 
-def replay_notes(result, log_name: str, log_text: str, probed: int) -> None:
+def replay_notes(result, log_name: str, log_text: str, probed: int, fresh: set[str] | None = None) -> None:
     """What a replayed report must say (issue 25, input 6): the log and the session it came from
-    (the ``# bisectbot session ID`` header ``bisect log`` writes), and, when nothing was probed, that
-    every verdict is the log's, not a re-probe."""
+    (the ``# bisectbot session ID`` header ``bisect log`` writes), how many probes ran for candidates
+    the log lacks (``probed``; ``fresh``: their refs), and never that the culprit and its predecessor
+    were re-probed unless both were probed in this run."""
     m = _LOG_SESSION.search(log_text)
     origin = f" of session {m.group(1)}" if m else ""
     result.notes.insert(0, f"replayed from {Path(log_name).name}{origin}: its verdicts were taken as given"
-                           + (f"; {probed} probes run for candidates the log lacks" if probed else
-                              "; nothing was probed"))
-    if not probed:
-        result.notes = [n.replace("the culprit and its predecessor were re-probed",
-                                  "the culprit's and its predecessor's verdicts come from the log (not re-probed)")
-                        for n in result.notes]
+                           + (f"; {probed} probe{'s' if probed != 1 else ''} run for candidates the log lacks"
+                              if probed else "; nothing was probed"))
+    final, fresh = result.final, fresh or set()
+    ends = [c for c in (final.first_bad, final.last_good) if c is not None] if final is not None else []
+    if ends and all(c.ref in fresh for c in ends):
+        return
+    said = ("the culprit's and its predecessor's verdicts come from the log (not re-probed)"
+            if not any(c.ref in fresh for c in ends) else
+            "only " + " and ".join(f"{c.ref[:12]}" for c in ends if c.ref in fresh) + " of the culprit and its "
+            "predecessor was probed in this run; the other's verdict comes from the log")
+    result.notes = [n.replace("the culprit and its predecessor were re-probed", said) for n in result.notes]
 
 
 def nightly_diff(ctx: Ctx, result) -> dict | None:
@@ -528,8 +556,10 @@ def _file_issue(ctx: Ctx, recipe, result, out_dir: Path):  # -> FilingOutcome
     from ..report import file_or_update
     from ..report.github import culprit_target, token_from_env
 
+    png = out_dir / "threshold.png"  # this run's chart (write_report removes an earlier run's)
     return file_or_update(result, culprit_target(recipe, result), token_from_env(), ctx.ledger(), False, out_dir,
-                          newest=newest_probe(result), blame_confidence=recipe.bisect.blame_confidence)
+                          newest=newest_probe(result), blame_confidence=recipe.bisect.blame_confidence,
+                          chart_png=png if png.is_file() else None)
 
 
 _run_options = [
@@ -593,10 +623,10 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
 
     \b
     Examples:
-      bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --dry-run
+      bisectbot run glm51-fp8-sparse-mla-prefill --dry-run
       bisectbot demo && bisectbot run bisectbot-demo-out/work/demo-engine-prefill.yaml --no-verify --out quick/
-      bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --good nightly_main_20260401 --bad nightly_main_20260406
-      GITHUB_TOKEN=... bisectbot run recipes/glm51-fp8-sparse-mla-prefill.yaml --file-issue   # up to the newest nightly
+      bisectbot run glm51-fp8-sparse-mla-prefill --good nightly_main_20260401 --bad nightly_main_20260406
+      GITHUB_TOKEN=... bisectbot run glm51-fp8-sparse-mla-prefill --file-issue   # up to the newest nightly
     """
     with _writer(ctx, recipe_file, wait_lock, dry_run):
         code = _run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
@@ -610,7 +640,7 @@ Examples:
   bisectbot --state bisectbot-demo-out/work/state bisect log > session.log
   bisectbot --state bisectbot-demo-out/work/state bisect replay bisectbot-demo-out/work/demo-engine-prefill.yaml \\
       session.log --out replayed/
-  bisectbot bisect plan recipes/vllm-workspace-fix-retirement.yaml
+  bisectbot bisect plan vllm-workspace-fix-retirement
 """
 
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .archive import archive_reports, read_archive
+from .archive import archive_reports, publish_charts, read_archive
 from .site import RenderStats, write_site
 
 
 def build_dashboard(state_dir: Path, out: Path, *, reports: list[Path] | None = None, job_url: str = "",
                     recipes: dict[str, Any] | None = None, github_url: str = "https://github.com") -> RenderStats:
     """Archive ``reports`` (report.json files or directories, with ``job_url``) under ``state_dir``,
-    then render the site of the ledger in ``state_dir`` into ``out``. ``recipes``: name -> loaded
+    then render the site of the ledger in ``state_dir`` into ``out`` and publish the reports'
+    threshold charts there (``charts/<recipe>/<hash>.png``: where issues embed them). ``recipes``: name -> loaded
     :class:`bisectbot.recipe.Recipe`. Raises :class:`bisectbot.errors.BadInput` for a report that
     is not one, :class:`bisectbot.errors.LedgerError` for an unreadable ledger."""
     from ..ledger import Ledger
@@ -30,7 +31,9 @@ def build_dashboard(state_dir: Path, out: Path, *, reports: list[Path] | None = 
         archive_reports(state_dir, reports, job_url)
     with Ledger(state_dir) as led:
         data = collect(led, read_archive(state_dir), recipes, github_url)
-    return write_site(data, out)
+    stats = write_site(data, out)
+    stats.charts = publish_charts(state_dir, out)  # the charts issues embed (report.pages_url)
+    return stats
 
 
 __all__ = ["RenderStats", "build_dashboard"]

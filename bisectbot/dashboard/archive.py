@@ -6,7 +6,10 @@ not which sessions one run chained (stage 1 -> component -> ...), the issue fing
 or where its job log is. ``bisectbot dashboard --report PATH --job-url URL`` copies each report
 into ``<state>/dashboard/reports/<recipe>/<key>.json`` (``key``: SHA-256 of the report, 16 hex, so
 archiving the same file twice keeps one copy) with the job URL and the time it was archived; every
-later render reads the whole archive back. Nothing here writes the ledger.
+later render reads the whole archive back. A report's ``threshold.png`` (beside it) is kept as
+``<state>/dashboard/charts/<recipe>/<hash>.png`` (:mod:`bisectbot.report.published`: the address
+the issue embeds) and :func:`publish_charts` copies the kept charts into the site. Nothing here
+writes the ledger.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from ..report.render import load_result
 
 ARCHIVE_DIR = "dashboard/reports"
 """Where archived reports live, relative to the state directory."""
+
+CHART_ROOT = "dashboard"
+"""Archived charts live under ``<state>/dashboard/charts/`` (the site's ``charts/`` mirrors it)."""
 
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -77,6 +83,7 @@ def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> li
     written = []
     for f in report_files(paths):
         result, _ = load_result(f)  # validates: a truncated artifact is an error naming the file
+        keep_chart(state_dir, result.recipe, f.parent / "threshold.png")
         raw = f.read_bytes()
         key = hashlib.sha256(raw).hexdigest()[:16]
         dest = state_dir / ARCHIVE_DIR / (_NAME.sub("_", result.recipe)[:100] or "recipe") / f"{key}.json"
@@ -95,6 +102,44 @@ def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> li
         tmp.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
         os.replace(tmp, dest)
         written.append(dest)
+    return written
+
+
+def keep_chart(state_dir: Path, recipe: str, png_path: Path) -> Path | None:
+    """Keep ``png_path`` (a report's chart, when it is a PNG: :func:`~bisectbot.report.published.publishable`)
+    at its published path under ``<state>/dashboard``; the kept file, or None when there is none."""
+    from ..report.published import chart_path, publishable
+
+    data = publishable(png_path)
+    if data is None:
+        return None
+    dest = state_dir / CHART_ROOT / chart_path(recipe, data)
+    if not dest.is_file():  # content-addressed: a kept chart never changes
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+    return dest
+
+
+def publish_charts(state_dir: Path, out: Path) -> list[str]:
+    """Copy the kept charts into the site ``out`` (``out/charts/<recipe>/<hash>.png``), the ones it
+    lacks; returns their site-relative paths."""
+    from ..report.published import CHARTS_DIR, publishable
+
+    root = state_dir / CHART_ROOT
+    written = []
+    for f in sorted((root / CHARTS_DIR).glob("*/*.png")) if (root / CHARTS_DIR).is_dir() else []:
+        rel = f.relative_to(root).as_posix()
+        dest = out / rel
+        data = publishable(f)
+        if data is None or dest.is_file():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+        written.append(rel)
     return written
 
 
@@ -119,4 +164,5 @@ def read_archive(state_dir: Path) -> list[ArchivedRun]:
     return runs
 
 
-__all__ = ["ARCHIVE_DIR", "ArchivedRun", "archive_reports", "read_archive", "report_files"]
+__all__ = ["ARCHIVE_DIR", "ArchivedRun", "archive_reports", "keep_chart", "publish_charts", "read_archive",
+           "report_files"]

@@ -40,13 +40,15 @@ MANIFEST_VERSION = 1
 @dataclass
 class RenderStats:
     """What one render did: pages ``rendered`` (written), ``unchanged`` (skipped by hash),
-    ``removed``; ``seconds`` wall time; ``written`` the relative paths written."""
+    ``removed``; ``seconds`` wall time; ``written`` the relative paths of the pages written;
+    ``charts`` the threshold charts published this time (``charts/<recipe>/<hash>.png``)."""
 
     rendered: int = 0
     unchanged: int = 0
     removed: int = 0
     seconds: float = 0.0
     written: list[str] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         return (f"{self.rendered} page(s) rendered, {self.unchanged} unchanged, {self.removed} removed "

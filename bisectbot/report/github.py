@@ -403,8 +403,11 @@ def file_or_update(
     newest: ProbeResult | None = None,
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     client: GitHubClient | None = None,
+    chart_png: Path | None = None,
 ) -> FilingOutcome:
     """File ``result`` as an issue, or comment tonight's result on the open issue carrying its fingerprint.
+    ``chart_png``: the run's threshold chart, embedded from the dashboard or named as an artifact
+    (:func:`bisectbot.report.render.issue_chart`).
 
     ``newest`` is the re-test of the problem on the newest nightly, done by the session before
     filing: when it does not reproduce there, nothing is filed (action ``already-fixed``) and,
@@ -430,10 +433,12 @@ def file_or_update(
                       f"threshold {newest.threshold}).\n")
         return FilingOutcome("already-fixed", fp, paths=[path], message=f"already fixed in {label}: not filing")
 
-    title, body = render_issue(result, nightly, mentions=target.mentions, blame_confidence=blame_confidence)
+    title, body = render_issue(result, nightly, mentions=target.mentions, blame_confidence=blame_confidence,
+                               chart_png=chart_png)
     key = _night_key(result, newest)
     comment_body = render_comment("redetected", result, newest, nightly, key=key,
-                                  when=datetime.now(timezone.utc).strftime("%Y-%m-%d"), include_report=True)
+                                  when=datetime.now(timezone.utc).strftime("%Y-%m-%d"), include_report=True,
+                                  chart_png=chart_png)
     if not token or dry_run:
         rec = ledger.github_issue(fp)
         if rec and rec.get("number"):

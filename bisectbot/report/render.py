@@ -160,6 +160,7 @@ class _StageView:
     probes: list[ProbeResult]
     kind: str = "regression"
     regress: Any = ""
+    searched: str = ""
 
     def rows(self, max_rows: int) -> list[dict[str, Any]]:
         rows = [
@@ -173,6 +174,17 @@ class _StageView:
         head = max(1, max_rows // 2)
         tail = max(1, max_rows - head)
         return rows[:head] + [{"omitted": len(rows) - head - tail}] + rows[-tail:]
+
+
+def _searched(st: StageResult) -> str:
+    """``Searched 10,000 candidates, from X (good end) to Y (bad end); 18 probes.``: the range a stage
+    searched as its count and ends (``result.json`` lists no more of a long range, issue 25)."""
+    if not st.candidates:
+        return ""
+    n = st.range_size
+    ends = (f", from {candidate_link(st.candidates[0], 80)} to {candidate_link(st.candidates[-1], 80)}"
+            if n > 1 else f": {candidate_link(st.candidates[0], 80)}")
+    return f"Searched {n:,} candidate{'s' if n != 1 else ''}{ends}; {len(st.probes)} probe{'s' if len(st.probes) != 1 else ''}."
 
 
 @dataclass
@@ -717,13 +729,16 @@ def render_markdown(
     mentions: Iterable[str] = (),
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     for_github: bool | None = None,
+    chart_note: str = "",
 ) -> str:
     """Markdown report of ``result`` at most ``limit`` characters long (UTF-16 units, see module doc).
 
     ``nightly`` adds the nightly-status table (first bad / last good nightly, streak, flips).
     ``for_issue`` adds the hidden fingerprint marker and the ``cc`` line of ``mentions`` (logins
-    or ``org/team`` from the recipe; anything else is dropped). ``chart`` is a relative image
-    path embedded in local reports (GitHub issues cannot carry uploaded images through the API).
+    or ``org/team`` from the recipe; anything else is dropped). ``chart`` is the chart's image
+    address: a relative path in local reports, the published URL in an issue
+    (:mod:`bisectbot.report.published`; GitHub issues cannot carry uploaded images through the
+    API); ``chart_note`` says where the chart is when it has no address to embed.
     ``for_github`` (default: ``for_issue``) also neutralises ``#123`` cross-references; a local
     ``report.md`` keeps them readable (``hunk #1``). Mentions are neutralised either way.
     Never raises for odd content: every model/log value is sanitised.
@@ -761,11 +776,12 @@ def render_markdown(
         "summary": _summary(result, blame),
         "final": final_view, "blame": blame, "chain": _chain_view(result),
         "streak": nightly.streak() if nightly is not None and nightly.probes else None,
-        "chart": chart if chart and not for_issue else None,
+        "chart": chart or None, "chart_note": chart_note if not chart else "",
         "reproduce": redact(result.reproduce),
         "env_rows": _env_rows(result), "patches": _patch_rows(result),
         "triage": sorted(result.triage.items()),
-        "stages": [_StageView(s.name, s.component, _status_word(result, s.status.value), s.probes, result.kind, result.regress)
+        "stages": [_StageView(s.name, s.component, _status_word(result, s.status.value), s.probes, result.kind,
+                              result.regress, _searched(s))
                    for s in result.stages],
         "command": is_command_result(result),
         "notes": [note_words(result, n) for n in result.notes
@@ -804,14 +820,16 @@ def reproduce_section(result: RunResult, for_github: bool = False) -> str:
         if len(k.request_json()) <= INLINE_REQUEST_CHARS else "", bot=bot, for_github=for_github).rstrip("\n") + "\n"
 
 
-def render_json(result: RunResult, nightly: NightlyResult | None = None) -> str:
+def render_json(result: RunResult, nightly: NightlyResult | None = None, *,
+                result_data: dict[str, Any] | None = None) -> str:
     """JSON (indented, sorted keys) of ``result.to_dict()`` plus ``fingerprint``, ``blame`` and,
-    when given, ``nightly`` (with its streak). Secrets found in it are redacted."""
+    when given, ``nightly`` (with its streak). Secrets found in it are redacted. ``result_data``:
+    ``result.to_dict()`` when the caller already made it (it is not made twice)."""
     blame = blame_decision(result)
     data: dict[str, Any] = {
         "schema": "bisectbot.report/1",
         "fingerprint": fingerprint(result),
-        "result": result.to_dict(),
+        "result": result.to_dict() if result_data is None else result_data,
         "blame": {"ok": blame.ok, "reason": blame.reason},
     }
     if nightly is not None:
@@ -826,12 +844,43 @@ def render_issue(
     mentions: Iterable[str] = (),
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     limit: int = GITHUB_BODY_LIMIT,
+    chart_png: Path | None = None,
 ) -> tuple[str, str]:
-    """``(title, body)`` of the would-be issue; the body carries the fingerprint marker."""
+    """``(title, body)`` of the would-be issue; the body carries the fingerprint marker.
+    ``chart_png``: the run's ``threshold.png``: embedded from the dashboard's published address
+    when ``result.pages_url`` names it (:func:`issue_chart`), else the body says where it is."""
     title = "[bisectbot] " + heading(result, blame_decision(result, blame_confidence))
+    url, note = issue_chart(result, chart_png)
     body = render_markdown(result, nightly, limit=limit, for_issue=True, mentions=mentions,
-                           blame_confidence=blame_confidence)
+                           blame_confidence=blame_confidence, chart=url, chart_note=note)
     return title[:256], body
+
+
+def issue_chart(result: RunResult, chart_png: Path | None) -> tuple[str | None, str]:
+    """``(url, note)`` of the issue's threshold chart: the address the dashboard publishes
+    ``chart_png`` at under ``result.pages_url`` (:func:`bisectbot.report.published.chart_url`), or
+    no address and a note naming the file in the run's artifacts (with the run's address inside
+    GitHub Actions). ``(None, "")`` without a chart."""
+    from .published import chart_url, publishable
+
+    data = publishable(chart_png) if chart_png is not None else None
+    if data is None:
+        return None, ""
+    if result.pages_url:
+        return chart_url(result.pages_url, result.recipe, data), ""
+    run = _actions_run_url()
+    where = f"the [run's artifacts]({run})" if run else "the run's artifacts"
+    return None, (f"The threshold chart is `{chart_png.name}` in {where}, beside `report.md` (set the recipe's "
+                  "`report.pages_url` to the dashboard's address and the issue embeds it from there).")
+
+
+def _actions_run_url() -> str:
+    """``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID`` inside GitHub Actions, else ``""``."""
+    server, repo, run = (os.environ.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if not (re.fullmatch(r"https?://[A-Za-z0-9.:-]+", server) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo)
+            and run.isdigit()):
+        return ""
+    return f"{server}/{repo}/actions/runs/{run}"
 
 
 def seen_marker(kind: str, key: str) -> str:
@@ -864,6 +913,7 @@ def render_comment(
     closing: bool = False,
     include_report: bool = False,
     limit: int = GITHUB_BODY_LIMIT,
+    chart_png: Path | None = None,
 ) -> str:
     """Body of a bot comment, at most ``limit`` characters.
 
@@ -871,7 +921,8 @@ def render_comment(
     ("not reproduced since <nightly>" with the evidence: verdict, threshold, per-size table).
     ``key`` identifies the night (session id or nightly ref) for :func:`seen_marker`.
     ``include_report`` adds tonight's full report of ``result`` in a collapsed block, sized to
-    what is left of ``limit``. Raises ``ValueError`` for an unknown ``what``.
+    what is left of ``limit``, with tonight's chart ``chart_png`` as the issue shows it
+    (:func:`issue_chart`). Raises ``ValueError`` for an unknown ``what``.
     """
     if what not in ("redetected", "not-reproduced"):
         raise ValueError(f"unknown comment kind {what!r}")
@@ -892,8 +943,9 @@ def render_comment(
     room = limit - github_length(plain) - 100
     if github_length(plain) > limit or room < 2000:
         return base
+    url, note = issue_chart(result, chart_png)
     return tpl.render(**ctx, b=_DEFAULT_BUDGET, details=render_markdown(result, nightly, limit=room,
-                                                                        for_github=True))
+                                                                        for_github=True, chart=url, chart_note=note))
 
 
 # --------------------------------------------------------------------------- files
@@ -926,7 +978,7 @@ def run_thresholds(result: RunResult) -> NightlyResult | None:
     for p in final.probes:
         if p.verdict is not Verdict.SKIP or p.candidate.ref not in last:
             last[p.candidate.ref] = p
-    order = {c.ref: i for i, c in enumerate(final.candidates)}
+    order = final.position_map()
     probes = sorted(last.values(), key=lambda p: order.get(p.candidate.ref, len(order)))
     run = NightlyResult(recipe=result.recipe, probes=probes, kind=result.kind, regress=result.regress)
     return run if run.has_thresholds() else None
@@ -938,7 +990,7 @@ def chart_positions(result: RunResult) -> dict[str, int] | None:
     final = result.final
     if final is None or not final.candidates or all(c.kind.value == "nightly" for c in final.candidates):
         return None
-    return {c.ref: i for i, c in enumerate(final.candidates)}
+    return final.position_map()
 
 
 def render_summary(result: RunResult, nightly: NightlyResult | None, files: Sequence[Path]) -> str:
@@ -959,12 +1011,14 @@ def write_report(
     mentions: Iterable[str] = (),
     blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
     step_summary: bool = True,
+    result_data: dict[str, Any] | None = None,
 ) -> ReportPaths:
     """Write ``report.md``, ``report.json``, ``issue.md`` (title on the first line as ``# ...``),
     ``request.json`` and ``make_request.py`` (the Reproduce section's request, when the probes
     recorded it) and, when ``nightly`` has threshold data, ``threshold.png``/``threshold.svg`` into ``out_dir``
     (created). When ``step_summary`` and ``$GITHUB_STEP_SUMMARY`` is set (GitHub Actions), a
-    short summary is appended to that file. Raises ``OSError`` when a file cannot be written.
+    short summary is appended to that file. ``result_data``: ``result.to_dict()`` when the caller
+    already made it (for ``result.json``). Raises ``OSError`` when a file cannot be written.
     """
     from .chart import threshold_chart
 
@@ -980,13 +1034,17 @@ def write_report(
             pos = chart_positions(result)
             charts = threshold_chart(run, out_dir, over="probed candidates" if pos else "nightlies", positions=pos,
                                      **ends)
+    if not charts:  # an earlier run's chart must not stand beside (or be filed with) this report
+        for stale in ("threshold.png", "threshold.svg"):
+            (out_dir / stale).unlink(missing_ok=True)
     md = render_markdown(result, nightly, chart=charts[0].name if charts else None,
                          blame_confidence=blame_confidence)
     paths = ReportPaths(markdown=out_dir / "report.md", json=out_dir / "report.json",
                         issue=out_dir / "issue.md", charts=charts)
     paths.markdown.write_text(md, encoding="utf-8")
-    paths.json.write_text(render_json(result, nightly), encoding="utf-8")
-    title, body = render_issue(result, nightly, mentions=mentions, blame_confidence=blame_confidence)
+    paths.json.write_text(render_json(result, nightly, result_data=result_data), encoding="utf-8")
+    png = next((c for c in charts if c.suffix == ".png"), None)
+    title, body = render_issue(result, nightly, mentions=mentions, blame_confidence=blame_confidence, chart_png=png)
     paths.issue.write_text(f"# {title}\n\n{body}", encoding="utf-8")
     from .reproduce_kit import kit
 
@@ -1062,7 +1120,8 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
             last_good=cand(s.get("last_good")), first_bad=cand(s.get("first_bad")),
             culprits=[Candidate.from_dict(c) for c in s.get("culprits") or []],
             confidence=float(s.get("confidence") or 0.0), flags=list(s.get("flags") or []),
-            message=s.get("message", ""),
+            message=s.get("message", ""), count=int(s.get("count") or 0),
+            positions=[int(i) for i in s.get("positions") or []],
         )
 
     stages = [stage(s) for s in d.get("stages") or []]
@@ -1075,6 +1134,7 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
         findings=[stage(s) for s in d.get("findings") or []],
         reproduction=dict(d.get("reproduction") or {}),
         chain=[ChainLink.from_dict(c) for c in d.get("chain") or []],
+        pages_url=str(d.get("pages_url") or ""),
     )
 
 

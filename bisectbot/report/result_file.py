@@ -58,6 +58,8 @@ class _Stage(_Shape):
     confidence: float = 0.0
     flags: list[str] = Field(default_factory=list)
     message: str = ""
+    count: int = Field(0, ge=0)
+    positions: list[int] = Field(default_factory=list)
 
 
 class _Result(_Shape):
@@ -77,6 +79,7 @@ class _Result(_Shape):
     session_id: str = ""
     findings: list[_Stage] = Field(default_factory=list)
     reproduction: dict[str, Any] = Field(default_factory=dict)
+    pages_url: str = ""
 
 
 def check_result_shape(data: Any, filename: str) -> None:

@@ -28,6 +28,8 @@ class Prober:
     reproducer key = ``recipe.verdict_hash()``, triage toggle, attempt number).
 
     ``replay`` forces verdicts per candidate ref (in order) instead of probing.
+    A candidate the replay log lacks is probed, not answered by the ledger's cache
+    (``fresh_refs``: what this replay probed itself may be).
     ``human`` are maintainers' verdicts (``/bisectbot good|bad REF``, ``retract`` as skip):
     they hold for every probe of the candidates they name and are never overridden by a probe.
     ``executor`` runs each round's probes (None: a :class:`LocalExecutor` per round, see
@@ -62,6 +64,9 @@ class Prober:
         for ln in replay or []:
             self.replay.setdefault(ln.ref, []).append(ln)
         self.replayed = bool(replay)
+        # refs probed for real in this replay (this process, or an interrupted run of the same replay
+        # session): in a replay, only they may answer from the cache (issue 25, input 6)
+        self.fresh_refs: set[str] = set()
         self.human: list[LogLine] = list(human or [])
         self.retry_errors = retry_errors
         self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
@@ -112,6 +117,10 @@ class Prober:
             ln = self.replay[c.ref].pop(0)
             return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), tname, attempt)
+        if self.replayed and not toggle and c.ref not in self.fresh_refs:
+            # a candidate the log lacks (a line dropped from it) is probed again, never answered by
+            # the ledger's verdict of the session the log came from
+            return None, "cache", key
         cached = self.ledger.get_probe(key)
         if cached is not None and self._retry(cached, key):
             return None, "cache", key
@@ -139,6 +148,8 @@ class Prober:
         be probed next time: no replayed, maintainer or cached verdict answers it (for prefetch)."""
         if self.replay.get(c.ref) or self.human_verdict(c) is not None:
             return False
+        if self.replayed and c.ref not in self.fresh_refs:
+            return True
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempts.get(i, 0) + 1)
         cached = self.ledger.get_probe(key)
         return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
@@ -177,6 +188,7 @@ class Prober:
             return known, origin
         self.fresh_probes += 1
         res = self.run_probe(c, key, attempt, toggle, prefetcher)
+        self.fresh_refs.add(c.ref)
         self._store(res)
         return res, "probe"
 
@@ -199,6 +211,7 @@ class Prober:
                 todo.append(ProbeJob(c, key, a, toggle, self.focus))
         for n, res in executor.run(todo):
             self.fresh_probes += 1
+            self.fresh_refs.add(res.candidate.ref)
             self._store(res)
             out[where[n]] = (res, "probe")
         assert all(x is not None for x in out)
@@ -222,6 +235,9 @@ class Prober:
         not logged again (:meth:`event`)."""
         prior = self.ledger.events(self.session_id)
         self._to_skip_logging = sum(1 for e in prior if e["kind"] == "probe")
+        if self.replayed:  # an interrupted replay resumes without probing its own probes again
+            self.fresh_refs.update(str(e["data"].get("ref")) for e in prior
+                                   if e["kind"] == "probe" and e["data"].get("origin") == "probe")
         return prior
 
     def save_session(self, good: str, bad: str, status: str, data: dict[str, Any]) -> None:

@@ -151,9 +151,10 @@ def write_report(result: RunResult, out_dir: str | Path, blame_confidence: float
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jp = out / "result.json"
-    jp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    data = result.to_dict()
+    jp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     paths = render_report(result, out, nightly_history(result), mentions=mentions or (),
-                          blame_confidence=blame_confidence)
+                          blame_confidence=blame_confidence, result_data=data)
     return [jp, *paths.all()]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..bisect import Bisection, budget_text, search_settings
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
+from ..patch_watch import RequiredPatchWatch
 from ..recipe import Recipe
 from .badend import clean, sequential_end
 from .executor import Echo
@@ -134,18 +135,22 @@ class RoundLoop:
         scope: Scope | None = None
         prober.focus = ()
         self.end_notes = []
+        watch = RequiredPatchWatch(name)  # a required patch that applies nowhere is said now (issue 25)
         try:
             with prober.executor_for(self.prefetch_enabled) as executor:
-                self._rounds(b, candidates, prober, executor, attempts, probes, verdict_fn, scope)
+                self._rounds(b, candidates, prober, executor, attempts, probes, verdict_fn, scope, watch)
         finally:
             prober.focus = ()
+        for line in watch.finish(len({p.candidate.ref for p in probes})):
+            self.echo(line)
         self._prefetch_report(name, executor)
         return self._stage_result(name, component, candidates, b, probes, flags_fn)
 
     def _rounds(self, b: Bisection, candidates: list[Candidate], prober: Prober, executor: Any,
                 attempts: dict[int, int], probes: list[ProbeResult],
-                verdict_fn: Callable[[ProbeResult], ProbeResult] | None, scope: Scope | None) -> None:
-        """The rounds of :meth:`search` until the search is done."""
+                verdict_fn: Callable[[ProbeResult], ProbeResult] | None, scope: Scope | None,
+                watch: RequiredPatchWatch) -> None:
+        """The rounds of :meth:`search` until the search is done (``watch`` sees each probe's patches)."""
         r = self.recipe
         good = candidates[0]
         while not b.done:
@@ -206,6 +211,8 @@ class RoundLoop:
                     "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
                     "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
                 self._progress(b, candidates[i], res, eff, origin)
+                for line in watch.see(candidates[i].label or candidates[i].ref, res.patches):
+                    self.echo(line)
                 if (scope is None and verdict_fn is None and i == len(candidates) - 1
                         and eff is Verdict.BAD):
                     scope = learn(r, res, candidates[i].label or candidates[i].ref[:12])

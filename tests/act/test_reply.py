@@ -53,7 +53,11 @@ def test_reply_once_only_to_a_maintainer_request(fake_github, tmp_path) -> None:
 
     dry = _cli(str(result), *common, "--comment", str(asked["id"]), "--out", str(tmp_path / "o"), env={})
     assert dry.returncode == 0 and json.loads(dry.stdout)["action"] == "dry-run", dry.stderr
-    assert (tmp_path / "o" / f"reply-{asked['id']}.md").is_file()
+    written = (tmp_path / "o" / f"reply-{asked['id']}.md").read_text()
+    # the comment's address, never a bare `#12` (issue 25, input 8): the web host of --api-url
+    web = fake_github.base_url.rstrip("/").removesuffix("/api/v3")
+    assert f"[this request]({web}/{GH_REPO}/issues/{n}#issuecomment-{asked['id']})" in written, written[:400]
+    assert f"](#{n})" not in written and "](#" not in written.split("<details>")[0]
 
 
 def test_failure_reply_once_and_never_after_an_answer(fake_github, tmp_path) -> None:  # noqa: F811

@@ -29,8 +29,8 @@ NOT_FILE_OPTS = {"--repository", "--model", "--pattern", "--ids", "--base", "--o
                  "--good", "--bad", "--registry", "--hub-api", "--endpoint", "--repo"}
 RUN_AS_PRINTED = ("bisectbot recipe validate", "bisectbot recipe schema", "bisectbot patches list",
                   "bisectbot report render", "bisectbot --state bisectbot-demo-out/work/state bisect",
-                  "bisectbot probe --recipe recipes/demo-command.yaml", "bisectbot runner check --profile cpu",
-                  "bisectbot report file")
+                  "bisectbot probe --recipe demo-command", "bisectbot runner check --profile cpu",
+                  "bisectbot report file", "bisectbot recipe list", "bisectbot recipe init")
 
 
 def commands(cmd: click.Command = cli, path: tuple[str, ...] = ()):

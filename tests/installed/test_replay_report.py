@@ -45,3 +45,82 @@ def test_replayed_report_names_its_session_and_claims_no_probe(tmp_path) -> None
     r = bb("--state", str(state), "bisect", "replay", str(recipe), "empty.log", "--out", "again", cwd=tmp_path)
     assert r.returncode == 2 and "empty.log: no verdict lines" in r.stderr, r.stderr[-2000:]
     assert not (tmp_path / "again").exists()
+
+
+CHECK = """\
+import os, sys
+with open(os.environ["CHECK_LOG"], "a") as fh:
+    fh.write(open("n.txt").read().strip() + "\\n")
+sys.exit(1 if os.path.exists("BUG") else 0)
+"""
+
+
+def _history(repo: Path, n: int, culprit: int) -> list[str]:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    (repo / "check.py").write_text(CHECK)
+    shas = []
+    for i in range(n):
+        (repo / "n.txt").write_text(f"{i}\n")
+        if i == culprit:
+            (repo / "BUG").write_text("planted\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"change {i}")
+        shas.append(git("rev-parse", "HEAD"))
+    return shas
+
+
+def test_a_line_dropped_from_the_log_is_probed_again_not_taken_from_the_ledger(tmp_path, monkeypatch) -> None:
+    import yaml
+
+    n, culprit = 24, 15
+    shas = _history(tmp_path / "repo", n, culprit)
+    runs = tmp_path / "runs.log"  # every run of the reproducer, by commit index
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "replay-drop", "source": {"kind": "git", "repo": str(tmp_path / "repo")},
+        "reproducer": {"kind": "command", "command": [sys.executable, "check.py"]}, "regress": "command",
+        "bisect": {"good": shas[0], "bad": shas[-1]}, "report": {"dir": str(tmp_path / "out")},
+        "env_passthrough": ["CHECK_LOG"]}))
+    monkeypatch.setenv("CHECK_LOG", str(runs))
+    state = str(tmp_path / "state")
+    r = bb("--state", state, "run", str(recipe), "--no-prefetch", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    log = bb("--state", state, "bisect", "log", cwd=tmp_path).stdout
+    lines = log.splitlines()
+    verdicts = [i for i, ln in enumerate(lines) if ln.split(" ", 1)[0] in ("good", "bad")]
+    # drop a mid-search probe (not an end, not the culprit or its predecessor)
+    ends = {shas[0], shas[-1], shas[culprit], shas[culprit - 1]}
+    drop = next(i for i in verdicts if lines[i].split()[1] not in ends)
+    dropped = lines[drop].split()[1]
+    (tmp_path / "dropped.log").write_text("\n".join(ln for i, ln in enumerate(lines) if i != drop) + "\n")
+    runs.write_text("")
+
+    r = bb("--state", state, "bisect", "replay", str(recipe), "dropped.log", "--out", "replayed", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # the dropped candidate ran again (the ledger holds its verdict from the first run), nothing else did
+    assert runs.read_text().split() == [str(shas.index(dropped))], runs.read_text()
+    res = json.loads((tmp_path / "replayed" / "result.json").read_text())
+    final = res["stages"][-1]
+    assert final["first_bad"]["ref"] == shas[culprit]
+    fresh = [p for p in final["probes"] if p["candidate"]["ref"] == dropped]
+    assert fresh and all(p["reason"] != "from the replay log" for p in fresh)
+    report = (tmp_path / "replayed" / "report.md").read_text()
+    session = log.split("# bisectbot session ", 1)[1].split(":", 1)[0]
+    assert (f"replayed from dropped.log of session {session}: its verdicts were taken as given; "
+            "1 probe run for candidates the log lacks") in report, report[-3000:]
+    # the culprit and its predecessor came from the log: the report does not say they were re-probed
+    assert "were re-probed" not in report
+    assert "verdicts come from the log (not re-probed)" in report
+
+    # the same replay again (a re-run, or after an interruption): its own probe is not run a third time
+    runs.write_text("")
+    r = bb("--state", state, "bisect", "replay", str(recipe), "dropped.log", "--out", "again", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert runs.read_text().split() == [], runs.read_text()

@@ -116,18 +116,35 @@ def test_commits_are_placed_by_their_distance_in_the_range_and_diverges_is_named
 @pytest.mark.slow
 def test_demo_chart_png_marks_the_culprit_at_its_commit_index(tmp_path) -> None:
     """A real demo run: the chart's first-bad line stands at the culprit's index in the range, and
-    the PNG written beside the report has that line's colour in the column the figure puts it."""
+    the PNG written beside the report has that line's colour in the column the figure puts it; the
+    issue says where the PNG is, or, with the dashboard's address, embeds it from there
+    (:func:`published_chart_is_embedded`)."""
     r = subprocess.run([sys.executable, "-m", "bisectbot", "demo", "--out", "out"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "out"
     result, _ = load_result(out / "result.json")
+    assert_png_is_the_results_chart(out / "threshold.png", result)
+    report = (out / "report.md").read_text()
+    assert "![threshold over probed candidates](threshold.png)" in report
+    assert json.loads((out / "result.json").read_text())["stages"][-1]["first_bad"]["ref"] == result.final.first_bad.ref
+    # no dashboard address: the issue says where the PNG is instead of an image it cannot show
+    issue = (out / "issue.md").read_text()
+    assert "The threshold chart is `threshold.png` in the run's artifacts, beside `report.md`" in issue
+    assert "![threshold" not in issue
+    published_chart_is_embedded(tmp_path)
+
+
+def assert_png_is_the_results_chart(png_path, result) -> None:
+    """The PNG at ``png_path`` plots ``result``: the figure of its data puts the first-bad line at
+    the culprit's index in the range, and the PNG has that line's red in the pixel column the
+    figure puts it at (same size as the figure)."""
     final = result.final
-    index = [c.ref for c in final.candidates].index(final.first_bad.ref)
+    index = final.position_map()[final.first_bad.ref]
     run = run_thresholds(result)
-    data = chart_data(run, "probed candidates", positions={c.ref: i for i, c in enumerate(final.candidates)},
+    data = chart_data(run, "probed candidates", positions=final.position_map(),
                       first_bad=final.first_bad.ref, last_good=final.last_good.ref)
-    assert data.first_bad_x == index and data.last_good_x == index - 1
+    assert data.first_bad_x == index and data.last_good_x == final.position_map()[final.last_good.ref]
     assert {p.kind for p in data.points} >= {"interval", "ok-up-to"}
     fig = figure(data)
     try:
@@ -141,12 +158,92 @@ def test_demo_chart_png_marks_the_culprit_at_its_commit_index(tmp_path) -> None:
         plt.close(fig)
     from PIL import Image
 
-    png = Image.open(out / "threshold.png").convert("RGB")
+    png = Image.open(png_path).convert("RGB")
     assert png.size == (width, height)
     col = round(x_px)
     reds = [png.getpixel((c, int(height - y))) for c in (col - 1, col, col + 1)
             for y in range(int(y0) + 5, int(y1) - 5, 7)]
     assert sum(1 for r_, g, b in reds if r_ > 180 and g < 120 and b < 120) > 5, "no red first-bad line in the PNG"
-    report = (out / "report.md").read_text()
-    assert "![threshold over probed candidates](threshold.png)" in report
-    assert json.loads((out / "result.json").read_text())["stages"][-1]["first_bad"]["ref"] == final.first_bad.ref
+
+
+def published_chart_is_embedded(tmp_path) -> None:
+    """GitHub's API takes no uploads: with ``report.pages_url`` the issue embeds the chart from the
+    dashboard's site, and ``bisectbot dashboard --report`` publishes that very PNG at that address.
+    Checked over HTTP (the site served by a real server at the configured address) and on the
+    PNG's pixels (the report's first bad at its index), after the demo in ``tmp_path/out`` and a run
+    of its recipe (its verdicts from the demo's ledger)."""
+    import hashlib
+    import os
+    import re
+    import socket
+    import time
+    import urllib.request
+
+    import yaml
+
+    work = tmp_path / "out" / "work"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pages = f"http://127.0.0.1:{port}/bisectbot"
+    data = yaml.safe_load((work / "demo-engine-prefill.yaml").read_text())
+    data["report"] = {"dir": str(tmp_path / "night"), "pages_url": pages}
+    recipe = tmp_path / "night.yaml"
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "BISECTBOT_"))}
+
+    def bot(*args: str) -> subprocess.CompletedProcess:
+        p = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(work / "state"), *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return p
+
+    bot("run", str(recipe))  # the demo's verdicts come from its ledger
+    night = tmp_path / "night"
+    png = (night / "threshold.png").read_bytes()
+    url = f"{pages}/charts/demo-engine-prefill/{hashlib.sha256(png).hexdigest()[:16]}.png"
+    issue = (night / "issue.md").read_text()
+    assert f"![threshold over probed candidates]({url})" in issue, issue[:3000]
+    assert "in the run's artifacts" not in issue
+    assert "![threshold over probed candidates](threshold.png)" in (night / "report.md").read_text()
+    # what is filed is what issue.md shows (the body is rendered again when filing)
+    bot("report", "file", str(night / "result.json"), "--repo", "octo-org/vllm", "--dry-run")
+    filed = next(night.glob("issue-*.md")).read_text()
+    assert f"![threshold over probed candidates]({url})" in filed, filed[:3000]
+    # a bad address is refused before anything runs
+    bad = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(work / "state"), "run", str(recipe)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**env, "BISECTBOT_PAGES_URL": "javascript:alert(1)"})
+    assert bad.returncode == 0  # the recipe's own address wins over the environment's
+    data["report"].pop("pages_url")
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    bad = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(work / "state"), "run", str(recipe)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**env, "BISECTBOT_PAGES_URL": "javascript:alert(1)"})
+    assert bad.returncode == 2 and "BISECTBOT_PAGES_URL" in bad.stderr, bad.stderr[-2000:]
+
+    # the Pages job: the dashboard archives tonight's report and publishes its chart
+    root = tmp_path / "serve"
+    bot("dashboard", "--out", str(root / "bisectbot"), "--report", str(night))
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
+                               str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        src = re.search(r"!\[threshold over probed candidates\]\((http://[^)]+)\)", issue).group(1)
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(src, timeout=5) as resp:
+                    served = resp.read()
+                    kind = resp.headers.get("Content-Type")
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError(f"{src} not served")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert served == png and kind == "image/png"
+    result, _ = load_result(night / "result.json")
+    published = tmp_path / "published.png"
+    published.write_bytes(served)
+    assert_png_is_the_results_chart(published, result)

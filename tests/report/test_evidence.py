@@ -8,7 +8,8 @@ Five report kinds, each a real ``bisectbot`` process over real parts: ``demo``, 
 an own prefill recipe over an engine history, a flaky engine (the bug shows in 60 % of replies,
 ``reproducer.repeats``), and a nightly run in containers (real dockerd, the local registry,
 nightlies made by tests/containers/nightly_factory.py). What the report shows is checked against
-what ``result.json`` recorded, read independently here.
+what ``result.json`` recorded, read independently here, and, for each kind, in the HTML GitHub's
+Markdown rules make of ``report.md`` and ``issue.md`` (the issue also as a screenshot).
 """
 
 from __future__ import annotations
@@ -121,7 +122,36 @@ def check_evidence(out: Path, diverges: bool = False) -> dict[str, list[str]]:
         # the per-candidate excerpts show the first bad's garbage, not only its smallest OK size
         logs = section(text, "Logs and model output")
         assert "(GARBAGE)</summary>" in logs.split("</details>")[0], logs[:1500]
+        as_github_renders(out, name)
     return t
+
+
+def as_github_renders(out: Path, name: str) -> None:
+    """``out/name`` rendered to HTML as GitHub renders Markdown (tests/report/test_html.py: CommonMark +
+    GFM tables): the evidence table is a real table with one cell per end, the outcomes are OK and
+    GARBAGE, nothing active comes through; the issue is looked at as an image in the tests'
+    artefacts (``$BISECTBOT_TEST_ARTIFACTS/issue25-html/<kind>/``), checked not blank."""
+    from tests.report.test_html import Doc, screenshot, to_html
+
+    html = to_html((out / name).read_text())
+    doc = Doc()
+    doc.feed(html)
+    evidence = next(t for t in doc.tables if t and t[0] and t[0][0] == "" and t[0][1].startswith("Last good"))
+    assert all(len(row) == 3 for row in evidence), (name, evidence)
+    rows = {row[0]: row[1:] for row in evidence}
+    assert rows["outcome"] == ["OK", "GARBAGE"] and rows["reply"][0] != rows["reply"][1], (name, rows)
+    assert not any(tag == "script" or k.startswith("on") or v.strip().lower().startswith("javascript:")
+                   for tag, k, v in doc.attrs), name
+    if name != "issue.md":
+        return
+    kind = json.loads((out / "result.json").read_text())["recipe"]
+    art = Path(os.environ.get("BISECTBOT_TEST_ARTIFACTS") or out) / "issue25-html" / kind
+    art.mkdir(parents=True, exist_ok=True)
+    png = screenshot(html, art / "issue")
+    if png is not None:
+        from PIL import Image
+
+        assert Image.open(png).convert("L").getextrema()[0] < 100, f"blank screenshot {png}"
 
 
 @pytest.mark.slow

@@ -114,3 +114,93 @@ def test_running_a_finished_bisection_again_is_not_called_resuming(tmp_path) -> 
     assert again.returncode == 0, again.stderr
     assert "resuming session" not in again.stderr, again.stderr
     assert "finished before (culprit): its" in again.stderr and "probes come from the ledger" in again.stderr
+
+
+PATCH_CHECK = """\
+import sys
+src = open("vllm/knob.py").read()
+sys.exit(1 if "BUG = True" in src else 0)
+"""
+
+KNOB_PATCH = """\
+--- a/knob.py
++++ b/knob.py
+@@ -1,2 +1,3 @@
+ # anchor
++PATCHED = True
+ VERSION = 1
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _patched_run(tmp_path: Path, spec: dict) -> tuple[list[str], dict]:
+    """``bisectbot run`` over a 12-commit history (bug from commit 7) with the one-patch stack ``spec``
+    (package vllm, diff KNOB_PATCH); its output lines (stdout and stderr as printed) and result.json."""
+    import json
+
+    import yaml
+
+    repo = tmp_path / "repo"
+    (repo / "vllm").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "check.py").write_text(PATCH_CHECK)
+    shas = []
+    for i in range(12):
+        (repo / "vllm" / "knob.py").write_text(f"# anchor\nVERSION = 1\nBUG = {i >= 7}\n")
+        (repo / "n.txt").write_text(f"{i}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"c{i}")
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    pdir = tmp_path / "patches"
+    (pdir / "knob").mkdir(parents=True)
+    (pdir / "knob" / "v1.patch").write_text(KNOB_PATCH)
+    (pdir / "stack.yaml").write_text(yaml.safe_dump({"version": 1, "patches": [{
+        "id": "knob-fix", "package": "vllm", "required": True, "fuzz": 0,
+        "variants": [{"id": "v1", "diff": "knob/v1.patch"}], **spec}]}))
+    rec = tmp_path / "r.yaml"
+    rec.write_text(yaml.safe_dump({
+        "name": "patched", "source": {"kind": "git", "repo": str(repo)}, "patches": ["knob-fix"],
+        "reproducer": {"kind": "command", "command": [sys.executable, "check.py"]}, "regress": "command",
+        "bisect": {"good": shas[0], "bad": shas[-1]}, "report": {"dir": str(tmp_path / "out")}}))
+    import os
+
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "s"), "run", str(rec)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       env={**os.environ, "BISECTBOT_PATCHES_DIR": str(pdir)})
+    assert p.returncode == 0, p.stdout
+    return p.stdout.splitlines(), json.loads((tmp_path / "out" / "result.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec,why", [
+    ({"path": "moved/knob.py"}, "file vllm/moved/knob.py absent"),  # the target file is not in the range
+    ({"path": "knob.py", "when": {"contains": "# never there"}}, "condition: file lacks"),  # next member: `when`
+])
+def test_a_required_patch_that_applies_to_no_candidate_is_said_during_the_run(tmp_path, spec, why) -> None:
+    lines, res = _patched_run(tmp_path, spec)
+    early = [i for i, ln in enumerate(lines) if "warning: required patch knob-fix applied to none of the 2 "
+             "candidates of stage 1 probed so far" in ln]
+    final = [i for i, ln in enumerate(lines) if "warning: required patch knob-fix applied to none of the" in ln
+             and "every verdict is measured without it" in ln]
+    probe_lines = [i for i, ln in enumerate(lines) if ln.startswith("[")]
+    culprit = next(i for i, ln in enumerate(lines) if ln.startswith("culprit:"))
+    assert len(early) == 1 and why in lines[early[0]], "\n".join(lines)
+    # at the time: after the two ends of the range, before the search goes on without it
+    assert probe_lines[1] < early[0] < probe_lines[2], "\n".join(lines)
+    assert len(final) == 1 and early[0] < final[0] < culprit, "\n".join(lines)
+    n = len({pr["candidate"]["ref"] for pr in res["stages"][-1]["probes"]})
+    assert f"none of the {n} probed candidates of stage 1" in lines[final[0]]
+    # the report's table says the same after the run
+    assert all(pr["patches"][0]["state"] == "not-applicable" for pr in res["stages"][-1]["probes"])
+
+
+@pytest.mark.slow
+def test_a_required_patch_that_applies_is_not_warned_of(tmp_path) -> None:
+    lines, res = _patched_run(tmp_path, {"path": "knob.py"})
+    assert not [ln for ln in lines if "warning: required patch" in ln], "\n".join(lines)
+    assert all(pr["patches"][0]["state"] == "applies" for pr in res["stages"][-1]["probes"])

@@ -1,0 +1,257 @@
+"""Issue 25, "also wanted by users of the anchors": ``bisectbot launch RECIPE REF`` (mozregression's
+``--launch``), ``recipe list`` / ``recipe init``, and ``--help`` examples that name recipes by name.
+
+``launch`` runs through the real CLI with the local runner over a real git history of the
+reference engine: the candidate is built as a probe builds it, its server answers on the printed
+endpoint until Ctrl-C, then it is stopped and its worktree removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bisectbot.cli.demo_cmd import concrete_recipe
+from bisectbot.demo.history import make_history
+from bisectbot.shipped import shipped_dir, shipped_recipes
+
+INSTALLED = os.environ.get("BISECTBOT_TEST_INSTALLED") == "1"
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("BISECTBOT_", "GITHUB_", "GH_")) or k == "BISECTBOT_TEST_INSTALLED"}
+
+
+def bb(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bisectbot", *args], cwd=cwd, env=env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    d = tmp_path_factory.mktemp("launch")
+    hist = make_history(d / "engine-history", commits=8, seed=1)
+    data = concrete_recipe(hist.path, d / "out")
+    data["report"].pop("github", None)
+    rec = d / "engine.yaml"
+    rec.write_text(yaml.safe_dump(data, sort_keys=False))
+    return d, hist, rec
+
+
+def chat(base: str, text: str, timeout: float = 30) -> dict:
+    body = json.dumps({"model": "demo/engine-7b", "max_tokens": 64, "temperature": 0,
+                       "messages": [{"role": "user", "content": text}]}).encode()
+    req = urllib.request.Request(f"{base}/v1/chat/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.mark.slow
+def test_launch_serves_one_candidate_until_ctrl_c(engine) -> None:
+    d, hist, rec = engine
+    state = d / "state"
+    short = hist.shas[hist.good][:10]  # any name git resolves; the full SHA is what it prints
+    p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "launch", str(rec), short],
+                         cwd=d, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 240
+        endpoint = None
+        while time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            lines.append(line.rstrip("\n"))
+            if line.startswith("endpoint: "):
+                endpoint = line.split(": ", 1)[1].strip()
+            if line.startswith("probe: "):
+                break
+        assert endpoint and re.fullmatch(r"http://127\.0\.0\.1:\d+", endpoint), "\n".join(lines) + p.stderr.read()
+        # the printed curl line is what a maintainer pastes; the server it names answers it
+        curl = next(ln for ln in lines if ln.startswith("try: curl "))
+        assert f"{endpoint}/v1/chat/completions" in curl
+        reply = chat(endpoint, "What is 2+2? Answer in one sentence.")
+        assert "4" in reply["choices"][0]["message"]["content"], reply
+        time.sleep(1.0)
+        assert p.poll() is None, "launch did not keep the server up"
+        chat(endpoint, "still there?")
+        worktrees = list((state / "worktrees").rglob("engine.json"))
+        assert worktrees, "no prepared worktree while it serves"
+        p.send_signal(signal.SIGINT)  # Ctrl-C
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err[-2000:]
+    assert hist.shas[hist.good] in err and "as a probe would" in err, err[-2000:]
+    assert "stopped; worktree and server cleaned up" in err
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        chat(endpoint, "gone?", timeout=5)
+    assert not list((state / "worktrees").rglob("engine.json")), "the candidate's worktree was left behind"
+
+
+def test_launch_of_an_unbuildable_candidate_fails_clearly(engine) -> None:
+    d, hist, rec = engine
+    assert hist.unbuildable, "the history plans unbuildable commits"
+    bad = hist.shas[hist.unbuildable[0]]
+    r = bb("--state", str(d / "state-unbuildable"), "launch", str(rec), bad, "--for", "1", cwd=d)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    assert f"cannot prepare {bad}" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    r = bb("--state", str(d / "state-unbuildable"), "launch", str(rec), "no-such-ref", cwd=d)
+    assert r.returncode == 2 and "no-such-ref" in r.stderr, r.stderr[-2000:]
+
+
+def test_recipe_list_shows_the_shipped_examples_from_anywhere(tmp_path) -> None:
+    r = bb("--json", "recipe", "list", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    names = [x["name"] for x in doc["recipes"]]
+    assert names and set(names) == {p.stem for p in shipped_recipes()}
+    assert {"demo", "glm51-fp8-sparse-mla-prefill", "vllm-workspace-fix-retirement"} <= set(names)
+    where = shipped_dir("recipes")
+    assert where is not None and Path(doc["dir"]) == where
+    if INSTALLED:  # package data of the wheel, not the checkout
+        assert "site-packages" in where.parts, where
+    for x in doc["recipes"]:
+        assert Path(x["path"]).is_file() and Path(x["path"]).parent == where and x["description"], x
+    text = bb("recipe", "list", cwd=tmp_path).stdout
+    assert all(n in text for n in names)
+    # every listed name is a RECIPE argument anywhere
+    r = bb("recipe", "validate", *names, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.count(": ok") == len(names), r.stderr
+    assert not list(tmp_path.iterdir()), "recipe list/validate wrote into the current directory"
+
+
+def test_recipe_init_writes_what_validate_accepts(tmp_path, engine) -> None:
+    d, hist, _ = engine
+    r = bb("recipe", "init", "qwen3-prefill", "--model", "Qwen/Qwen3-8B", "--image",
+           "rocm/vllm-dev:nightly_main_20260412", "--tp", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "qwen3.yaml").write_text(r.stdout)
+    data = yaml.safe_load(r.stdout)
+    assert data["source"] == {"kind": "registry", "registry": "registry-1.docker.io", "repository": "rocm/vllm-dev",
+                              "tag_pattern": "nightly_main_*", "hub_api": "https://hub.docker.com"}
+    assert data["model"] == "Qwen/Qwen3-8B" and data["tp"] == 2 and data["regress"] == "garbage"
+    v = bb("recipe", "validate", "qwen3.yaml", cwd=tmp_path)
+    assert v.returncode == 0 and "qwen3.yaml: ok" in v.stdout, v.stderr
+
+    # from a repository: the reference engine's history, planned over its real commits
+    out = tmp_path / "engine.yaml"
+    r = bb("recipe", "init", "my-engine", "--model", "demo/engine-7b", "--repo", str(hist.path), "--good", "v0.4.0",
+           "--bad", "main", "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    v = bb("recipe", "validate", str(out), cwd=tmp_path)
+    assert v.returncode == 0, v.stderr
+    plan = bb("--json", "run", str(out), "--dry-run", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["plan"][0].startswith(f"plan: {len(hist.shas)} candidates")
+    # never over an existing file; a bad name is refused with what a name may hold
+    again = bb("recipe", "init", "my-engine", "--model", "m", "--repo", str(hist.path), "--out", str(out), cwd=tmp_path)
+    assert again.returncode == 2 and "exists" in again.stderr, again.stderr
+    bad = bb("recipe", "init", "My Engine", "--model", "m", "--repo", "x", cwd=tmp_path)
+    assert bad.returncode == 2 and "lower case" in bad.stderr, bad.stderr
+    both = bb("recipe", "init", "x", "--model", "m", "--repo", "x", "--image", "a/b:c", cwd=tmp_path)
+    assert both.returncode == 2 and "one of --image" in both.stderr
+
+
+def test_help_examples_name_recipes_by_name_not_checkout_paths() -> None:
+    """No ``--help`` example names a recipe by a checkout path (``recipes/x.yaml`` is not there after
+    ``pip install``); each recipe name it uses is a shipped recipe. (``dashboard --recipes DIR`` and
+    ``recipe validate recipes/*.yaml`` name a directory of one's own recipes: not a shipped one.)"""
+    from tests.installed.test_help import command_path, commands, examples, help_text, words
+
+    shipped = {p.stem for p in shipped_recipes()}
+    problems = []
+    recipe_first = {("run",), ("launch",), ("bisect", "replay"), ("bisect", "plan"), ("round", "plan"),
+                    ("round", "probe"), ("round", "import")}
+    for path, _ in commands():
+        for ex in examples(help_text(path)):
+            for argv in words(ex):
+                for i, a in enumerate(argv):
+                    if re.search(r"(^|/)recipes/[^ ]+\.ya?ml$", a):
+                        problems.append(f"{' '.join(path)}: {a} (a checkout path): {ex}")
+                    if a == "--recipe" and i + 1 < len(argv):
+                        name = argv[i + 1]
+                        if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in shipped:
+                            problems.append(f"{' '.join(path)}: --recipe {name} is no shipped recipe: {ex}")
+                cmd = command_path(argv)
+                if cmd in recipe_first:
+                    at = max(i for i, a in enumerate(argv) if a == cmd[-1])
+                    name = argv[at + 1] if at + 1 < len(argv) else ""
+                    if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in shipped:
+                        problems.append(f"{' '.join(path)}: RECIPE {name!r} is no shipped recipe: {ex}")
+    assert not problems, "\n".join(problems)
+
+
+ENGINE_PATCH = """\
+--- a/engine.json
++++ b/engine.json
+@@ -1,3 +1,3 @@
+ {
+-  "model": "stock-model",
++  "model": "patched-model",
+   "threshold": 100000
+"""
+
+
+@pytest.mark.slow
+def test_launch_applies_the_recipes_patch_stack_as_a_probe_does(tmp_path) -> None:
+    """The patch stack is part of what launch prepares: the served model id comes from a file the
+    recipe's required patch rewrites in the candidate's checkout (the source repository stays as it is)."""
+    repo = tmp_path / "repo"
+    (repo / "vllm").mkdir(parents=True)
+    (repo / "vllm" / "engine.json").write_text('{\n  "model": "stock-model",\n  "threshold": 100000\n}\n')
+    genv = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "engine config"]):
+        subprocess.run(["git", *args], cwd=repo, env=genv, check=True, capture_output=True)
+    pdir = tmp_path / "patches"
+    (pdir / "model").mkdir(parents=True)
+    (pdir / "model" / "v1.patch").write_text(ENGINE_PATCH)
+    (pdir / "stack.yaml").write_text(yaml.safe_dump({"version": 1, "patches": [{
+        "id": "model-name", "package": "vllm", "path": "engine.json", "required": True,
+        "variants": [{"id": "v1", "diff": "model/v1.patch"}]}]}))
+    rec = tmp_path / "patched.yaml"
+    rec.write_text(yaml.safe_dump({
+        "name": "patched-launch", "model": "patched-model", "source": {"kind": "git", "repo": str(repo)},
+        "server": {"command": [sys.executable, "-m", "bisectbot.demo.engine", "--config", "vllm/engine.json",
+                               "--port", "{port}"], "health_timeout_s": 60},
+        "patches": ["model-name"], "report": {"dir": str(tmp_path / "out")}}))
+    p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state"), "--json", "launch",
+                          str(rec), "main"], cwd=tmp_path, env={**env(), "BISECTBOT_PATCHES_DIR": str(pdir)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        text = ""  # --json: one document, written once the server is up
+        while True:
+            line = p.stdout.readline()
+            assert line, p.stderr.read()[-2000:]
+            text += line
+            if line == "}\n":  # the document's closing brace (nested ones are indented)
+                break
+        doc = json.loads(text)
+        assert doc["endpoint"] and doc["patches"][0]["id"] == "model-name", doc
+        assert doc["patches"][0]["state"] == "applies", doc
+        with urllib.request.urlopen(f"{doc['endpoint']}/v1/models", timeout=30) as resp:
+            models = json.loads(resp.read())
+        assert [m["id"] for m in models["data"]] == ["patched-model"], models
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err[-2000:]
+    assert '"stock-model"' in (repo / "vllm" / "engine.json").read_text()  # the repository is untouched
