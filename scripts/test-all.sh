@@ -82,4 +82,4 @@ export BISECTBOT_TEST_INSTALLED=1   # tests/test_installed.py: bisectbot must co
 export PYTHONSAFEPATH=1             # never put the checkout (cwd) on sys.path
 export PATH="$VENV/bin:$PATH"
 ruff check .
-exec python -m pytest -n "${BISECTBOT_TEST_WORKERS:-2}" --dist loadfile "$@"
+exec python -m pytest -n "${BISECTBOT_TEST_WORKERS:-2}" --dist loadfile --durations=40 "$@"
