@@ -334,7 +334,9 @@ def test_patch_modes_hook() -> None:
 def test_plausibility_flags_and_blame() -> None:
     assert plausibility_flags(parents=2) == ["merge"]
     assert plausibility_flags(changed_paths=["docs/a.md", "tests/test_x.py"]) == ["docs-tests-only"]
-    assert plausibility_flags(changed_paths=["README"], runtime_paths=["vllm/"]) == ["outside-runtime-paths"]
+    # a README is documentation by its name (issue 23, input 5); any other file outside the runtime paths is not
+    assert plausibility_flags(changed_paths=["README"], runtime_paths=["vllm/"]) == ["docs-tests-only"]
+    assert plausibility_flags(changed_paths=["tools/merges.txt"], runtime_paths=["vllm/"]) == ["outside-runtime-paths"]
     assert plausibility_flags(changed_paths=["setup.py"], runtime_paths=["vllm/"]) == []  # build files ship
     assert plausibility_flags(changed_paths=["vllm/attn.py"], runtime_paths=["vllm/"], parents=1) == []
     assert plausibility_flags(same_build=True) == ["no-op-build"]
