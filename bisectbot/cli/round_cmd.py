@@ -342,8 +342,8 @@ def round_cancel(cctx: click.Context, ctx: Ctx, recipe_file: str, session_id: st
 
     \b
     Examples:
-      bisectbot round cancel recipes/demo-command.yaml --session S
-      bisectbot round cancel recipes/demo-command.yaml --session S --from-github   # bisect-fanout.yml
+      bisectbot round cancel demo-command --session S
+      bisectbot round cancel demo-command --session S --from-github   # bisect-fanout.yml
     """
     from ..session.lock import writer_lock
 
@@ -389,7 +389,7 @@ def round_resume(ctx: Ctx, recipe_file: str, session_id: str, wait_lock: float) 
 
     \b
     Example:
-      bisectbot round resume recipes/demo-command.yaml --session S
+      bisectbot round resume demo-command --session S
     """
     from ..session.lock import writer_lock
 

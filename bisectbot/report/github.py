@@ -575,7 +575,7 @@ class Command:
     error: str = ""
     acknowledged: bool = False
     #: for ``retract`` on an issue the bot opened: the first-bad refs its body names
-    #: (``<!-- bisectbot:culprit=REF -->``), so a job without the marker key knows what is retracted
+    #: (``<!-- bisectbot:named=REF -->``), so a job without the marker key knows what is retracted
     culprits: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -70,15 +70,16 @@ _SHA_RE = re.compile(r"[0-9a-f]{13,}")
 
 
 def culprit_marker(result: RunResult) -> str:
-    """``<!-- bisectbot:culprit=REF -->`` (after a newline) naming the final first-bad, ``""`` without
+    """``<!-- bisectbot:named=REF -->`` (after a newline) naming the final first-bad (a neutral word: a
+    release report names no culprit), ``""`` without
     one: a job without the marker key reads which culprit a retracted issue names (issue 24, input 2)."""
     final = result.final
     ref = final.first_bad.ref if final is not None and final.first_bad is not None else ""
-    return f"\n<!-- bisectbot:culprit={ref} -->" if ref and CULPRIT_REF.match(ref) else ""
+    return f"\n<!-- bisectbot:named={ref} -->" if ref and CULPRIT_REF.match(ref) else ""
 
 
 CULPRIT_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._=,+@-]{0,199}$")
-_CULPRIT_RE = re.compile(r"<!-- bisectbot:culprit=([A-Za-z0-9][A-Za-z0-9:._=,+@-]{0,199}) -->")
+_CULPRIT_RE = re.compile(r"<!-- bisectbot:named=([A-Za-z0-9][A-Za-z0-9:._=,+@-]{0,199}) -->")
 
 
 def culprits_in(body: str) -> list[str]:

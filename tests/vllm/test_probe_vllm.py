@@ -119,7 +119,9 @@ def test_no_divergence_without_the_planted_bug(plain_vllm: lane.VllmServer, othe
                          "--sizes", ",".join(map(str, sizes)), "--max-tokens", "32", "--no-expected-answer")
     assert doc["status"] == "ok" and rc == 0, (doc["status"], doc.get("reasons"), err[-2000:])
     assert len(doc["table"]) == len(sizes)
-    assert max(r["prompt_tokens"] for r in doc["table"]) >= usable - 64
+    # the largest size reaches max_size, within the size search's tolerance (a prompt is built to a
+    # requested size to within 1 %: 32593 of 32672 was seen)
+    assert max(r["prompt_tokens"] for r in doc["table"]) >= 0.99 * usable
     assert all(not r["evidence"]["reference"]["diverges"] for r in doc["table"])
 
 
