@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from .. import terminal
-from ..errors import EXIT_ERROR, BadInput
+from ..errors import EXIT_ERROR
 from .base import Ctx, cli, pass_ctx
 
 LAUNCH_EPILOG = """\b
@@ -61,16 +61,12 @@ def launch(ctx: Ctx, recipe_file: str, ref: str, runner_kind: str, toggle: str, 
     from ..session.lock import probe_dir
     from ..session.plan import candidate_for
     from ..shipped import find_recipe
-    from .round_cmd import _probe_root
+    from .round_cmd import _probe_root, triage_toggle
     from .run_cmd import _make_runner, _sigterm_as_interrupt
 
     path = find_recipe(recipe_file)
     recipe = load_recipe(path)
-    tog = None
-    if toggle:
-        tog = next((t for t in recipe.triage if t.name == toggle), None)
-        if tog is None:
-            raise BadInput(f"{path}: no triage toggle {toggle!r} (have: {', '.join(t.name for t in recipe.triage) or 'none'})")
+    tog = triage_toggle(recipe, toggle, path)
     cand = candidate_for(recipe, ref, path.parent)
     say = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
     stop = threading.Event()

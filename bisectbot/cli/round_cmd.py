@@ -45,6 +45,18 @@ def _load(recipe_file: str):  # -> (Recipe, Path)
     return load_bisection_recipe(path), path
 
 
+def triage_toggle(recipe, name: str | None, path: Path):  # -> TriageToggle | None
+    """The recipe's triage toggle ``name`` (``None`` when no name is given); raises
+    :class:`BadInput` naming the recipe file and the toggles it has when there is none of that name."""
+    if not name:
+        return None
+    tog = next((t for t in recipe.triage if t.name == name), None)
+    if tog is None:
+        have = ", ".join(t.name for t in recipe.triage) or "none"
+        raise BadInput(f"{path}: no triage toggle {name!r} (have: {have})")
+    return tog
+
+
 def _session_row(ctx: Ctx, recipe, session_id: str) -> dict:
     row = ctx.ledger().get_session(session_id)
     if row is None or (row.get("state") or {}).get("kind") != "rounds":
@@ -205,11 +217,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     from .run_cmd import _make_runner
 
     recipe, path = _load(recipe_file)
-    tog = None
-    if toggle:
-        tog = next((t for t in recipe.triage if t.name == toggle), None)
-        if tog is None:
-            raise BadInput(f"{path}: no triage toggle {toggle!r} (have: {', '.join(t.name for t in recipe.triage)})")
+    tog = triage_toggle(recipe, toggle, path)
     cand = candidate_for(recipe, ref, path.parent)
     from .. import progress
 
