@@ -327,7 +327,8 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
     session or recipe hash, of a stale round or for an unplanned probe is refused with the
     reason; the others are still recorded. So is each file that is not a regular file
     (a FIFO), over 4 MiB, not JSON, whose two verdicts differ, or (with --digests) whose
-    SHA-256 is not the probe job's. Exit 0 when none is refused, else 2.
+    SHA-256 is not the probe job's, or that was probed with other focus sizes than the plan's
+    (round probe --focus). Exit 0 when none is refused, else 2.
     """
     from ..session.lock import writer_lock
     from ..session.plan import import_verdicts

@@ -214,7 +214,10 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
     of another session or recipe hash, of a stale round, or for a probe the plan does not
     name is ``refused`` (nothing stored from it), and so is each unreadable, malformed, oversized
     or non-regular file and, with ``digests``, a file whose SHA-256 is not the probe job's
-    (:func:`read_verdict`). Files that pass are stored together.
+    (:func:`read_verdict`), and a file probed with other focus sizes than the plan's (issue 23:
+    its key claims them). A planned re-probe (``ProbeJob.again``) replaces the key's cached skip.
+    Each recorded verdict carries ``extra["round_session"]`` (:meth:`Prober.answered_here`).
+    Files that pass are stored together.
     """
     pending = {j.key: j for j in ([] if plan.done else plan.jobs)}
     out: list[ImportOutcome] = []
