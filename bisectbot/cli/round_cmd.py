@@ -31,7 +31,7 @@ def round_group() -> None:
     \b
     Examples (after 'bisectbot demo'; S, SHA, KEY and N come from plan.json):
       bisectbot round plan demo-command --slots 4 > plan.json
-      bisectbot round probe demo-command --session S --ref SHA --key KEY --round N --out - > v1.json
+      bisectbot round probe demo-command --session S --ref SHA --key KEY --round N [--focus SIZES] --out - > v1.json
       bisectbot round import demo-command --session S v1.json
       bisectbot round plan demo-command --session S     # the next round, or done + result
     """
@@ -112,8 +112,9 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
     """Print the next round of RECIPE's bisection as one JSON document.
 
     \b
-    {"session", "round", "done", "probes": [{"ref", "component", "key", ...}], "result"}
-    "result" is the path of result.json once done (the report is written then).
+    {"session", "round", "done", "probes": [{"ref", "component", "key", "focus", ...}], "result"}
+    "result" is the path of result.json once done (the report is written then). A probe's
+    "focus" (sizes, tokens: where the bad end failed) goes to 'round probe --focus'.
     Probes that never came back are planned again. Exit 0; 2 on bad input; 1 when the
     session has stopped (a round without progress, /bisectbot cancel), is past
     bisect.max_rounds, or is driven by another --chain.
@@ -198,11 +199,16 @@ def _check_chain(session_id: str, state: dict, chain: str) -> None:
 @click.option("--attempt", type=click.IntRange(1, 100), default=None,
               help="Attempt number (default: the session's plan, else 1).")
 @click.option("--toggle", default="", help="Triage toggle name of the probe (plan's 'toggle').")
+@click.option("--focus", "focus_text", metavar="N,M",
+              help="Prompt sizes (tokens) the threshold search asks first: the plan's 'focus', joined by commas "
+                   "(where the bad end fails, issue 23; '' for none; default: the session's plan in this "
+                   "ledger, else none). 'round import' refuses a file probed with other focus sizes than planned.")
 @click.option("--runner-name", default="", help="Name of this runner in the verdict file (default: host name).")
 @_RUNNER
 @pass_ctx
 def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file: str, key: str | None,
-                round_no: int | None, attempt: int | None, toggle: str, runner_name: str, runner_kind: str) -> None:
+                round_no: int | None, attempt: int | None, toggle: str, focus_text: str | None, runner_name: str,
+                runner_kind: str) -> None:
     """Run one probe of a round (anywhere) and write its verdict file; the ledger is not written.
 
     \b
@@ -210,7 +216,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     timings; 'bisectbot round import' records it. Exit 0 when the file is written.
     """
     from ..reaper import kill_descendants
-    from ..session.executor import build_key, probe_key, reproducer_key, run_probe
+    from ..session.executor import build_key, focused_key, probe_key, reproducer_key, run_probe
     from ..session.lock import probe_dir
     from ..session.plan import candidate_for, make_verdict
     from ..session.verdict_file import render_verdict, sha256, write_verdict
@@ -222,21 +228,32 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     from .. import progress
 
     progress.enable(None if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True)))
+    focus = parse_focus(focus_text)
     if key is None:  # the plan's key, attempt and round (issue 24: a hand-run probe wrote attempt 1)
         planned = _planned(ctx, recipe, session_id, ref, toggle)
         if planned is not None:
             key = planned["key"]
             attempt = attempt or int(planned.get("attempt") or 1)
             round_no = round_no if round_no is not None else planned.get("round")
+            focus = tuple(planned.get("focus") or ()) if focus is None else focus
+    elif focus is None:  # a key without --focus: the plan of this ledger when it names that key
+        try:
+            planned = _planned(ctx, recipe, session_id, ref, toggle)
+        except BadInput:
+            planned = None
+        if planned is not None and planned.get("key") == key:
+            focus = tuple(planned.get("focus") or ())
+    focus = focus or ()
     attempt = attempt or 1
     started = time.time()
     with probe_dir(_probe_root(ctx, recipe)) as work:
         runner = _make_runner(ctx, recipe, path, runner_kind, workdir=work)
-        k = key or probe_key(cand.ref, build_key(runner, cand), reproducer_key(recipe), toggle, attempt)
-        res = run_probe(recipe, runner, cand, k, attempt, tog)
+        k = key or probe_key(cand.ref, build_key(runner, cand), focused_key(reproducer_key(recipe), focus), toggle,
+                             attempt)
+        res = run_probe(recipe, runner, cand, k, attempt, tog, focus=list(focus) or None)
         kill_descendants()  # nothing the candidate started lives while its verdict file is written
     doc = make_verdict(res, session=session_id, round_no=round_no, key=k, ref=ref, recipe=recipe,
-                       attempt=attempt, toggle=toggle, runner=runner_name, started=started)
+                       attempt=attempt, toggle=toggle, runner=runner_name, started=started, focus=focus)
     # the whole document is redacted (the candidate's output tails carried HF_TOKEN: issue 24, input 3)
     if out_file == "-":
         data = render_verdict(doc)
@@ -255,6 +272,17 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         ctx.emit(summary, line)  # the one --json document: {"key", "ref", "verdict", "reason", "out", "sha256"}
     else:
         terminal.echo(json.dumps(summary, sort_keys=True) if ctx.json else line, err=out_file == "-")
+
+
+def parse_focus(text: str | None) -> tuple[int, ...] | None:
+    """``--focus`` as sizes (tokens): ``"21822,24000"`` -> ``(21822, 24000)``, ``""`` -> ``()``,
+    None (not given) -> None. BadInput for anything but positive integers joined by commas."""
+    if text is None:
+        return None
+    parts = [x.strip() for x in text.replace(" ", ",").split(",") if x.strip()]
+    if not all(x.isdigit() and int(x) > 0 for x in parts):
+        raise BadInput(f"--focus {text[:80]!r}: prompt sizes (tokens) joined by commas expected, e.g. 21822,24000")
+    return tuple(int(x) for x in parts)
 
 
 def _planned(ctx: Ctx, recipe, session_id: str, ref: str, toggle: str) -> dict | None:
@@ -299,7 +327,8 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
     session or recipe hash, of a stale round or for an unplanned probe is refused with the
     reason; the others are still recorded. So is each file that is not a regular file
     (a FIFO), over 4 MiB, not JSON, whose two verdicts differ, or (with --digests) whose
-    SHA-256 is not the probe job's. Exit 0 when none is refused, else 2.
+    SHA-256 is not the probe job's, or that was probed with other focus sizes than the plan's
+    (round probe --focus). Exit 0 when none is refused, else 2.
     """
     from ..session.lock import writer_lock
     from ..session.plan import import_verdicts

@@ -62,6 +62,12 @@ def reproducer_key(recipe: Recipe) -> str:
     return recipe.verdict_hash() + (f"|cmd:{h.hexdigest()[:16]}" if seen else "")
 
 
+def focused_key(repro_key: str, focus: tuple[int, ...] | list[int]) -> str:
+    """The reproducer key of a probe whose threshold search asks ``focus`` (tokens, the bad end's
+    failing sizes, issue 23) first: ``repro_key`` then ``|focus:N,M`` (unchanged without focus)."""
+    return repro_key + (f"|focus:{','.join(map(str, focus))}" if focus else "")
+
+
 def build_key(runner: CandidateRunner, c: Candidate) -> str:
     """The runner's build key of ``c`` (``""`` when the runner has none): part of the probe key."""
     fn = getattr(runner, "build_key", None)
@@ -247,13 +253,16 @@ def _run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, 
 @dataclass
 class ProbeJob:
     """One probe to run: the candidate, its probe key (:func:`probe_key`), attempt number, toggle,
-    and the sizes (tokens) its threshold search asks first (``focus``, issue 23; empty: none)."""
+    and the sizes (tokens) its threshold search asks first (``focus``, issue 23; empty: none).
+    ``again``: the key's cached verdict (a skip at an end of the search) is probed once more and
+    the new verdict replaces it (issue 23, input 3)."""
 
     candidate: Candidate
     key: str
     attempt: int = 1
     toggle: TriageToggle | None = None
     focus: tuple[int, ...] = ()
+    again: bool = False
 
 
 class Executor(Protocol):

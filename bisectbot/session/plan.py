@@ -93,19 +93,24 @@ class RoundPlan:
     status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"session", "round", "done", "probes": [{"ref", "component", "key", ...}], "result"}``:
-        ``result`` is the path of ``result.json`` once done (else None)."""
+        """``{"session", "round", "done", "probes": [{"ref", "component", "key", "focus", ...}], "result"}``:
+        ``result`` is the path of ``result.json`` once done (else None). A probe's ``focus`` is the
+        list of sizes (tokens) where the search's bad end failed, for ``round probe --focus`` (its
+        threshold search asks them first, issue 23); ``[]`` before the bad end's verdict is known
+        and for reproducers without sizes."""
         return {"session": self.session, "round": self.round, "done": self.done, "result": self.result,
                 "status": self.status,
                 "probes": [{"ref": plan_ref(j.candidate), "component": j.candidate.component, "key": j.key,
                             "label": j.candidate.label, "attempt": j.attempt,
-                            "toggle": j.toggle.name if j.toggle else ""} for j in self.jobs]}
+                            "toggle": j.toggle.name if j.toggle else "", "focus": list(j.focus)}
+                           for j in self.jobs]}
 
 
 def plan_round(session: Any, good: str, bad: str, session_id: str, slots: int) -> tuple[RoundPlan, Any]:
     """Replay ``session`` (a :class:`Session` whose executor is a :class:`PlanningExecutor`)
     from the ledger. Returns the plan and, when done, the :class:`RunResult` (else None)."""
     session.log_resume = False
+    session.prober.round_session = session_id  # its own verdicts are not "cached" ones (issue 23, input 3)
     try:
         result = session.run(good, bad)
     except RoundPending as p:
@@ -117,13 +122,16 @@ def plan_round(session: Any, good: str, bad: str, session_id: str, slots: int) -
 
 
 def make_verdict(res: ProbeResult, *, session: str, round_no: int | None, key: str, ref: str,
-                 recipe: Recipe, attempt: int, toggle: str, runner: str, started: float) -> dict[str, Any]:
+                 recipe: Recipe, attempt: int, toggle: str, runner: str, started: float,
+                 focus: tuple[int, ...] | list[int] = ()) -> dict[str, Any]:
     """The verdict file of one probe: probe key, verdict, threshold table, evidence (reason,
-    signature, logs, patch states), runner name and timings (POSIX seconds and ISO UTC)."""
+    signature, logs, patch states), runner name, timings (POSIX seconds and ISO UTC) and the
+    focus sizes (tokens) its threshold search asked first (``[]``: none; issue 23)."""
     fin = time.time()
     return {
         "format": VERDICT_FORMAT, "session": session, "round": round_no, "key": key, "ref": ref,
         "recipe": recipe.name, "recipe_hash": recipe.verdict_hash(), "attempt": attempt, "toggle": toggle,
+        "focus": [int(x) for x in focus],
         "verdict": res.verdict.value, "reason": res.reason, "signature": res.signature,
         "threshold": list(res.threshold) if res.threshold else None, "table": res.table,
         "evidence": {"log_paths": res.log_paths, "patches": res.patches, "extra": res.extra},
@@ -170,6 +178,10 @@ def read_verdict(path: Path, digests: dict[str, str] | None = None) -> dict[str,
         raise BadInput(f"{path}: verdict {d['verdict']!r} is not good, bad or skip")
     if d.get("round") is not None and not isinstance(d["round"], int):
         raise BadInput(f"{path}: round {d['round']!r} is not a number")
+    focus = d.get("focus")  # absent in files of a bisectbot before issue 23's rounds: no focus was asked
+    if focus is not None and (not isinstance(focus, list)
+                              or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in focus)):
+        raise BadInput(f"{path}: focus {str(focus)[:80]} is not a list of prompt sizes (tokens)")
     probe = d["probe"]
     if not isinstance(probe, dict) or probe.get("verdict") != d["verdict"]:
         inner = probe.get("verdict") if isinstance(probe, dict) else None
@@ -202,7 +214,10 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
     of another session or recipe hash, of a stale round, or for a probe the plan does not
     name is ``refused`` (nothing stored from it), and so is each unreadable, malformed, oversized
     or non-regular file and, with ``digests``, a file whose SHA-256 is not the probe job's
-    (:func:`read_verdict`). Files that pass are stored together.
+    (:func:`read_verdict`), and a file probed with other focus sizes than the plan's (issue 23:
+    its key claims them). A planned re-probe (``ProbeJob.again``) replaces the key's cached skip.
+    Each recorded verdict carries ``extra["round_session"]`` (:meth:`Prober.answered_here`).
+    Files that pass are stored together.
     """
     pending = {j.key: j for j in ([] if plan.done else plan.jobs)}
     out: list[ImportOutcome] = []
@@ -224,10 +239,11 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
                 f"{f}: probed with recipe hash {d['recipe_hash']}, but {recipe.name} now has "
                 f"{recipe.verdict_hash()} (the recipe's reproducer changed): probe again"), key))
             continue
-        if key in seen or ledger.get_probe(key) is not None:
+        job = pending.get(key)
+        if key in seen or (ledger.get_probe(key) is not None and not (job is not None and job.again)):
+            # (a planned re-probe of a cached skip at an end replaces that skip: issue 23, input 3)
             out.append(ImportOutcome(str(f), "already recorded", f"{f}: probe {key} already recorded", key))
             continue
-        job = pending.get(key)
         if job is None:
             rnd = d.get("round")
             why = (f"round {rnd} is stale (the session is at round {plan.round})"
@@ -239,6 +255,19 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         if d["ref"] != plan_ref(job.candidate):
             out.append(ImportOutcome(str(f), "refused", f"{f}: probe {key} is of {plan_ref(job.candidate)}, "
                                      f"the file says {d['ref']}", key))
+            continue
+        got = tuple(d.get("focus") or ())
+        if got != tuple(job.focus):
+            # the key says "asked first where the bad end fails"; a file probed otherwise claims
+            # what it did not test (issue 23: a crash at the largest sizes read as a skip)
+            want = ",".join(map(str, job.focus))
+            out.append(ImportOutcome(str(f), "refused", (
+                f"{f}: probed " + (f"asking {','.join(map(str, got))} tokens first" if got else
+                                   "without focus sizes (a 'round probe' without --focus, or of an older bisectbot)")
+                + f", but round {plan.round} plans {d['ref'][:40]} "
+                + (f"asking {want} tokens first, where the bad end fails: probe again with "
+                   f"'round probe --focus {want}' (the plan's 'focus')" if want else
+                   "without focus sizes: probe again without --focus")), key))
             continue
         try:
             res = ProbeResult.from_dict(d["probe"])
@@ -266,7 +295,7 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         res.verdict = Verdict(d["verdict"])
         res.cache_key = key
         res.extra = {**res.extra, "runner": d.get("runner", ""), "timings": d.get("timings", {}),
-                     "imported_from": Path(f).name}
+                     "imported_from": Path(f).name, "round_session": plan.session}
         store.append(res)
         seen.add(key)
         out.append(ImportOutcome(str(f), "recorded", f"{f}: {d['ref'][:40]} {res.verdict.value} "

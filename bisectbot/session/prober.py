@@ -18,7 +18,17 @@ from ..ledger import Ledger
 from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner
-from .executor import Echo, Executor, LocalExecutor, ProbeJob, build_key, probe_key, reproducer_key, run_probe
+from .executor import (
+    Echo,
+    Executor,
+    LocalExecutor,
+    ProbeJob,
+    build_key,
+    focused_key,
+    probe_key,
+    reproducer_key,
+    run_probe,
+)
 from .prefetch import Prefetcher
 from .replay import LogLine
 
@@ -47,6 +57,11 @@ class Prober:
     round loop once the bad end is known bad, asked first by every later probe's threshold
     search (:mod:`bisectbot.reproduce.focus`) and part of those probes' cache keys.
 
+    ``round_session`` (issue 23, input 3): the round session (``bisectbot round plan``) this
+    prober replays, ``""`` in a ``run``; a verdict ``round import`` recorded for it carries its id
+    (``extra["round_session"]``), which tells a verdict of this session from an older cached one
+    (:meth:`answered_here`).
+
     Events are logged into the current session (:meth:`start`); the first ``n`` probe events
     after :meth:`prior_events` found ``n`` logged ones are not logged again (a resumed run).
     """
@@ -72,6 +87,7 @@ class Prober:
         self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
         self.oracle: Any = None  # the run's reference while it is up (issue 18)
         self.focus: tuple[int, ...] = ()  # the bad end's failing sizes (issue 23)
+        self.round_session = ""  # the round session replayed (issue 23, input 3)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
         self.round_no = 0  # rounds (batches of probes) so far, cached ones included
         self.session_id = ""
@@ -83,7 +99,7 @@ class Prober:
 
     def _repro_key(self) -> str:
         """The reproducer key of the next probes: with ``focus``, the sizes asked first too."""
-        return self.repro_key + (f"|focus:{','.join(map(str, self.focus))}" if self.focus else "")
+        return focused_key(self.repro_key, self.focus)
 
     def start(self, stage: str, good: str, bad: str) -> str:
         """Make the session of ``stage`` between refs ``good`` and ``bad`` the current one; its id
@@ -135,6 +151,13 @@ class Prober:
         self._retried.add(key)
         self.echo(f"retrying cached skip of {cached.candidate.ref[:12]}: {cached.reason[:120]}")
         return True
+
+    def answered_here(self, res: ProbeResult) -> bool:
+        """True when ``res`` (from the ledger) was probed for the round session this prober
+        replays (recorded by ``round import`` for it); False in a ``run`` and for verdicts cached
+        before the session (another run or session): those are "cached" in the sense of issue 23,
+        input 3, and a skip among them at an end of the search is probed once more."""
+        return bool(self.round_session) and res.extra.get("round_session") == self.round_session
 
     def _store(self, res: ProbeResult) -> None:
         """Cache ``res`` in the ledger unless it is a transient error (never a verdict to reuse)."""
@@ -223,7 +246,7 @@ class Prober:
         self.round_no += 1
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempt)
         self.echo(f"{c.label or c.ref[:12]}: its cached verdict is a skip at an end of the search: probing it again")
-        for _n, res in executor.run([ProbeJob(c, key, attempt, None, self.focus)]):
+        for _n, res in executor.run([ProbeJob(c, key, attempt, None, self.focus, again=True)]):
             self.fresh_probes += 1
             self._store(res)
             return res

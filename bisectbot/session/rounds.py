@@ -44,6 +44,13 @@ def phase_of(b: Bisection, i: int) -> str:
     return "boundary" if i in b._ends_left else "verify" if i in b._verify_targets else "search"
 
 
+def unfocused_skip(res: ProbeResult) -> bool:
+    """True when ``res`` is a skip from its threshold search (its table has rows: the server ran
+    and answered some sizes) rather than from a build or a start, and not the scope rule's skip:
+    asked first at the bad end's failing sizes, the candidate may answer (issue 23, input 2)."""
+    return res.verdict is Verdict.SKIP and bool(res.table) and "scope" not in res.extra
+
+
 def feed_order(b: Bisection, done: list[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
     """Yield a round's ``((index, attempt), result)`` pairs in the order to feed them: as
     planned, except that a probe of a current verification target waits until the other
@@ -161,6 +168,7 @@ class RoundLoop:
                 nxt = next_candidates(b, batch[0])  # what the next step can need, likely first
                 executor.prefetch([candidates[i] for i in batch + nxt],
                                   [candidates[j] for j in nxt if prober.needs_probe(candidates[j], attempts, j)])
+            asked = prober.focus  # the sizes this round's probes ask first
             jobs = []
             for i in batch:
                 attempts[i] = attempts.get(i, 0) + 1
@@ -170,6 +178,8 @@ class RoundLoop:
                 results = [(verdict_fn(res), origin) for res, origin in results]
             for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
                 if scope is not None and verdict_fn is None:
+                    if asked != prober.focus and unfocused_skip(res):
+                        res, origin = self._refocus(candidates[i], a, res, executor)
                     res = scope.judge(res)  # issue 23: compared only where the bad end failed
                 if i == len(candidates) - 1 and phase_of(b, i) == "boundary":
                     # a command that cannot run is checked on the good end (git bisect run, 2.36)
@@ -177,10 +187,10 @@ class RoundLoop:
                 end_note = ""
                 if (phase_of(b, i) == "boundary" and res.verdict is Verdict.SKIP and verdict_fn is None
                         and "scope" not in res.extra):
-                    if origin == "cache" and not prober.retry_errors and prober.executor is None:
-                        # (local runs only: a planned round -- `round plan` -- replays the session per
-                        # round, where "once" cannot be told from "again")
-                        # issue 23, input 3: a cached skip at an end is probed once more before the end is untestable
+                    if origin == "cache" and not prober.retry_errors and not prober.answered_here(res):
+                        # issue 23, input 3: a cached skip at an end is probed once more before the end is
+                        # untestable (a round session replays itself each round: a skip it recorded is
+                        # its own probe, not a cached one -- once, never again)
                         res, origin = prober.probe_fresh(candidates[i], a, executor), "probe"
                     if res.verdict is Verdict.SKIP:
                         end_note = (f"{res.reason[:300]}; if that failure passes on its own, "
@@ -221,6 +231,16 @@ class RoundLoop:
                         self.echo(f"scope: candidates are compared at {scope.failing} tokens and above, where "
                                   f"the bad end fails; their probes ask {', '.join(map(str, scope.sizes))} "
                                   "tokens first")
+
+    def _refocus(self, c: Candidate, attempt: int, res: ProbeResult, executor: Any) -> tuple[ProbeResult, str]:
+        """Probe ``c`` again asking the bad end's failing sizes first (``prober.focus``): its probe
+        ran in the round that first probed the bad end, before those sizes were known, and its
+        threshold search ended in an error (``res``: a crash at the largest sizes, issue 23 input 2)."""
+        self.echo(f"{c.label or c.ref[:12]}: probed before the bad end's failing sizes were known and skipped "
+                  f"({res.reason[:120]}): probing it again asking {', '.join(map(str, self.prober.focus))} "
+                  "tokens first")
+        ((again, origin),) = self.prober.probe_batch([(c, attempt)], executor)
+        return again, origin
 
     def _end_reprobe(self, b: Bisection, candidates: list[Candidate], i: int, attempt: int,
                      attempts: dict[int, int], probes: list[ProbeResult], executor: Any) -> ProbeResult:

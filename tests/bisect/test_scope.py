@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 PY = sys.executable
@@ -102,15 +103,18 @@ def test_a_build_inside_the_range_that_cannot_reach_the_failing_size_is_a_skip(t
 # ----------------------------------------------------------------- 2: a crash above the threshold
 
 
-def test_a_crash_above_the_threshold_does_not_hide_the_culprit(tmp_path, kit) -> None:
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_a_crash_above_the_threshold_does_not_hide_the_culprit(tmp_path, kit, parallel) -> None:
     """c3..c7 crash the server on prompts >= 28K; c5 also turns to garbage from 20,000 tokens (the
     bad end c8 has the bug, no crash). Opened at the maximum, c3..c7 were skips and the answer the
-    range c3..c8; asked first where the bad end fails, c5 is the culprit and the crash a second finding."""
+    range c3..c8; asked first where the bad end fails, c5 is the culprit and the crash a second finding.
+    With 3 probes a round, c4 is probed beside the ends, before the failing sizes are known: its
+    crash-skip is probed again asking them first (else the answer was the range c4..c5)."""
     cfgs = [{"threshold": 20000 if i >= 5 else None, "crash_above": 28000 if 3 <= i <= 7 else None}
             for i in range(9)]
     shas = history(kit, tmp_path / "repo", cfgs)
     r = recipe(tmp_path, tmp_path / "repo", shas)
-    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), "--parallel", str(parallel))
     out = p.stdout + p.stderr
     final = result(tmp_path)["stages"][-1]
     assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[5], out
