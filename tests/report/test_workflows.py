@@ -161,6 +161,10 @@ def test_fanout_shape():
     assert "--chain" in _steps_text(jobs["plan"]) and "bisectbot round cancel" in reduce
     for j in jobs.values():  # inputs and matrix values reach scripts only through env
         assert "${{" not in _steps_text(j)
+    # issue 23: each probe asks the bad end's failing sizes first; `round import` refuses a verdict
+    # probed without the plan's focus, so the plan's focus must reach `round probe`
+    assert '"focus"' in _steps_text(jobs["plan"])
+    assert probe["env"]["FOCUS"] == "${{ matrix.probe.focus }}" and '--focus "$FOCUS"' in _steps_text(probe)
 
 
 def test_ci_runs_the_readme_test_command():
