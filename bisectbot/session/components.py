@@ -177,12 +177,11 @@ class ComponentStage:
                 repos[c] = self.repo_of(c)
                 old[c], new[c] = repos[c].resolve(old[c]), repos[c].resolve(new[c])
             except BadInput as e:  # unreachable or unknown upstream: the nightly result still stands
-                result.notes.append(f"{c} changed ({old[c]} -> {new[c]}) but its commits cannot be bisected: {e}")
+                # (no stage over the others either: the one left out may be the guilty one)
+                result.notes.append(f"{c} changed ({old[c]} -> {new[c]}) but its commits cannot be bisected: {e}; "
+                                    "no commit stage ran")
                 self.echo(f"{c}: no commit stage: {e}")
-                del old[c], new[c]
-                repos.pop(c, None)
-        if not old:
-            return []
+                return []
         return self.run(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb)
 
     def _open(self, component: str) -> Any:
