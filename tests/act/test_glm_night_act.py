@@ -215,7 +215,7 @@ def test_first_night_of_the_glm_recipe_on_the_mi355x_profile(registry, base_imag
         assert (deploy / "runners" / "mi355x.yaml").read_bytes() == (ROOT / "runners" / "mi355x.yaml").read_bytes()
 
         # runners/README.md, before the first night: `bisectbot runner check --recipe ...` (the device checks pass;
-        # this host has no amd-smi and 8 GPUs to count)
+        # this host has no amd-smi and 8 GPUs to count) and `bisectbot recipe validate recipes/*.yaml`
         check = subprocess.run([exe(), "--json", "runner", "check", "--recipe",
                                 f"recipes/{RECIPE}.yaml"], cwd=deploy, env={**os.environ, **env},
                                capture_output=True, text=True, timeout=120)
@@ -225,6 +225,11 @@ def test_first_night_of_the_glm_recipe_on_the_mi355x_profile(registry, base_imag
             assert "device" not in msg and "mounts" not in msg, msg
         else:
             assert all(checks[f"device {tmp_path}/dev/{n}"]["ok"] for n in ("kfd", "dri")), checks
+
+        validate = subprocess.run([exe(), "recipe", "validate", *sorted(str(p.relative_to(deploy)) for p in
+                                                                     (deploy / "recipes").glob("*.yaml"))],
+                                  cwd=deploy, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+        assert validate.returncode == 0 and "warning" not in validate.stdout + validate.stderr, validate
 
         art = tmp_path / "artifacts"
         art.mkdir()
