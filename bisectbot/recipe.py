@@ -490,14 +490,20 @@ class Recipe(_Model):
 
 
 def parse_recipe(text: str, filename: str = "<recipe>") -> Recipe:
-    """Parse recipe YAML text.
+    """Parse recipe YAML text; a registry source is rewritten to the runner's mirror when
+    ``$BISECTBOT_REGISTRY_MIRROR`` covers its registry (:mod:`bisectbot.mirror`).
 
-    Raises :class:`RecipeError` listing every problem as ``FILE:LINE:COL: field: message``.
+    Raises :class:`RecipeError` listing every problem as ``FILE:LINE:COL: field: message``;
+    :class:`~bisectbot.errors.BadInput` (exit 2) for a malformed ``$BISECTBOT_REGISTRY_MIRROR``.
     """
     try:
-        return load_located(Recipe, text, filename, "recipe fields")
+        recipe = load_located(Recipe, text, filename, "recipe fields")
     except LocatedErrors as e:
         raise RecipeError(e.problems) from None
+    from .mirror import mirrored_source
+
+    recipe.source = mirrored_source(recipe.source)  # the runner's $BISECTBOT_REGISTRY_MIRROR, if any
+    return recipe
 
 
 def check_patch_ids(recipe: Recipe, known: list[str], text: str, filename: str = "<recipe>") -> list[str]:

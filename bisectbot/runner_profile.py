@@ -7,7 +7,9 @@ shared-memory size, security options, capabilities, ulimits, GPU slots (e.g. ``0
 variables passed through from the host (``HF_TOKEN``: the value never reaches logs) and
 cache directories ``runner check`` looks at.
 
-``${VAR}`` and ``${VAR:-default}`` and a leading ``~`` are expanded in mounts and cache dirs.
+``${VAR}`` and ``${VAR:-default}`` and a leading ``~`` are expanded in devices, mounts and cache
+dirs. A runner's own differences from a profile (device nodes elsewhere, an ulimit its Docker
+daemon cannot grant) go in ``$BISECTBOT_RUNNER_OVERRIDES`` (:func:`with_overrides`), not in a copy.
 Errors are ``FILE:LINE:COL: field: message`` lines (:class:`bisectbot.errors.BadInput`, exit 2).
 """
 
@@ -36,7 +38,8 @@ class RunnerProfile(BaseModel):
 
     name: str
     description: str = ""
-    devices: list[str] = Field(default_factory=list)
+    devices: list[str] = Field(default_factory=list, description="HOST[:CONTAINER[:PERMS]] device nodes or "
+                               "directories of them (docker --device); the container path defaults to HOST")
     group_add: list[str] = Field(default_factory=list)
     ipc_mode: str | None = None
     shm_size: str | None = None
@@ -87,6 +90,16 @@ class RunnerProfile(BaseModel):
             return {}
         gpus = ",".join(str(g) for g in slot_gpus(slot))
         return {k: gpus for k in self.visible_devices_env}
+
+    def expanded_devices(self) -> list[tuple[str, str, str]]:
+        """``(host, container, permissions)`` of each device with variables and ``~`` expanded; the
+        container path defaults to the host's, permissions to ``rwm``."""
+        out = []
+        for d in self.devices:
+            parts = expand(d).split(":")  # ${VAR:-default} has a colon: split after expansion
+            host = parts[0]
+            out.append((host, parts[1] if len(parts) > 1 and parts[1] else host, parts[2] if len(parts) > 2 else "rwm"))
+        return out
 
     def expanded_mounts(self) -> list[tuple[str, str, str]]:
         """``(host, container, mode)`` with variables and ``~`` expanded."""
@@ -220,7 +233,7 @@ def load_profile(name_or_path: str | Path, recipe_path: str | Path | None = None
                 text = read_text(c)  # size-limited, UTF-8 checked
             except LocatedErrors as e:
                 raise BadInput(str(e)) from None
-            return parse_profile(text, str(c))
+            return with_overrides(parse_profile(text, str(c)))
     from .shipped import shipped_dir
 
     shipped = shipped_dir("runners")
@@ -231,6 +244,38 @@ def load_profile(name_or_path: str | Path, recipe_path: str | Path | None = None
     )
 
 
+OVERRIDES_ENV = "BISECTBOT_RUNNER_OVERRIDES"
+
+
+def with_overrides(profile: RunnerProfile, environ: dict[str, str] | None = None) -> RunnerProfile:
+    """``profile`` with this runner's overrides: ``$BISECTBOT_RUNNER_OVERRIDES`` names a YAML file
+    mapping profile names to fields that replace the profile's (``mi355x: {devices: [...]}``), for
+    what one host does differently from a shipped profile (device nodes elsewhere, a Docker daemon
+    that cannot grant an ulimit) without copying it. The result is validated as a profile and its
+    :meth:`~RunnerProfile.verdict_hash` covers the replaced fields. Raises :class:`BadInput` for a
+    missing or malformed file (naming the variable)."""
+    from .located import compose
+
+    path = (os.environ if environ is None else environ).get(OVERRIDES_ENV, "")
+    if not path:
+        return profile
+    try:
+        data, _ = compose(read_text(Path(path)), path, "profile names")
+    except LocatedErrors as e:
+        raise BadInput(f"{OVERRIDES_ENV}: {e}") from None
+    except OSError as e:
+        raise BadInput(f"{OVERRIDES_ENV}={path}: cannot read: {e.strerror or e}") from None
+    section = data.get(profile.name)
+    if section is None:
+        return profile
+    if not isinstance(section, dict) or "name" in section:
+        raise BadInput(f"{path}: {profile.name}: expected a mapping of profile fields (not 'name')")
+    try:
+        return RunnerProfile.model_validate({**profile.model_dump(), **section})
+    except ValueError as e:
+        raise BadInput(f"{path}: {profile.name}: {e}") from None
+
+
 def docker_run_kwargs(profile: RunnerProfile, slot: str | None = None) -> dict[str, Any]:
     """Keyword arguments for ``docker.containers.run`` from a profile (devices, groups, ipc,
     shm, security options, capabilities, ulimits, mounts). Environment is left to the caller."""
@@ -238,9 +283,9 @@ def docker_run_kwargs(profile: RunnerProfile, slot: str | None = None) -> dict[s
 
     kw: dict[str, Any] = {"init": profile.init}
     if profile.devices:
-        kw["devices"] = [d if ":" in d else f"{d}:{d}:rwm" for d in profile.devices]
+        kw["devices"] = [f"{h}:{c}:{perms}" for h, c, perms in profile.expanded_devices()]
     if profile.group_add:
-        kw["group_add"] = list(profile.group_add)
+        kw["group_add"] = host_groups(profile.group_add)
     if profile.ipc_mode:
         kw["ipc_mode"] = profile.ipc_mode
     if profile.shm_size:
@@ -257,6 +302,24 @@ def docker_run_kwargs(profile: RunnerProfile, slot: str | None = None) -> dict[s
     if mounts:  # a list of HOST:CONTAINER:MODE: a dict keyed by host path would drop a second bind of one host dir
         kw["volumes"] = [b.spec() for b in mounts]
     return kw
+
+
+def host_groups(names: list[str]) -> list[str]:
+    """``group_add`` as the host's GIDs: ``video``/``render`` name the groups that own the host's device
+    nodes, and Docker would look a name up in the *image's* ``/etc/group`` (an image without a
+    ``render`` group fails to start: "Unable to find group render"; one with another GID gets no
+    access to ``/dev/dri/renderD*``). A number stays; a name the host lacks is left to Docker."""
+    import grp
+
+    out = []
+    for g in names:
+        if not g.isdigit():
+            try:
+                g = str(grp.getgrnam(g).gr_gid)
+            except KeyError:
+                pass
+        out.append(g)
+    return out
 
 
 def mount_clashes(profile: RunnerProfile, recipe_mounts: list[str], text: str | None = None,

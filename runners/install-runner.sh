@@ -18,6 +18,8 @@
 #   --dir DIR            runner install directory (default: /opt/bisectbot-runner)
 #   --state DIR          bisectbot ledger directory kept across jobs (default: /var/lib/bisectbot/state)
 #   --hf-home DIR        Hugging Face cache shared by all jobs (default: /var/lib/bisectbot/hf)
+#   --registry-mirror URL  fetch nightly images through this mirror of Docker Hub (or UPSTREAM=URL,...):
+#                        written to .env as BISECTBOT_REGISTRY_MIRROR (http[s]://HOST[:PORT][/PREFIX])
 #   --version X.Y.Z      actions/runner version (default: the latest release, asked from the GitHub API)
 #   --tarball FILE       use a downloaded actions-runner-linux-x64-*.tar.gz instead of downloading
 #   --sha256 HEX         expected SHA-256 of the tarball (checked when given)
@@ -28,7 +30,7 @@ set -euo pipefail
 
 REPO="" LABELS="linux,mi355x" NAME="bisectbot-$(hostname -s)" RUSER="bisectbot"
 DIR="/opt/bisectbot-runner" STATE="/var/lib/bisectbot/state" HF="/var/lib/bisectbot/hf"
-VERSION="" TARBALL="" SHA256="" MIN_FREE_GB=500 DRY=0
+VERSION="" TARBALL="" SHA256="" MIN_FREE_GB=500 DRY=0 MIRROR=""
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "install-runner: error: $*" >&2; exit 2; }
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
     --dir) DIR="${2:?}"; shift 2 ;;
     --state) STATE="${2:?}"; shift 2 ;;
     --hf-home) HF="${2:?}"; shift 2 ;;
+    --registry-mirror) MIRROR="${2:?}"; shift 2 ;;
     --version) VERSION="${2:?}"; shift 2 ;;
     --tarball) TARBALL="${2:?}"; shift 2 ;;
     --sha256) SHA256="${2:?}"; shift 2 ;;
@@ -56,6 +59,7 @@ done
 
 [[ "$REPO" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] || die "--repo OWNER/REPO is required (got '${REPO}')"
 [[ "$LABELS" =~ ^[A-Za-z0-9_.,-]+$ ]] || die "--labels must be comma-separated words"
+[ -z "$MIRROR" ] || [[ "$MIRROR" =~ ^[A-Za-z0-9_.:/=,-]+$ ]] || die "--registry-mirror must be URL or UPSTREAM=URL,... (got '${MIRROR}')"
 [[ "$RUSER" =~ ^[a-z_][a-z0-9_-]{0,31}$ ]] || die "--user '$RUSER' is not a valid user name"
 [ "$DRY" = 1 ] || [ "$(id -u)" = 0 ] || die "run as root (or with --dry-run)"
 [ "$DRY" = 1 ] || [ -n "${RUNNER_REG_TOKEN:-}" ] || die "set RUNNER_REG_TOKEN to a registration token of $REPO"
@@ -108,6 +112,8 @@ if [ "$DRY" = 0 ]; then "$DIR/bin/installdependencies.sh" >/dev/null; else echo 
 envfile="BISECTBOT_STATE=$STATE
 HF_HOME=$HF
 XDG_CACHE_HOME=/home/$RUSER/.cache"
+[ -z "$MIRROR" ] || envfile="$envfile
+BISECTBOT_REGISTRY_MIRROR=$MIRROR"
 if [ "$DRY" = 1 ]; then printf '+ write %s/.env:\n%s\n' "$DIR" "$envfile"; else
   printf '%s\n' "$envfile" > "$DIR/.env"; chown "$RUSER:$RUSER" "$DIR/.env"
 fi

@@ -93,8 +93,7 @@ def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | Non
         add("docker", True, f"daemon {v.get('Version')} (API {v.get('ApiVersion')}), root {docker_root}")
     except Exception as e:  # docker.errors.DockerException, requests errors
         add("docker", False, f"cannot reach the Docker daemon: {str(e).splitlines()[0][:200]}")
-    for dev in profile.devices:
-        path = dev.split(":")[0]
+    for path, _, _ in profile.expanded_devices():
         ok = os.path.exists(path)
         add(f"device {path}", ok, "present" if ok else "missing (no GPU driver or not passed into this host)")
     count, tool = gpu_count()

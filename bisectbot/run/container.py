@@ -107,6 +107,15 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def _remove_named(client: Any, name: str) -> None:
+    """Remove container ``name`` if it exists: ``containers.run`` creates before it starts, and a
+    start Docker refuses (an rlimit, a device, a group) leaves the created container behind."""
+    import docker
+
+    with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+        _remove(client.containers.get(name), stop_timeout_s=1)
+
+
 def _remove(container: Any, stop_timeout_s: int = 10) -> None:
     """Stop (SIGTERM, then SIGKILL after ``stop_timeout_s``) and remove; never raises."""
     import docker
@@ -201,6 +210,7 @@ def server_container(
                 except docker.errors.ImageNotFound:
                     raise ServerError(f"image {image} not found") from None
                 except docker.errors.APIError as e:
+                    _remove_named(client, name)  # created but not started (a device, group or rlimit refused)
                     raise ServerError(f"cannot start {image}: {e.explanation or e}") from None
                 pump = _LogPump(container, Path(log_path) if log_path else None)
                 pump.start()
@@ -279,11 +289,16 @@ def run_in_container(image: str, argv: list[str], profile: RunnerProfile, timeou
         with _sigterm_as_interrupt():
             try:
                 run_kw: dict[str, Any] = {} if entrypoint is None else {"entrypoint": entrypoint}
-                container = client.containers.run(
-                    image, command=argv, detach=True, environment=container_env(profile, slot, env),
-                    labels=container_labels("command"),
-                    **run_kw, **docker_run_kwargs(profile, slot),
-                )
+                name = f"bisectbot-{uuid.uuid4().hex[:12]}"
+                try:
+                    container = client.containers.run(
+                        image, command=argv, detach=True, name=name, environment=container_env(profile, slot, env),
+                        labels=container_labels("command"),
+                        **run_kw, **docker_run_kwargs(profile, slot),
+                    )
+                except docker.errors.APIError:
+                    _remove_named(client, name)  # created but not started
+                    raise
                 timed_out = False
                 try:
                     rc: int | None = int(container.wait(timeout=timeout_s).get("StatusCode", -1))

@@ -9,6 +9,7 @@ others pinned (:meth:`ComponentStage.run`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..bisect import attribute_components, plausibility_flags
@@ -22,13 +23,17 @@ from .rounds import RoundLoop
 
 class ComponentStage:
     """Attribution (mixed pairs probed through ``prober``) and the component commit bisection
-    (through ``loop``); ``echo`` receives the attribution's lines."""
+    (through ``loop``); ``echo`` receives the attribution's lines. ``repo_of(component)`` gives a
+    configured component's :class:`~bisectbot.sources.git.GitRepo` (a URL cloned into the cache;
+    the session passes :meth:`DescentStage.repo_of`, so one clone serves both)."""
 
-    def __init__(self, prober: Prober, loop: RoundLoop, recipe: Recipe, *, echo: Echo):
+    def __init__(self, prober: Prober, loop: RoundLoop, recipe: Recipe, *, echo: Echo,
+                 repo_of: Callable[[str], Any] | None = None):
         self.prober = prober
         self.loop = loop
         self.recipe = recipe
         self.echo = echo
+        self.repo_of = repo_of or self._open
 
     def run(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
                    repos: dict[str, Any] | None = None, base: Candidate | None = None,
@@ -147,11 +152,11 @@ class ComponentStage:
     def from_images(self, lg: Candidate, fb: Candidate, result: RunResult) -> list[StageResult]:
         """Diff the last-good and first-bad nightlies; bisect the changed components' commits.
 
-        Components without a git source in ``recipe.bisect.components`` or without a commit
-        range in the images are reported in the notes, not bisected.
+        Components without a git source in ``recipe.bisect.components``, without a commit
+        range in the images, or whose repository cannot be cloned or lacks the commits (GitHub
+        down: the night keeps its nightly result) are reported in the notes, not bisected.
         """
         from ..components import diff_images
-        from ..sources.git import GitRepo
 
         a, b = self.image_pair(lg, fb, result)
         old: dict[str, str] = {}
@@ -166,10 +171,23 @@ class ComponentStage:
             old[ch.component], new[ch.component] = ch.range
         if not old:
             return []
-        repos = {c: GitRepo(self.recipe.bisect.components[c].repo, c) for c in old}
-        for c in old:  # resolve refs (tags, short SHAs) to full commits in the clones
-            old[c], new[c] = repos[c].resolve(old[c]), repos[c].resolve(new[c])
+        repos: dict[str, Any] = {}
+        for c in list(old):  # clone (a URL) and resolve refs (tags, short SHAs) to full commits
+            try:
+                repos[c] = self.repo_of(c)
+                old[c], new[c] = repos[c].resolve(old[c]), repos[c].resolve(new[c])
+            except BadInput as e:  # unreachable or unknown upstream: the nightly result still stands
+                # (no stage over the others either: the one left out may be the guilty one)
+                result.notes.append(f"{c} changed ({old[c]} -> {new[c]}) but its commits cannot be bisected: {e}; "
+                                    "no commit stage ran")
+                self.echo(f"{c}: no commit stage: {e}")
+                return []
         return self.run(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb)
+
+    def _open(self, component: str) -> Any:
+        from ..sources.git import GitRepo, local_repo
+
+        return GitRepo(local_repo(self.recipe.bisect.components[component].repo), component)
 
 
 

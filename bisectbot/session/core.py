@@ -67,9 +67,10 @@ class Session:
         self.drift = DriftStage(self.loop, recipe)
         self.merge = MergeStage(self.loop, echo=self.echo)
         self.triage = Triage(self.prober, recipe, echo=self.echo)
-        self.components = ComponentStage(self.prober, self.loop, recipe, echo=self.echo)
         self.descent = DescentStage(self.loop.search, recipe, repos=_git_repos(runner), base_dir=base_dir,
                                     echo=self.echo)
+        self.components = ComponentStage(self.prober, self.loop, recipe, echo=self.echo,
+                                         repo_of=self.descent.repo_of)  # one clone per component
 
     # ------------------------------------------------------------------ what callers read and set
     @property

@@ -27,15 +27,30 @@ def withheld(recipe: Recipe, environ: Mapping[str, str] | None = None) -> list[s
     """Sorted names of host variables (``environ``, default ``os.environ``) that look like stack
     configuration -- a :data:`CONFIG_PREFIXES` prefix, or named as ``$NAME`` in the recipe's
     server or reproducer command -- and that candidates do not get: not in ``env_passthrough``,
-    not set by the recipe's ``server.env``, not a host basic. Secret-looking names (``HF_TOKEN``)
-    are never listed: they are withheld on purpose."""
+    not set by the recipe's ``server.env``, not a host basic, not used on the host by the recipe's
+    runner profile (``HF_HOME`` in ``runners/mi355x.yaml``'s mount: the candidate gets the cache at
+    the mount's container path, and the host path would be wrong inside). Secret-looking names
+    (``HF_TOKEN``) are never listed: they are withheld on purpose."""
     env = os.environ if environ is None else environ
     named = {m.group(1) for a in [*recipe.server.command, *(recipe.reproducer.command or [])]
              for m in _NAMED.finditer(a)}
-    keep = set(recipe.env_passthrough) | set(recipe.server.env) | set(BASE_ENV)
+    keep = set(recipe.env_passthrough) | set(recipe.server.env) | set(BASE_ENV) | _profile_host_names(recipe)
     out = [k for k in env if (k.startswith(CONFIG_PREFIXES) or k in named) and k not in keep
            and not is_secret_name(k)]
     return sorted(out)
+
+
+def _profile_host_names(recipe: Recipe) -> set[str]:
+    """Variables the recipe's runner profile expands on the host (devices, mounts, cache dirs);
+    none when the profile is not found here."""
+    from ..errors import BadInput
+    from ..runner_profile import load_profile
+
+    try:
+        prof = load_profile(recipe.runner)
+    except BadInput:
+        return set()
+    return {m.group(1) for a in [*prof.devices, *prof.mounts, *prof.cache_dirs] for m in _NAMED.finditer(a)}
 
 
 def passthrough_line(recipe: Recipe, names: list[str]) -> str:

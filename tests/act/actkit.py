@@ -103,14 +103,15 @@ class ActRun:
         return self.output[-n:]
 
 
-def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str, state: Path,
+def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str | None, state: Path,
             artifacts: Path, bot_login: str, api_url: str | None = None, env: dict[str, str] | None = None,
             timeout: float = 900, shared_venv: bool = True) -> ActRun:
     """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``.
 
     ``token`` is both secrets the workflows read (``BISECTBOT_GITHUB_TOKEN`` and act's
     ``GITHUB_TOKEN``, i.e. ``github.token``), given through a secret file: no step sees it unless
-    the workflow hands it to that step. ``api_url`` becomes ``GITHUB_API_URL`` (the fake GitHub).
+    the workflow hands it to that step; None: no secret at all (a repository that has not set one yet).
+    ``api_url`` becomes ``GITHUB_API_URL`` (the fake GitHub).
     ``shared_venv``: the variable ``BISECTBOT_SHARED_VENV=true`` (the jobs that run candidates reuse
     the tool cache's virtualenv instead of building their own: faster, as on a trusted runner).
     """
@@ -120,7 +121,7 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
     ev.write_text(json.dumps(payload))
     secrets = tmp / "act-secrets.env"
     secrets.touch(mode=0o600)
-    secrets.write_text(f"BISECTBOT_GITHUB_TOKEN={token}\nGITHUB_TOKEN={token}\n")
+    secrets.write_text(f"BISECTBOT_GITHUB_TOKEN={token}\nGITHUB_TOKEN={token}\n" if token else "")
     extra = env or {}  # more of the runner's environment
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
     env.update({"BISECTBOT_STATE": str(state), "ACT_TEST_ARTIFACTS": str(artifacts), **extra})

@@ -7,14 +7,16 @@ environment (``BISECTBOT_STATE``), the ``BISECTBOT_GITHUB_TOKEN`` secret and the
 ``BISECTBOT_BOT_LOGIN`` variable. Assertions are on the fake GitHub's recorded state.
 
 Night 1 files one issue; night 2 (one more bad nightly) comments on it; after a maintainer's
-``/bisectbot retract`` night 3 excludes the culprit and files the new answer as a NEW issue,
-linked from the reply to the retraction. A recipe with ``bisect.executor: actions`` is handed to
+``/bisectbot retract`` night 3 excludes the culprit -- known to the bisecting job only through the
+issue body's culprit marker, as in production where the filing job's ledger is not the GPU
+runner's -- and files the new answer as a NEW issue, linked from the reply to the retraction. A recipe with ``bisect.executor: actions`` is handed to
 ``bisect-fanout.yml`` (the dispatch the fake GitHub records) instead of being bisected in the job.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import uuid
 
 import pytest
@@ -69,9 +71,19 @@ def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base
         comments = fake_github.comments_of(GH_REPO, 1)
         assert len(comments) == 1 and "bisectbot:redetected=" in comments[0]["body"], comments
 
-        # ---- a maintainer retracts the culprit; night 3 files the new answer as a new issue
+        # ---- a maintainer retracts the culprit; night 3 files the new answer as a new issue. In production
+        # the `file` job runs on a hosted runner: the GPU runner's ledger never records a filing, and the
+        # bisecting job learns which culprit is retracted only from the issue body's culprit marker
+        # (`bisectbot:named=`), which the `commands` job (it holds the token) reads. Under act all jobs
+        # share this ledger: forget its filings, so night 3 goes the production way.
+        assert f"<!-- bisectbot:named={res['stages'][0]['first_bad']['ref']} -->" in first["body"]
+        with sqlite3.connect(state / "ledger.sqlite3") as db:
+            assert db.execute("DELETE FROM github").rowcount == 1
         fake_github.add_comment(GH_REPO, 1, "/bisectbot retract", author="maint", association="MEMBER")
-        run, _ = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night3")
+        run, art3 = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night3")
+        (cmds,) = json.loads(next(art3.glob("commands-*/commands.json")).read_text())
+        assert cmds["kind"] == "retract" and cmds["culprits"] == [res["stages"][0]["first_bad"]["ref"]], cmds
+        assert "retracted by a maintainer" in run.output, run.tail()
         assert run.returncode in (0,), run.tail()  # a range is reported like a culprit (exit 3 passes the step)
         issues = fake_github.issues(GH_REPO)
         assert [i["number"] for i in issues] == [1, 2], run.tail()

@@ -23,7 +23,8 @@ Usage::
     pushed[0].pinned   # '127.0.0.1:5000/bisectbot-test/vllm-dev-abc123@sha256:...'
 
 Server command for a recipe: ``SERVER_COMMAND`` (``python3 -m vllm.serve --port {port} --model {model}``;
-arguments after ``--port P`` go to the engine, e.g. ``--model demo``, ``--flaky 0.1``).
+arguments after ``--port P`` go to the engine, e.g. ``--model demo``, ``--flaky 0.1``), or vLLM's own
+``vllm serve {model} --port {port} ...`` through the stand-in ``vllm`` script (:data:`VLLM_CLI`).
 The base image (Debian bookworm + python3) comes from :func:`baseimage.ensure_base_image`.
 Building 3 nightlies and pushing them takes a few seconds once the base exists.
 """
@@ -92,6 +93,45 @@ def vllm_sources(garbage_above: int = 1_000_000) -> dict[str, str]:
     }
 
 
+VLLM_CLI = textwrap.dedent('''\
+    #!/usr/bin/env python3
+    """Stand-in for vLLM's ``vllm`` console script: ``vllm serve MODEL [--port P] [--max-model-len N] ...``
+    starts the reference engine through this image's ``vllm.serve`` (so the installed package files
+    still decide the behaviour) serving MODEL; vLLM's other flags are accepted and ignored."""
+    import json
+    import os
+    import sys
+
+    args = sys.argv[1:]
+    if len(args) < 2 or args[0] != "serve" or args[1].startswith("-"):
+        sys.exit("usage: vllm serve MODEL [--port P] [--max-model-len N] [vLLM flags]")
+    model, rest = args[1], args[2:]
+    if os.path.exists("/opt/bisectbot/require.json"):  # what a ROCm vLLM needs of its container (NightlySpec.require)
+        with open("/opt/bisectbot/require.json") as f:
+            need = json.load(f)
+        lack = [p for p in need.get("paths", []) if not os.path.exists(p)]
+        lack += [f"${v}" for v, want in need.get("env", {}).items() if os.environ.get(v, "") != want]
+        gpus = [g for g in os.environ.get(need.get("gpus_env", ""), "").split(",") if g]
+        tp = rest[rest.index("-tp") + 1] if "-tp" in rest[:-1] else "1"
+        if need.get("gpus_env") and len(gpus) != int(tp):
+            lack.append(f"{len(gpus)} GPUs in ${need['gpus_env']} for -tp {tp}")
+        if lack:
+            print("vllm (stand-in): this container cannot serve:", ", ".join(lack), file=sys.stderr, flush=True)
+            sys.exit(1)
+    opts = {}
+    for name in ("--port", "--max-model-len"):
+        if name in rest and rest.index(name) + 1 < len(rest):
+            opts[name] = rest[rest.index(name) + 1]
+    argv = ["-m", "vllm.serve", "--port", opts.get("--port", "8000"), "--model", model]
+    if "--max-model-len" in opts:
+        argv += ["--max-model-len", opts["--max-model-len"]]
+    print("vllm (stand-in): serve", model, "ignoring", " ".join(a for a in rest if a not in argv), flush=True)
+    os.execvp(sys.executable, [sys.executable, *argv])
+    ''')
+"""``/usr/local/bin/vllm`` of every nightly: a recipe's real ``vllm serve {model} --port {port} ...`` command
+(``recipes/glm51-fp8-sparse-mla-prefill.yaml``) runs unchanged."""
+
+
 def aiter_sources(garbage_above: int = 1_000_000) -> dict[str, str]:
     """The fake aiter package's source files (package-relative path -> text). Its
     ``engine_config.GARBAGE_ABOVE`` lowers the engine's threshold when smaller than vLLM's,
@@ -109,7 +149,9 @@ class NightlySpec:
     """One fake nightly. ``garbage_above`` / ``aiter_garbage_above`` are prompt tokens (the lower
     one wins); ``vllm_files`` / ``aiter_files`` override or extend :func:`vllm_sources` /
     :func:`aiter_sources`; ``files`` adds absolute-path files; ``versions_txt`` overrides
-    :data:`DEFAULT_VERSIONS_TXT` keys (value None removes a key)."""
+    :data:`DEFAULT_VERSIONS_TXT` keys (value None removes a key). ``require``: what the stand-in
+    ``vllm serve`` (:data:`VLLM_CLI`) refuses to start without, as a ROCm vLLM does without GPUs:
+    ``{"paths": [...], "env": {NAME: value}, "gpus_env": NAME}`` (that variable must list ``-tp`` GPUs)."""
 
     tag: str
     vllm_version: str = "0.19.1rc1.dev296+gbcc2306ce"
@@ -123,6 +165,7 @@ class NightlySpec:
     aiter_files: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    require: dict | None = None
 
 
 @dataclass
@@ -193,6 +236,10 @@ def build_nightly(spec: NightlySpec, ref: str, base: str | None = None) -> None:
             shutil.copy(src, d)
         for path, text in spec.files.items():
             _write(root, path, text)
+        _write(root, "/usr/local/bin/vllm", VLLM_CLI)
+        if spec.require is not None:
+            _write(root, "/opt/bisectbot/require.json", json.dumps(spec.require))
+        (root / "usr/local/bin/vllm").chmod(0o755)
         labels = "".join(f" {json.dumps(k)}={json.dumps(v)}" for k, v in spec.labels.items())
         (ctx / "Dockerfile").write_text(
             f"FROM {base}\nCOPY root/ /\nENV PYTHONPATH=/opt/bisectbot PYTHONDONTWRITEBYTECODE=1\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grp
 import multiprocessing
 import os
 import subprocess
@@ -167,7 +168,10 @@ def test_profiles_load_and_map_to_docker(monkeypatch):
     assert mi.gpu_slots == ["0-3", "4-7"] and mi.slot_env("4-7") == {"HIP_VISIBLE_DEVICES": "4,5,6,7"}
     kw = docker_run_kwargs(mi, "0-3")
     assert kw["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
-    assert kw["group_add"] == ["video", "render"] and kw["ipc_mode"] == "host" and kw["shm_size"] == "16g"
+    # the host's GIDs of video/render (they own the device nodes), names only where the host lacks the group
+    assert kw["group_add"] == [str(grp.getgrnam(g).gr_gid) if g in {x.gr_name for x in grp.getgrall()} else g
+                               for g in ("video", "render")]
+    assert kw["ipc_mode"] == "host" and kw["shm_size"] == "16g"
     assert kw["security_opt"] == ["seccomp=unconfined"] and kw["cap_add"] == ["SYS_PTRACE"]
     assert kw["volumes"] == ["/data/hf:/root/.cache/huggingface:rw"]
     assert kw["ulimits"][0]["Name"] == "memlock"
