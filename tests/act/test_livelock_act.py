@@ -149,7 +149,9 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
         def command(name: str, **bisect) -> str:
             return yaml.safe_dump({
                 "name": name, "source": {"kind": "git", "repo": str(hist.path)},
-                "reproducer": {"kind": "command", "command": ["python3", "check.py"], "command_timeout_s": 60},
+                # the name in the command: a reproducer of its own, so no session finds another's probes in
+                # the ledger (the probe cache is keyed by candidate and reproducer, not by recipe name)
+                "reproducer": {"kind": "command", "command": ["python3", "check.py", name], "command_timeout_s": 60},
                 "env_passthrough": ["KILL_ALL", "CLEAN_ONCE", "RECIPE_PUSH", "PUSH_DIR", "PUSH_AFTER"],
                 "regress": "command",
                 "bisect": {"good": hist.shas[0], "bad": hist.shas[-1], "executor": "actions", "parallel": 2, **bisect},
@@ -317,9 +319,9 @@ def test_d_a_verdict_file_rewritten_after_its_probe_is_never_recorded(deployment
     """(d) A process outside every probe's tree rewrites ``"verdict": "bad"`` into ``"good"`` in
     each verdict file after ``round probe`` wrote it. Round 1: the bad end's file is refused (its
     SHA-256 is not the one in the artifact's name), the good end's recorded, round 1 dispatched
-    again for the bad end alone. Round 1 again: rewritten and refused again, and a file whose
-    top-level verdict differs from its probe record (its own digest in the name) is refused too:
-    the reduce fails; the bad end was never recorded."""
+    again for the bad end alone. Round 1 again: rewritten and refused again, and so is a file of
+    the same probe whose top-level verdict (good) is not its probe record's (bad), even with its
+    own digest in the artifact's name: the reduce fails; the bad end was never recorded."""
     rounds, github = deployment.rounds, deployment.github
     hist = deployment.hist
     log = tmp_path / "forged.txt"
@@ -342,16 +344,16 @@ def test_d_a_verdict_file_rewritten_after_its_probe_is_never_recorded(deployment
         assert f"{name}: SHA-256" in reduce and "differs from the probe job's" in reduce, reduce[-4000:]
         assert f"{hist.shas[0]} good (round 1" in reduce and f"{hist.shas[-1]} good" not in reduce, reduce[-4000:]
 
-        (good,) = [data for n, (_, data) in docs.items() if n != name]
-        two = json.loads(good)
-        two["verdict"] = "bad"  # the probe record still says good
+        two = json.loads(data)
+        two["probe"]["verdict"] = "bad"  # the probe record as the probe found it; the top level says good
         handmade = json.dumps(two).encode()
         run, _ = rounds.run("forged-2", {"inputs": d["inputs"]},
                             seed=rounds.verdict_artifact(session, 1, "handmade", handmade))
         assert run.returncode != 0, run.tail()
         reduce = reduce_log(run)
         assert "round 1 made no progress" in reduce and "differs from the probe job's" in reduce, reduce[-4000:]
-        assert "handmade.json: the file's two verdicts differ (verdict 'bad', probe record 'good')" in reduce
+        assert "handmade.json: the file's two verdicts differ (verdict 'good', probe record 'bad')" in reduce
+        assert f"{hist.shas[-1]} good" not in reduce, reduce[-4000:]
         assert len(github.dispatches) == seen + 1 and log.exists()
     finally:
         forger.kill()
