@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -135,3 +136,54 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=deployment, env=env, capture_output=True, text=True, timeout=timeout)
     return ActRun(p.returncode, p.stdout + p.stderr, time.monotonic() - t0)
+
+
+@dataclass
+class FanoutRounds:
+    """Rounds of ``bisect-fanout.yml`` under act for the recipes of one deployment, all on one
+    ledger runner (``state``) and one act cache (``tmp/act-cache``: the bot's virtualenv is built
+    once for every session). Each :meth:`run` is one act run, with its own artifact directory."""
+
+    deploy: Path
+    tmp: Path
+    state: Path
+    token: str
+    api_url: str
+
+    def run(self, name: str, payload: dict, env: dict[str, str] | None = None,
+            seed: dict[str, dict[str, bytes]] | None = None) -> tuple[ActRun, Path]:
+        """One act run of the workflow for ``payload``; ``seed``: artifacts already there when its
+        ``reduce`` downloads this round's verdict files (``{artifact name: {file name: bytes}}``).
+        Returns the run and its artifact directory (what the upload stand-in copied)."""
+        art = self.tmp / "artifacts" / name
+        art.mkdir(parents=True)
+        for artifact, files in (seed or {}).items():
+            (art / artifact).mkdir()
+            for fname, data in files.items():
+                (art / artifact / fname).write_bytes(data)
+        run = run_act(self.deploy, "bisect-fanout.yml", "workflow_dispatch", payload, tmp=self.tmp, token=self.token,
+                      state=self.state, artifacts=art, bot_login="bisectbot-app", api_url=self.api_url, env=env)
+        print(f"act bisect-fanout.yml ({name}): rc {run.returncode} in {run.seconds:.0f} s; steps {run.step_seconds()}")
+        return run, art
+
+    @staticmethod
+    def verdict_artifact(session: str, round_no: int, stem: str, data: bytes) -> dict[str, dict[str, bytes]]:
+        """A verdict artifact as the probe job names it (``verdict-S-rN-STEM-SHA256``, the digest
+        of ``data``), holding ``STEM.json``: for ``seed``."""
+        digest = hashlib.sha256(data).hexdigest()
+        return {f"verdict-{session}-r{round_no}-{stem}-{digest}": {f"{stem}.json": data}}
+
+    @staticmethod
+    def verdict_files(art: Path, session: str, round_no: int) -> dict[str, tuple[str, Path]]:
+        """The verdict artifacts a run's probe jobs uploaded: ``{artifact name: (digest in the
+        name, the file)}``."""
+        out = {}
+        for d in sorted(art.glob(f"verdict-{session}-r{round_no}-*")):
+            (f,) = list(d.iterdir())
+            out[d.name] = (d.name.rsplit("-", 1)[1], f)
+        return out
+
+
+def reduce_log(run: ActRun) -> str:
+    """The output of a run from its ``reduce`` job on."""
+    return run.output.split("bisect-fanout/reduce", 1)[-1]
