@@ -45,7 +45,7 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     from ..errors import BadInput
     from ..located import read_text
     from ..patches import load_stack
-    from ..recipe import bisection_problems, check_patch_ids, load_recipe
+    from ..recipe import bisection_problems, check_patch_ids, fanout_problems, load_recipe
     from ..shipped import find_recipe, find_stack
 
     stacks: dict[Path, list[str]] = {}
@@ -78,6 +78,8 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
             ok[str(f)] = r.verdict_hash()
             warnings.extend(f"{w} (warning: bisectbot run refuses this)"
                             for w in bisection_problems(r, read_text(f), str(f)))
+            warnings.extend(f"{w} (warning: bisectbot round refuses this)"  # issue 23: the fan-out
+                            for w in fanout_problems(r, read_text(f), str(f)))
             warnings.extend(f"{w} (warning)" for w in _mount_clashes(r, f))
     if ctx.json:
         if problems:  # the documented failure shape (issue 24, input 6): one problem per line
