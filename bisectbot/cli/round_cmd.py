@@ -129,7 +129,8 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
     {"session", "round", "done", "probes": [{"ref", "component", "key", "focus", ...}], "result"}
     "result" is the path of result.json once done (the report is written then). A probe's
     "focus" (sizes, tokens: where the bad end failed) goes to 'round probe --focus'.
-    Probes that never came back are planned again. Exit 0; 2 on bad input; 1 when the
+    Probes that never came back are planned again. Exit 0; 2 on bad input (also a recipe
+    rounds cannot bisect: a last-good reference, before anything is built); 1 when the
     session has stopped (a round without progress, /bisectbot cancel), is past
     bisect.max_rounds, or is driven by another --chain.
     """
