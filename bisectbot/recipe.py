@@ -557,6 +557,32 @@ def bisection_problems(recipe: Recipe, text: str, filename: str = "<recipe>") ->
     return out
 
 
+def fanout_problems(recipe: Recipe, text: str, filename: str = "<recipe>") -> list[str]:
+    """What a bisection in planned rounds (``bisectbot round plan|probe|import``, the fan-out of
+    bisect-fanout.yml) cannot do that ``bisectbot run`` can: one ``FILE:LINE:COL: field: message``
+    line each (empty list when none). ``round plan`` and ``round probe`` refuse such a recipe
+    (exit 2) before any candidate is built; ``recipe validate`` prints the lines as warnings.
+
+    * ``reproducer.reference: {candidate: last-good}`` (issue 23, input 7): the good end must serve
+      beside every candidate for the whole search, which only one process holding the runner's
+      slots does (``bisectbot run``); a round probe runs one candidate and nothing beside it, so
+      each probe's threshold search would be an error and every candidate a skip.
+    """
+    ref = recipe.reproducer.reference
+    if ref is None or ref.candidate != "last-good" or recipe.reproducer.kind != "prefill":
+        return []
+    data, marks = compose(text, filename)
+    rd = data.get("reproducer") if isinstance(data.get("reproducer"), dict) else {}
+    refd = rd.get("reference") if isinstance(rd, dict) else None
+    loc = (("reproducer", "reference", "candidate") if isinstance(refd, dict) and "candidate" in refd
+           else ("reproducer", "reference"))
+    return [f"{where(marks, data, loc, filename)}: 'last-good' keeps the good end serving beside each candidate "
+            "for the whole search; a planned round's probe (bisectbot round, bisect-fanout.yml) runs one candidate "
+            "with no reference beside it, so every probe would be a skip. Bisect this recipe with "
+            "'bisectbot run RECIPE' on one runner (it starts the good end on another GPU slot), or set "
+            "reproducer.reference: {endpoint: URL} (a known-good server every runner reaches)"]
+
+
 def _recipe_text(p: Path) -> str:
     """The text of recipe file ``p`` (size-limited, UTF-8 checked). Raises :class:`RecipeError`."""
     try:

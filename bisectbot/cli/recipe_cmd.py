@@ -45,7 +45,7 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     from ..errors import BadInput
     from ..located import read_text
     from ..patches import load_stack
-    from ..recipe import bisection_problems, check_patch_ids, load_recipe
+    from ..recipe import bisection_problems, check_patch_ids, fanout_problems, load_recipe
     from ..shipped import find_recipe, find_stack
 
     stacks: dict[Path, list[str]] = {}
@@ -72,12 +72,17 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
                 problems.append(f"{f}: patches: {e}")
                 continue
             bad_ids = check_patch_ids(r, stacks[sp], f.read_text(encoding="utf-8"), str(f))
+        fan = [] if bad_ids else fanout_problems(r, read_text(f), str(f))  # issue 23: what the fan-out cannot do
         if bad_ids:
             problems.extend(bad_ids)
+        elif fan and r.bisect.executor == "actions":  # the workflows hand this recipe to the fan-out
+            problems.extend(f"{w}; bisect.executor: actions hands this recipe to bisect-fanout.yml, whose "
+                            "'round plan' refuses it (set bisect.executor: local)" for w in fan)
         else:
             ok[str(f)] = r.verdict_hash()
             warnings.extend(f"{w} (warning: bisectbot run refuses this)"
                             for w in bisection_problems(r, read_text(f), str(f)))
+            warnings.extend(f"{w} (warning: bisectbot round refuses this)" for w in fan)
             warnings.extend(f"{w} (warning)" for w in _mount_clashes(r, f))
     if ctx.json:
         if problems:  # the documented failure shape (issue 24, input 6): one problem per line

@@ -45,6 +45,20 @@ def _load(recipe_file: str):  # -> (Recipe, Path)
     return load_bisection_recipe(path), path
 
 
+def _load_for_rounds(recipe_file: str):  # -> (Recipe, Path)
+    """:func:`_load`, also refusing what planned rounds cannot do (:func:`bisectbot.recipe.fanout_problems`,
+    e.g. a ``last-good`` reference): raises :class:`bisectbot.recipe.RecipeError` (exit 2) before any
+    candidate is built or served."""
+    from ..located import read_text
+    from ..recipe import RecipeError, fanout_problems
+
+    recipe, path = _load(recipe_file)
+    problems = fanout_problems(recipe, read_text(path), str(path))
+    if problems:
+        raise RecipeError(problems)
+    return recipe, path
+
+
 def triage_toggle(recipe, name: str | None, path: Path):  # -> TriageToggle | None
     """The recipe's triage toggle ``name`` (``None`` when no name is given); raises
     :class:`BadInput` naming the recipe file and the toggles it has when there is none of that name."""
@@ -115,7 +129,8 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
     {"session", "round", "done", "probes": [{"ref", "component", "key", "focus", ...}], "result"}
     "result" is the path of result.json once done (the report is written then). A probe's
     "focus" (sizes, tokens: where the bad end failed) goes to 'round probe --focus'.
-    Probes that never came back are planned again. Exit 0; 2 on bad input; 1 when the
+    Probes that never came back are planned again. Exit 0; 2 on bad input (also a recipe
+    rounds cannot bisect: a last-good reference, before anything is built); 1 when the
     session has stopped (a round without progress, /bisectbot cancel), is past
     bisect.max_rounds, or is driven by another --chain.
     """
@@ -123,7 +138,7 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
     from ..session.lock import writer_lock
     from ..session.plan import rounds_session_id
 
-    recipe, path = _load(recipe_file)
+    recipe, path = _load_for_rounds(recipe_file)
     led = ctx.ledger()
     if session_id:
         row = _session_row(ctx, recipe, session_id)
@@ -222,7 +237,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     from ..session.verdict_file import render_verdict, sha256, write_verdict
     from .run_cmd import _make_runner
 
-    recipe, path = _load(recipe_file)
+    recipe, path = _load_for_rounds(recipe_file)
     tog = triage_toggle(recipe, toggle, path)
     cand = candidate_for(recipe, ref, path.parent)
     from .. import progress
@@ -334,7 +349,7 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
     from ..session.plan import import_verdicts
     from ..session.verdict_file import load_digests
 
-    recipe, path = _load(recipe_file)
+    recipe, path = _load_for_rounds(recipe_file)
     digests = load_digests(Path(digests_file)) if digests_file else None
     led = ctx.ledger()
     row = _session_row(ctx, recipe, session_id)

@@ -32,6 +32,14 @@ from ..run.base import CandidateRunner, PrepareFailed
 log = logging.getLogger(__name__)
 
 
+UNCALIBRATED = "not calibrated in this process: the floors apply"
+"""The noise note of an endpoint reference a probe contacts without a calibration of its own
+(``round probe``: one candidate per process, issue 23, input 7)."""
+ROUNDS_UNCALIBRATED = ("not calibrated: each round probe compares its candidate with the reference on its own "
+                       "runner and measures no noise, so the floors apply")
+"""The report's noise note of a round session's endpoint reference (what its probes measured)."""
+
+
 @dataclass
 class Oracle:
     """The reference of a run: ``client`` (a :class:`bisectbot.reproduce.client.Client`),
@@ -65,7 +73,7 @@ def reproduce(recipe: Recipe, url: str, oracle: Oracle | None,
     if spec.reference is not None:
         if oracle is None and spec.reference.endpoint:
             oracle = Oracle(reference_client(spec.reference, timeout_s=timeout),
-                            Noise(notes=["not calibrated in this process: the floors apply"]), spec.reference.endpoint)
+                            Noise(notes=[UNCALIBRATED]), spec.reference.endpoint)
         if oracle is None:
             from ..reproduce.threshold import ThresholdResult
 
@@ -145,6 +153,21 @@ def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle 
         return
     runner: CandidateRunner = session.runner
     timeout = recipe.server.request_timeout_s
+    if getattr(getattr(session, "executor", None), "runs_probes", True) is False:
+        # the planner of a round session (issue 23, input 7): its probes run elsewhere, each against the
+        # endpoint with the floors (reproduce above); nothing is built, served or calibrated here, and
+        # the report says what the probes measured. A last-good reference is refused before this
+        # (bisectbot.recipe.fanout_problems).
+        if not ref.endpoint:
+            raise BadInput("reference candidate: last-good cannot serve planned rounds (use 'bisectbot run' "
+                           "or reference.endpoint)")
+        session.oracle = Oracle(reference_client(ref, timeout_s=timeout), Noise(notes=[ROUNDS_UNCALIBRATED]),
+                                ref.endpoint)
+        try:
+            yield session.oracle
+        finally:
+            session.oracle = None
+        return
     cleanup = getattr(runner, "cleanup_stale", None)
     if callable(cleanup):
         cleanup()  # before the reference starts: the round loop skips it while a reference is up
@@ -244,4 +267,4 @@ def probe_control(p: ProbeResult) -> dict[str, Any] | None:
     return c if isinstance(c, dict) else None
 
 
-__all__ = ["Oracle", "oracle_notes", "probe_control", "reference_up", "reproduce", "threshold_regress"]
+__all__ = ["ROUNDS_UNCALIBRATED", "UNCALIBRATED", "Oracle", "oracle_notes", "probe_control", "reference_up", "reproduce", "threshold_regress"]

@@ -64,7 +64,11 @@ class RoundPending(Exception):  # noqa: N818 -- control flow, not an error
 
 
 class PlanningExecutor:
-    """An executor that runs nothing: the first batch with a missing probe raises :class:`RoundPending`."""
+    """An executor that runs nothing: the first batch with a missing probe raises :class:`RoundPending`.
+    ``runs_probes`` False: the run's reference is not started here either (issue 23, input 7,
+    :func:`bisectbot.session.oracles.reference_up`)."""
+
+    runs_probes = False
 
     def __init__(self, slots: int):
         self.slots = max(1, slots)
