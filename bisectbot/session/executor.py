@@ -153,7 +153,7 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
     from .oracles import threshold_regress
 
     j = judge_threshold(threshold_regress(r), tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []),
-                        tr.error)
+                        tr.error or _inconclusive_why(tr))
     if r.regress.mode == "diverges" and j.reason.startswith("garbage ("):
         j.reason = "bad (" + j.reason[len("garbage ("):]
     table = [t.to_dict() if hasattr(t, "to_dict") else t for t in (tr.table or [])]
@@ -177,6 +177,20 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
     if r.reproducer.kind == "prefill":
         extra.update(oracle_extra)  # issue 18: control, reference
     return j, extra
+
+
+def _inconclusive_why(tr: Any) -> str | None:
+    """Why an ``inconclusive`` search decided no size: the distinct first reasons of its sizes
+    (e.g. "reference unusable: its own reply is GARBAGE ...", issue 23), at most 300 characters;
+    ``None`` for another status or when no size gave one."""
+    if tr.status != "inconclusive":
+        return None
+    seen: list[str] = []
+    for row in tr.table or []:
+        why = (getattr(row, "reasons", None) or [None])[0]
+        if why and why not in seen:
+            seen.append(why)
+    return "; ".join(seen)[:300] or None
 
 
 def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,
