@@ -103,6 +103,20 @@ def network_git(args: list[str]) -> None:
         raise GitFailed(lines[-1] if lines else f"git {args[0]} exited {proc.returncode}")
 
 
+def without_credentials(url: str) -> str:
+    """``url`` without the secret part of its user info: ``https://user:TOKEN@host/x`` and
+    ``https://TOKEN@host/x`` -> ``https://host/x`` (an HTTP user is only ever a credential), ``ssh://git:PW@host/x``
+    -> ``ssh://git@host/x`` (ssh needs its user name); a URL without user info is returned as it is."""
+    m = re.match(r"^([a-z][a-z0-9+.-]*://)([^/]*)@", url, re.I)  # user info runs to the last '@' before the path
+    if not m:
+        return url
+    scheme, userinfo = m.group(1), m.group(2)
+    rest = url[m.end():]
+    if scheme.lower() in ("http://", "https://"):
+        return scheme + rest
+    return f"{scheme}{userinfo.split(':', 1)[0]}@{rest}"
+
+
 def local_repo(spec: str | Path, base_dir: Path | None = None, cache_dir: Path | None = None,
                fetch: bool = True) -> Path:
     """The local git repository a recipe's ``repo`` field names.
@@ -125,20 +139,27 @@ def local_repo(spec: str | Path, base_dir: Path | None = None, cache_dir: Path |
         name = re.sub(r"(\.git)?/*$", "", text).rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "repo"
         dest = root / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
         refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
-        if not dest.exists():
+        fresh = not dest.exists()
+        if fresh:
             root.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(dest.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
             try:
                 git.Git.check_unsafe_protocols(text)  # ext::, fd:: (GitPython's check, kept without GitPython's clone)
                 network_git(["clone", "--bare", "--", text, str(tmp)])
-            except (GitFailed, git.exc.UnsafeProtocolError) as e:
+                # the clone's config keeps no credentials: candidates run in its worktrees and can read it
+                subprocess.run(["git", "-C", str(tmp), "remote", "set-url", "origin", without_credentials(text)],
+                               check=True, capture_output=True)
+            except (GitFailed, git.exc.UnsafeProtocolError, subprocess.CalledProcessError) as e:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise BadInput(f"cannot clone {text}: {e}") from None
             tmp.rename(dest)
-        elif fetch:
+        else:  # a clone made before its config was kept free of credentials loses them now
+            subprocess.run(["git", "-C", str(dest), "remote", "set-url", "origin", without_credentials(text)],
+                           capture_output=True)
+        if fetch and not fresh:
             try:
-                network_git(["-C", str(dest), "fetch", "--prune", "origin", *refspecs])
+                network_git(["-C", str(dest), "fetch", "--prune", "--", text, *refspecs])  # the URL: origin has no credentials
             except GitFailed as e:
                 log.warning("fetch of %s failed, using the clone as it is: %s", text, e)
         return dest
