@@ -70,6 +70,13 @@ class RunnerProfile(BaseModel):
             slot_gpus(s)  # raises ValueError with the slot in the message
         return v
 
+    @field_validator("devices", "cache_dirs")
+    @classmethod
+    def _paths(cls, v: list[str]) -> list[str]:
+        for p in v:
+            expand(p)  # raises ValueError for a variable that holds a secret
+        return v
+
     @field_validator("mounts")
     @classmethod
     def _mounts(cls, v: list[str]) -> list[str]:
@@ -184,11 +191,20 @@ VERDICT_FIELDS = ("devices", "group_add", "ipc_mode", "shm_size", "security_opt"
 
 
 def expand(s: str, environ: dict[str, str] | None = None) -> str:
-    """Expand ``${VAR}``, ``${VAR:-default}``, ``$VAR`` and a leading ``~`` (after expansion)."""
+    """Expand ``${VAR}``, ``${VAR:-default}``, ``$VAR`` and a leading ``~`` (after expansion).
+    Raises ValueError for a variable whose name says it holds a secret
+    (:func:`bisectbot.secrets.is_secret_name`: ``BISECTBOT_GITHUB_TOKEN``, ``HF_TOKEN``, ``*_KEY``): a device,
+    mount or cache path carries its value into the server container (``/dev/NAME``, ``/proc/mounts``)
+    and into Docker's arguments, where no redactor reaches."""
+    from .secrets import is_secret_name
+
     env = os.environ if environ is None else environ
 
     def sub(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(3)
+        if is_secret_name(name):
+            raise ValueError(f"{s!r} names ${name}, a secret: its value would reach the server container "
+                             "and Docker's arguments (give the path itself)")
         val = env.get(name)
         if val:
             return val
@@ -254,13 +270,15 @@ def with_overrides(profile: RunnerProfile, environ: dict[str, str] | None = None
     that cannot grant an ulimit) without copying it. The result is validated as a profile and its
     :meth:`~RunnerProfile.verdict_hash` covers the replaced fields. Raises :class:`BadInput` for a
     missing or malformed file (naming the variable)."""
-    from .located import compose
+    from pydantic import ValidationError
+
+    from .located import compose, where
 
     path = (os.environ if environ is None else environ).get(OVERRIDES_ENV, "")
     if not path:
         return profile
     try:
-        data, _ = compose(read_text(Path(path)), path, "profile names")
+        data, marks = compose(read_text(Path(path)), path, "profile names")
     except LocatedErrors as e:
         raise BadInput(f"{OVERRIDES_ENV}: {e}") from None
     except OSError as e:
@@ -272,8 +290,17 @@ def with_overrides(profile: RunnerProfile, environ: dict[str, str] | None = None
         raise BadInput(f"{path}: {profile.name}: expected a mapping of profile fields (not 'name')")
     try:
         return RunnerProfile.model_validate({**profile.model_dump(), **section})
-    except ValueError as e:
-        raise BadInput(f"{path}: {profile.name}: {e}") from None
+    except ValidationError as e:  # one FILE:LINE:COL: NAME.field: message line per problem, as a profile's
+        problems = []
+        for err in e.errors():
+            unknown = err["type"] == "extra_forbidden"
+            msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
+            loc = (profile.name, *err["loc"])
+            if err["loc"] and err["loc"][0] in section:
+                problems.append(f"{where(marks, data, loc, path, unknown)}: {msg}")
+            else:
+                problems.append(f"{path}: {'.'.join(map(str, loc))}: {msg}")
+        raise BadInput("\n".join(problems)) from None
 
 
 def docker_run_kwargs(profile: RunnerProfile, slot: str | None = None) -> dict[str, Any]:

@@ -291,11 +291,12 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
 
 def parse_focus(text: str | None) -> tuple[int, ...] | None:
     """``--focus`` as sizes (tokens): ``"21822,24000"`` -> ``(21822, 24000)``, ``""`` -> ``()``,
-    None (not given) -> None. BadInput for anything but positive integers joined by commas."""
+    None (not given) -> None. BadInput for anything but positive integers (ASCII digits: ``str.isdigit``
+    also takes ``²``, which ``int`` refuses) joined by commas."""
     if text is None:
         return None
     parts = [x.strip() for x in text.replace(" ", ",").split(",") if x.strip()]
-    if not all(x.isdigit() and int(x) > 0 for x in parts):
+    if not all(x.isascii() and x.isdigit() and int(x) > 0 for x in parts):
         raise BadInput(f"--focus {text[:80]!r}: prompt sizes (tokens) joined by commas expected, e.g. 21822,24000")
     return tuple(int(x) for x in parts)
 

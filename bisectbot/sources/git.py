@@ -19,8 +19,10 @@ import functools
 import gc
 import hashlib
 import logging
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -56,6 +58,65 @@ def is_url(spec: str) -> bool:
     return bool(_URL_RE.match(spec))
 
 
+GIT_TIMEOUT_ENV = "BISECTBOT_GIT_TIMEOUT_S"
+GIT_TIMEOUT_S = 3600.0
+"""Longest a clone or fetch of a URL may take, seconds (``$BISECTBOT_GIT_TIMEOUT_S`` overrides)."""
+STALL_BYTES_PER_S, STALL_S = "1000", "120"
+"""An HTTP(S) transfer slower than this for that long is aborted (git's ``GIT_HTTP_LOW_SPEED_*``)."""
+
+
+class GitFailed(Exception):
+    """A networked git command failed or timed out; the message is git's last stderr line (or the timeout)."""
+
+
+def network_git(args: list[str]) -> None:
+    """Run ``git ARGS`` that talks to a remote (clone, fetch) so that it cannot hang a night: no
+    credential prompt (``GIT_TERMINAL_PROMPT=0``, ssh in batch mode), an HTTP transfer that stalls
+    is aborted after :data:`STALL_S` seconds (a server that accepts and never answers), and the
+    whole command, with its helpers (``git-remote-https``, ``ssh``), is killed after
+    :data:`GIT_TIMEOUT_S` seconds (``$BISECTBOT_GIT_TIMEOUT_S``; ``git://`` has no stall limit).
+    Raises :class:`GitFailed` (git's last stderr line, or the timeout) when git fails or times out,
+    :class:`BadInput` for a malformed ``$BISECTBOT_GIT_TIMEOUT_S``."""
+    raw = os.environ.get(GIT_TIMEOUT_ENV, "").strip()
+    try:
+        timeout_s = float(raw) if raw else GIT_TIMEOUT_S
+        if not timeout_s > 0:
+            raise ValueError
+    except ValueError:
+        raise BadInput(f"{GIT_TIMEOUT_ENV}={raw[:40]!r}: seconds (a positive number) expected") from None
+    env = dict(os.environ)
+    env.setdefault("GIT_HTTP_LOW_SPEED_LIMIT", STALL_BYTES_PER_S)
+    env.setdefault("GIT_HTTP_LOW_SPEED_TIME", STALL_S)
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=60")
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    cmd = ["git", *args]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)  # its own group: helpers die with it
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise GitFailed(f"no answer within {timeout_s:g} s ({GIT_TIMEOUT_ENV})") from None
+    if proc.returncode:
+        lines = err.strip().splitlines()
+        raise GitFailed(lines[-1] if lines else f"git {args[0]} exited {proc.returncode}")
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without the secret part of its user info: ``https://user:TOKEN@host/x`` and
+    ``https://TOKEN@host/x`` -> ``https://host/x`` (an HTTP user is only ever a credential), ``ssh://git:PW@host/x``
+    -> ``ssh://git@host/x`` (ssh needs its user name); a URL without user info is returned as it is."""
+    m = re.match(r"^([a-z][a-z0-9+.-]*://)([^/]*)@", url, re.I)  # user info runs to the last '@' before the path
+    if not m:
+        return url
+    scheme, userinfo = m.group(1), m.group(2)
+    rest = url[m.end():]
+    if scheme.lower() in ("http://", "https://"):
+        return scheme + rest
+    return f"{scheme}{userinfo.split(':', 1)[0]}@{rest}"
+
+
 def local_repo(spec: str | Path, base_dir: Path | None = None, cache_dir: Path | None = None,
                fetch: bool = True) -> Path:
     """The local git repository a recipe's ``repo`` field names.
@@ -67,7 +128,8 @@ def local_repo(spec: str | Path, base_dir: Path | None = None, cache_dir: Path |
     * A relative path is looked up next to the recipe (``base_dir``), then in the current
       directory.
 
-    Raises :class:`BadInput` when the path does not exist or the clone fails.
+    Raises :class:`BadInput` when the path does not exist or the clone fails or times out
+    (:func:`network_git`: a server that accepts and never answers cannot hang the night).
     """
     text = str(spec)
     if is_url(text):
@@ -77,22 +139,29 @@ def local_repo(spec: str | Path, base_dir: Path | None = None, cache_dir: Path |
         name = re.sub(r"(\.git)?/*$", "", text).rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "repo"
         dest = root / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
         refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
-        if not dest.exists():
+        fresh = not dest.exists()
+        if fresh:
             root.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(dest.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
             try:
-                git.Repo.clone_from(text, tmp, bare=True)
-            except git.GitCommandError as e:
+                git.Git.check_unsafe_protocols(text)  # ext::, fd:: (GitPython's check, kept without GitPython's clone)
+                network_git(["clone", "--bare", "--", text, str(tmp)])
+                # the clone's config keeps no credentials: candidates run in its worktrees and can read it
+                subprocess.run(["git", "-C", str(tmp), "remote", "set-url", "origin", without_credentials(text)],
+                               check=True, capture_output=True)
+            except (GitFailed, git.exc.UnsafeProtocolError, subprocess.CalledProcessError) as e:
                 shutil.rmtree(tmp, ignore_errors=True)
-                raise BadInput(f"cannot clone {text}: {(e.stderr or str(e)).strip().splitlines()[-1]}") from None
+                raise BadInput(f"cannot clone {text}: {e}") from None
             tmp.rename(dest)
-        elif fetch:
+        else:  # a clone made before its config was kept free of credentials loses them now
+            subprocess.run(["git", "-C", str(dest), "remote", "set-url", "origin", without_credentials(text)],
+                           capture_output=True)
+        if fetch and not fresh:
             try:
-                git.Repo(dest).git.fetch("--prune", "origin", *refspecs)
-            except git.GitCommandError as e:
-                log.warning("fetch of %s failed, using the clone as it is: %s", text,
-                            (e.stderr or str(e)).strip().splitlines()[-1:])
+                network_git(["-C", str(dest), "fetch", "--prune", "--", text, *refspecs])  # the URL: origin has no credentials
+            except GitFailed as e:
+                log.warning("fetch of %s failed, using the clone as it is: %s", text, e)
         return dest
     path = Path(text).expanduser()
     if not path.is_absolute():
