@@ -249,7 +249,7 @@ def load_profile(name_or_path: str | Path, recipe_path: str | Path | None = None
                 text = read_text(c)  # size-limited, UTF-8 checked
             except LocatedErrors as e:
                 raise BadInput(str(e)) from None
-            return with_overrides(parse_profile(text, str(c)))
+            return with_overrides(parse_profile(text, str(c)), known=_known_profiles(recipe_path))
     from .shipped import shipped_dir
 
     shipped = shipped_dir("runners")
@@ -263,13 +263,25 @@ def load_profile(name_or_path: str | Path, recipe_path: str | Path | None = None
 OVERRIDES_ENV = "BISECTBOT_RUNNER_OVERRIDES"
 
 
-def with_overrides(profile: RunnerProfile, environ: dict[str, str] | None = None) -> RunnerProfile:
+def _known_profiles(recipe_path: str | Path | None = None) -> set[str]:
+    """Names of the profiles :func:`load_profile` can find: ``*.yaml`` stems in
+    :func:`profile_search_path` and the shipped ``runners/`` directory."""
+    from .shipped import shipped_dir
+
+    dirs = [*profile_search_path(recipe_path), shipped_dir("runners")]
+    return {x.stem for d in dirs if d and Path(d).is_dir() for x in Path(d).glob("*.y*ml")}
+
+
+def with_overrides(profile: RunnerProfile, environ: dict[str, str] | None = None,
+                   known: set[str] | None = None) -> RunnerProfile:
     """``profile`` with this runner's overrides: ``$BISECTBOT_RUNNER_OVERRIDES`` names a YAML file
     mapping profile names to fields that replace the profile's (``mi355x: {devices: [...]}``), for
     what one host does differently from a shipped profile (device nodes elsewhere, a Docker daemon
     that cannot grant an ulimit) without copying it. The result is validated as a profile and its
     :meth:`~RunnerProfile.verdict_hash` covers the replaced fields. Raises :class:`BadInput` for a
-    missing or malformed file (naming the variable)."""
+    missing or malformed file (naming the variable), and -- given ``known``, the profile names
+    that exist -- for a section naming no known profile (a mistyped ``cpuu:`` would otherwise be
+    dropped silently, and the host's device paths with it)."""
     from pydantic import ValidationError
 
     from .located import compose, where
@@ -283,6 +295,12 @@ def with_overrides(profile: RunnerProfile, environ: dict[str, str] | None = None
         raise BadInput(f"{OVERRIDES_ENV}: {e}") from None
     except OSError as e:
         raise BadInput(f"{OVERRIDES_ENV}={path}: cannot read: {e.strerror or e}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: expected a mapping of profile names to profile fields")
+    stray = sorted(k for k in data if isinstance(k, str) and known is not None and k not in known | {profile.name})
+    if stray:
+        raise BadInput("\n".join(f"{where(marks, data, (k,), path, True)}: no runner profile of this name "
+                                  f"(known: {', '.join(sorted(known | {profile.name}))})" for k in stray))
     section = data.get(profile.name)
     if section is None:
         return profile

@@ -52,3 +52,12 @@ def test_an_unknown_override_field_is_one_located_line(tmp_path: Path) -> None:
     r = check(tmp_path, "cpu:\n  shm_size: 1g\n  nosuchfield: 1\n")
     assert r.returncode == 2
     assert r.stderr.strip() == f"bisectbot: error: {tmp_path / 'overrides.yaml'}:3:3: cpu.nosuchfield: unknown field", r.stderr
+
+
+def test_a_mistyped_profile_name_is_refused_not_dropped(tmp_path: Path) -> None:
+    """A section naming no profile (``cpuu:``) is an error at its line, naming the known profiles:
+    before, it was dropped without a word and the host's device paths with it."""
+    r = check(tmp_path, "mi355x:\n  shm_size: 1g\ncpuu:\n  shm_size: 2g\n")
+    assert r.returncode == 2, (r.returncode, r.stdout[-800:], r.stderr[-800:])
+    assert f"{tmp_path / 'overrides.yaml'}:3:1: cpuu: no runner profile of this name (known: " in r.stderr, r.stderr
+    assert "mi355x" in r.stderr.splitlines()[-1]
