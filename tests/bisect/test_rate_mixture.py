@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bisectbot.bisect import Bisection, estimate_hit_rate, hit_rate_prior, per_probe_rates, search_settings
-from bisectbot.models import Candidate, CandidateKind, ProbeResult, Status, Verdict
+from bisectbot.models import Candidate, CandidateKind, ProbeResult, Verdict
 from bisectbot.recipe import Recipe
 from bisectbot.session.honesty import adapt_rates
 
