@@ -248,8 +248,12 @@ def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float
     """Clopper-Pearson interval of a rate from ``k`` events in ``n`` trials (exact binomial
     tails, solved by bisection; no scipy needed)."""
 
-    def cdf(p: float, upto: int) -> float:  # P(X <= upto | p)
-        return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(upto + 1))
+    def cdf(p: float, upto: int) -> float:  # P(X <= upto | p), terms in logs (no overflow at n in the thousands)
+        if p <= 0.0 or p >= 1.0:
+            return 1.0 if p <= 0.0 or upto >= n else 0.0
+        lp, lq, ln = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+        return min(1.0, sum(math.exp(ln - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq)
+                            for i in range(upto + 1)))
 
     def solve(f: Callable[[float], float], target: float) -> float:  # f increasing in p
         lo, hi = 0.0, 1.0
