@@ -10,7 +10,9 @@
   (:func:`bisectbot.bisect.estimate_hit_rate`; a command's runs, or a threshold search's
   replies at and above the first-garbage size,
   :func:`bisectbot.reproduce.threshold.hit_counts`) and the per-probe rates derived from
-  it (:func:`bisectbot.bisect.per_probe_rates`); :func:`derived_rates_note` says so in the
+  it (:func:`bisectbot.bisect.per_probe_rates`), weighed over the rate's Beta posterior
+  (:func:`bisectbot.bisect.hit_rate_prior`, :meth:`bisectbot.bisect.Bisection.set_rate_mixture`:
+  few runs say little, issue 23); :func:`derived_rates_note` says so in the
   plan and a stage's first line, before the bad end is probed. The leading first-bad
   candidate's pooled runs may lower it later.
 * :func:`run_repeats`: the repeats of one command probe, combined one-sidedly
