@@ -5,7 +5,7 @@
 * :mod:`.bounds` -- information bounds and probe budgets (``binary_entropy`` ...
   :func:`channel_bound`, :func:`default_budget`, :func:`search_settings`, :func:`budget_text`);
 * :mod:`.repeats` -- repeats of one probe (:func:`combine_repeats`, :func:`per_probe_rates`,
-  :func:`estimate_hit_rate`);
+  :func:`estimate_hit_rate`, :func:`hit_rate_prior`);
 * :mod:`.signatures` -- failure signatures (:class:`Signature`, :func:`command_failures`);
 * :mod:`.verdicts` -- verdict rules per regress mode (:func:`judge_threshold`,
   :func:`judge_command`, :func:`judge_patches` and :func:`register_patch_rule`,
@@ -35,6 +35,7 @@ from .repeats import (
     clean_probes_needed,
     combine_repeats,
     estimate_hit_rate,
+    hit_rate_prior,
     per_probe_rates,
 )
 from .search import CONFIRMATION_MASS, REPROBE_BAND, Bisection, SearchResult, Step
@@ -84,6 +85,7 @@ __all__ = [
     "combine_repeats",
     "per_probe_rates",
     "estimate_hit_rate",
+    "hit_rate_prior",
     "RUN_FALSE_POSITIVE",
     "CONFIRMATION_MASS",
     "REPROBE_BAND",

@@ -180,6 +180,11 @@ class Bisection:
         self.hit_rate: float | None = None
         #: ``{index: (hits, runs)}`` of the command runs seen per candidate, pooled over its probes
         self.runs_seen: dict[int, tuple[int, int]] = {}
+        #: per-probe ``(false_positive, false_negative)`` of each hit-rate hypothesis and their log
+        #: prior weights (:meth:`set_hit_rate_prior`); None while the rates are known exactly
+        self._grid: tuple[np.ndarray, np.ndarray] | None = None
+        self._grid_logw: np.ndarray | None = None
+        self._logp2: np.ndarray | None = None  # log P(hit-rate hypothesis g, first bad h), shape (G, n + 1)
         self._advance()
 
     # ------------------------------------------------------------------ posterior views
@@ -392,6 +397,7 @@ class Bisection:
         c._ends_left = list(self._ends_left)
         c._verify_targets = list(self._verify_targets)
         c.runs_seen = dict(self.runs_seen)
+        c._logp2 = None if self._logp2 is None else self._logp2.copy()
         return c
 
     # ------------------------------------------------------------------ feeding verdicts
@@ -478,14 +484,49 @@ class Bisection:
         probes per round).
         Raises ``ValueError`` on impossible rates (see the class doc)."""
         _check_rates(false_positive, false_negative)
+        self._grid = self._grid_logw = None
+        self._set_point_rates(false_positive, false_negative, parallel)
+        self._replay()
+
+    def set_rate_mixture(self, rates: Sequence[tuple[float, float]], weights: Sequence[float],
+                         parallel: int = 1) -> None:
+        """The per-probe flake rates are not known, only a distribution over them: ``rates`` are
+        ``(false_positive, false_negative)`` pairs (each valid as in the class doc), ``weights`` their
+        prior weights (>= 0, not all 0; normalised here), e.g. the per-probe rates of a grid of
+        per-run hit rates weighted by their Beta posterior from the bad end's runs
+        (:func:`bisectbot.bisect.hit_rate_prior`). The posterior over the first bad is then the
+        mixture ``P(h | verdicts) = sum_g w_g P(verdicts | h, rates_g) / Z``, recomputed from every
+        verdict so far, and the confidence is that mixture's: a hit rate guessed too high from few
+        runs (2 of 3 runs: 0.4 where the truth is 0.3) no longer makes clean probes of a bad
+        candidate read as "good" at the guess's strength (issue 23). Probes are chosen, and the
+        budget set, at the weighted mean rates. Raises ``ValueError`` on impossible arguments."""
+        w = np.asarray(weights, dtype=float)
+        if len(rates) == 0 or w.shape != (len(rates),) or not np.all(w >= 0) or float(w.sum()) <= 0:
+            raise ValueError("need one weight >= 0 per (false_positive, false_negative) pair, not all 0")
+        for a, b in rates:
+            _check_rates(a, b)
+        w = w / w.sum()
+        fp = np.array([a for a, _ in rates], dtype=float)
+        fn = np.array([b for _, b in rates], dtype=float)
+        self._set_point_rates(float((w * fp).sum()), float((w * fn).sum()), parallel)
+        keep = w > 0
+        self._grid = (fp[keep], fn[keep])
+        self._grid_logw = np.log(w[keep])
+        self._replay()
+
+    def _set_point_rates(self, false_positive: float, false_negative: float, parallel: int) -> None:
         self.fp, self.fn = float(false_positive), float(false_negative)
         self.exact = self.fp == 0.0 and self.fn == 0.0
         if self.max_probes is None:  # a derived budget follows the rates
             self.budget = default_budget(self.n, self.fp, self.fn, self.confidence, parallel)
+
+    def _replay(self) -> None:
+        """The posterior from the uniform prior and every verdict so far, at the current rates."""
         self._logp = np.zeros(self.n + 1)
         if not self.check_boundary:
             self._logp[0] = self._logp[self.n] = -np.inf
         self._logp -= np.logaddexp.reduce(self._logp)
+        self._logp2 = None if self._grid_logw is None else self._grid_logw[:, None] + self._logp[None, :]
         self._post = self._q = self._ig = None
         self._inconsistent = ""
         for st in self.history:
@@ -513,13 +554,24 @@ class Bisection:
 
     def _update(self, j: int, bad: bool) -> None:
         self.informed[j] = True
-        with np.errstate(divide="ignore"):
-            if bad:  # h <= j: candidate j is truly bad
-                lo, hi = math.log(1 - self.fn), (math.log(self.fp) if self.fp > 0 else -math.inf)
-            else:
-                lo, hi = (math.log(self.fn) if self.fn > 0 else -math.inf), math.log(1 - self.fp)
-        self._logp[: j + 1] += lo
-        self._logp[j + 1:] += hi
+        if self._logp2 is not None and self._grid is not None:  # a mixture over hit rates
+            fp, fn = self._grid
+            with np.errstate(divide="ignore"):
+                lo, hi = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
+            self._logp2[:, : j + 1] += lo[:, None]
+            self._logp2[:, j + 1:] += hi[:, None]
+            top2 = float(self._logp2.max())
+            if np.isfinite(top2):
+                self._logp2 -= top2
+            self._logp = np.logaddexp.reduce(self._logp2, axis=0)
+        else:
+            with np.errstate(divide="ignore"):
+                if bad:  # h <= j: candidate j is truly bad
+                    lo, hi = math.log(1 - self.fn), (math.log(self.fp) if self.fp > 0 else -math.inf)
+                else:
+                    lo, hi = (math.log(self.fn) if self.fn > 0 else -math.inf), math.log(1 - self.fp)
+            self._logp[: j + 1] += lo
+            self._logp[j + 1:] += hi
         top = float(self._logp.max())
         if not np.isfinite(top):
             self._inconsistent = (

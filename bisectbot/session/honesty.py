@@ -10,7 +10,9 @@
   (:func:`bisectbot.bisect.estimate_hit_rate`; a command's runs, or a threshold search's
   replies at and above the first-garbage size,
   :func:`bisectbot.reproduce.threshold.hit_counts`) and the per-probe rates derived from
-  it (:func:`bisectbot.bisect.per_probe_rates`); :func:`derived_rates_note` says so in the
+  it (:func:`bisectbot.bisect.per_probe_rates`), weighed over the rate's Beta posterior
+  (:func:`bisectbot.bisect.hit_rate_prior`, :meth:`bisectbot.bisect.Bisection.set_rate_mixture`:
+  few runs say little, issue 23); :func:`derived_rates_note` says so in the
   plan and a stage's first line, before the bad end is probed. The leading first-bad
   candidate's pooled runs may lower it later.
 * :func:`run_repeats`: the repeats of one command probe, combined one-sidedly
@@ -33,6 +35,7 @@ from ..bisect import (
     Signature,
     budget_text,
     estimate_hit_rate,
+    hit_rate_prior,
     per_probe_rates,
 )
 from ..errors import BadInput
@@ -151,16 +154,35 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
         if h >= current - 1e-12:
             return
     fp, fn = per_probe_rates(h, reps)
+    rates, weights = hit_rate_prior(hits, runs)
+    pairs = [per_probe_rates(t, reps) for t in rates]
     if fix:  # a broken build read "fixed" is the false positive of a fix search
         fp, fn = fn, fp
+        pairs = [(b_, a_) for a_, b_ in pairs]
     b.hit_rate = h
-    b.set_rates(fp, fn, recipe.bisect.parallel)
+    # issue 23: the search weighs every plausible hit rate (few runs say little: 2 of 3 runs
+    # taken as 0.40 made 4 clean probes of a bad candidate (true rate 0.3) read "good" at 0.99)
+    b.set_rate_mixture(pairs, weights, recipe.bisect.parallel)
     end, combined = ("good end (still broken)", "still broken if any") if fix else ("bad end", "bad if any")
     where = f"at the {end}" if current is None else (
         f"lowered at the leading candidate {res.candidate.label or res.candidate.ref[:10]} (was {current:.2f})")
-    echo(f"hit rate {where}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f}: per probe "
-         f"({reps} runs, {combined}) false_positive {fp:.3f}, false_negative {fn:.3f}; noisy search, "
-         f"~{b.steps_left()} probes, {budget_text(b)}")
+    lo, hi = _weight_span(rates, weights)
+    echo(f"hit rate {where}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f} (the search weighs "
+         f"{lo:.2f}..{hi:.2f}, 90 % of the weight): per probe ({reps} runs, {combined}) false_positive "
+         f"{fp:.3f}, false_negative {fn:.3f}; noisy search, ~{b.steps_left()} probes, {budget_text(b)}")
+
+
+def _weight_span(rates: list[float], weights: list[float], mass: float = 0.9) -> tuple[float, float]:
+    """The central ``mass`` of a weighted grid of rates: ``(lowest, highest)`` rate inside it."""
+    tail = (1 - mass) / 2
+    acc, lo, hi = 0.0, rates[0], rates[-1]
+    for t, w in zip(rates, weights):
+        if acc <= tail < acc + w:
+            lo = t
+        if acc < 1 - tail <= acc + w:
+            hi = t
+        acc += w
+    return lo, hi
 
 
 def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeats: int,

@@ -365,3 +365,16 @@ def test_benchmark_smoke() -> None:
     assert row.trials == 64 and row.worst == 6 and row.acc == 1.0 and row.ratio == 1.0
     row = mod.run_setting((32, 0.1, 0.1, 40, 1))
     assert row.acc >= 0.9 and row.bin_acc < 1.0 and row.maj_mean > row.bin_mean
+    # --quick (issue 23): a point figure that misses a target within its 95 % interval is noted,
+    # not failed; the full run fails on it; an interval beyond the target fails both
+    row = mod.Row(256, 0.2, 0.0, 300, 35.0, 100, 296 / 300, 34.3, 8, 0.2, 24, 0.4, 1.0, sd=10.0)
+    lo, hi = row.acc_ci
+    assert lo < 0.99 < hi and row.ratio_low < 1.15
+    for quick, failed, noted in ((True, 0, 1), (False, 1, 0)):
+        v = mod.Verdicts(quick)
+        v.check(row.acc < 0.99, hi < 0.99, "accuracy 98.67% < 99%")
+        assert (len(v.failures), len(v.noise)) == (failed, noted)
+    v = mod.Verdicts(True)
+    v.check(True, True, "accuracy 90% < 99%")
+    v.check(False, False, "met")
+    assert v.failures == ["accuracy 90% < 99%"] and not v.noise
