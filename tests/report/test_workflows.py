@@ -185,6 +185,8 @@ def test_install_runner_dry_run_plans_a_scoped_service(tmp_path):
     assert "usermod -aG docker,video,render bisectbot" in out
     assert "--url https://github.com/octo-org/vllm" in out and "--labels linux,mi355x" in out
     assert "svc.sh install bisectbot" in out and "BISECTBOT_STATE=/var/lib/bisectbot/state" in out
+    # a dry run changes nothing and says so (deployment finding 7)
+    assert "would be installed as a service" in out and " installed as a service" not in out.replace("be installed", "")
     assert "AABBCCsecret" not in out + p.stderr and "--token ***" in out
     bad = subprocess.run(["bash", str(script), "--dry-run"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--repo OWNER/REPO is required" in bad.stderr
