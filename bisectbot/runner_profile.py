@@ -29,7 +29,6 @@ from .errors import BadInput
 from .located import LocatedErrors, load_located, read_text
 from .slots import slot_gpus
 
-
 DEFAULT_MIN_FREE_GB = 50.0
 """A profile's ``min_free_gb`` when it says none: a ROCm vLLM image is 10-30 GB compressed; room for two."""
 

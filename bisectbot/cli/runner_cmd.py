@@ -15,6 +15,7 @@ import click
 from ..errors import EXIT_ERROR
 from .base import Ctx, cli, error_document, pass_ctx
 
+
 def gpu_count() -> tuple[int | None, str]:
     """GPUs seen by ``amd-smi``, ``rocm-smi`` or ``nvidia-smi`` (first present wins): ``(count, tool)``;
     ``(None, "")`` when none of them is installed."""
