@@ -29,6 +29,9 @@ from .errors import BadInput
 from .located import LocatedErrors, load_located, read_text
 from .slots import slot_gpus
 
+DEFAULT_MIN_FREE_GB = 50.0
+"""A profile's ``min_free_gb`` when it says none: a ROCm vLLM image is 10-30 GB compressed; room for two."""
+
 
 class RunnerProfile(BaseModel):
     """One runner profile. ``shm_size`` in Docker's notation (``16g``); ``ulimits`` maps a
@@ -54,6 +57,9 @@ class RunnerProfile(BaseModel):
     cache_dirs: list[str] = Field(default_factory=list)
     network: str | None = Field(None, description="docker network (default: bridge)")
     init: bool = Field(True, description="run docker's init (tini) as PID 1 so the server gets SIGTERM")
+    min_free_gb: float = Field(DEFAULT_MIN_FREE_GB, ge=0, description="free disk (GB, 10^9 bytes) the host needs "
+                               "for images, derived images and model weights: 'runner check' fails below it on "
+                               "the Docker data root, runners/install-runner.sh refuses below it")
 
     def verdict_hash(self) -> str:
         """SHA-256 (hex, 16 chars) of :data:`VERDICT_FIELDS` as written in the profile (an

@@ -23,14 +23,15 @@
 #   --version X.Y.Z      actions/runner version (default: the latest release, asked from the GitHub API)
 #   --tarball FILE       use a downloaded actions-runner-linux-x64-*.tar.gz instead of downloading
 #   --sha256 HEX         expected SHA-256 of the tarball (checked when given)
-#   --min-free-gb N      refuse to install with less free disk under --dir (default: 500)
+#   --min-free-gb N      refuse to install with less free disk under --dir (default: min_free_gb of
+#                        runners/mi355x.yaml, 2000; a CPU runner such as bisectbot-ledger: say 50)
 #   --dry-run            print what would be done, change nothing
 #   -h, --help           this help
 set -euo pipefail
 
 REPO="" LABELS="linux,mi355x" NAME="bisectbot-$(hostname -s)" RUSER="bisectbot"
 DIR="/opt/bisectbot-runner" STATE="/var/lib/bisectbot/state" HF="/var/lib/bisectbot/hf"
-VERSION="" TARBALL="" SHA256="" MIN_FREE_GB=500 DRY=0 MIRROR=""
+VERSION="" TARBALL="" SHA256="" MIN_FREE_GB="" DRY=0 MIRROR=""
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "install-runner: error: $*" >&2; exit 2; }
@@ -64,6 +65,13 @@ done
 [ "$DRY" = 1 ] || [ "$(id -u)" = 0 ] || die "run as root (or with --dry-run)"
 [ "$DRY" = 1 ] || [ -n "${RUNNER_REG_TOKEN:-}" ] || die "set RUNNER_REG_TOKEN to a registration token of $REPO"
 
+# the one figure: the GPU profile's min_free_gb (what `bisectbot runner check` checks, too)
+if [ -z "$MIN_FREE_GB" ]; then
+  MIN_FREE_GB=$(sed -n 's/^min_free_gb:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$(dirname "$0")/mi355x.yaml" 2>/dev/null | head -n1)
+  [ -n "$MIN_FREE_GB" ] || die "no min_free_gb in $(dirname "$0")/mi355x.yaml: pass --min-free-gb N"
+fi
+[[ "$MIN_FREE_GB" =~ ^[0-9]+$ ]] || die "--min-free-gb must be a whole number of GB (got '${MIN_FREE_GB}')"
+
 # ---------------------------------------------------------------- host checks (warnings in dry runs)
 check() { if [ "$DRY" = 1 ]; then warn "$1"; else die "$1"; fi; }
 GPU=0; [[ ",$LABELS," == *",mi355x,"* ]] && GPU=1   # a CPU runner (e.g. bisectbot-ledger) needs no GPU
@@ -77,8 +85,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || check "python3-venv missing: 
 [ "$GPU" = 0 ] || command -v amd-smi >/dev/null 2>&1 || command -v rocm-smi >/dev/null 2>&1 || warn "neither amd-smi nor rocm-smi found"
 for g in docker video render; do getent group "$g" >/dev/null || check "group '$g' missing (docker / ROCm packages create it)"; done
 parent="$DIR"; while [ ! -d "$parent" ]; do parent="$(dirname "$parent")"; done
-free_gb=$(( $(df -Pk "$parent" | awk 'NR==2 {print $4}') / 1024 / 1024 ))
-[ "$free_gb" -ge "$MIN_FREE_GB" ] || check "only ${free_gb} GB free under $parent (< ${MIN_FREE_GB} GB): images and models need room"
+free_gb=$(( $(df -Pk "$parent" | awk 'NR==2 {print $4}') * 1024 / 1000000000 ))   # GB (10^9), as runner check
+[ "$free_gb" -ge "$MIN_FREE_GB" ] || check "only ${free_gb} GB free under $parent (< ${MIN_FREE_GB} GB: min_free_gb of runners/mi355x.yaml, or --min-free-gb): images and models need room"
 
 # ---------------------------------------------------------------- user and directories
 if ! id "$RUSER" >/dev/null 2>&1; then
@@ -133,4 +141,8 @@ if [ "$DRY" = 1 ]; then
 else
   (cd "$DIR" && ./svc.sh install "$RUSER" && ./svc.sh start)
 fi
-echo "install-runner: runner '$NAME' for $REPO with labels self-hosted,$LABELS installed as a service of user $RUSER"
+if [ "$DRY" = 1 ]; then
+  echo "install-runner: dry run: runner '$NAME' for $REPO with labels self-hosted,$LABELS would be installed as a service of user $RUSER (nothing was changed)"
+else
+  echo "install-runner: runner '$NAME' for $REPO with labels self-hosted,$LABELS installed as a service of user $RUSER"
+fi

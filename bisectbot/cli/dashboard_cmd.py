@@ -43,19 +43,24 @@ def _recipes(paths: tuple[Path, ...]) -> dict:
 @click.option("--report", "reports", multiple=True, type=click.Path(path_type=Path),
               help="report.json of tonight's runs (a file, or a directory searched for them), archived under the "
                    "state directory: the chain of stages, the issue fingerprint and the job log (repeatable).")
+@click.option("--filed", "filed", multiple=True, type=click.Path(path_type=Path),
+              help="filed.json of tonight's 'report file' (a file, or a directory searched for them), recorded in "
+                   "this ledger's issues first: a filing made where another ledger lives (nightly.yml's hosted "
+                   "'file' job) is linked from the site (repeatable).")
 @click.option("--job-url", default="", help="Job-log URL of the run(s) that wrote --report (http or https).")
 @click.option("--github-url", default="https://github.com", show_default=True,
               help="Web address issue links start with (a GitHub Enterprise server's).")
 @pass_ctx
-def dashboard(ctx: Ctx, out: Path, recipe_paths: tuple[Path, ...], reports: tuple[Path, ...], job_url: str,
-              github_url: str) -> None:
+def dashboard(ctx: Ctx, out: Path, recipe_paths: tuple[Path, ...], reports: tuple[Path, ...],
+              filed: tuple[Path, ...], job_url: str, github_url: str) -> None:
     """Render the static dashboard of the ledger into OUT (no server, no JavaScript).
 
     \b
     Pages: index.html (every recipe: last night, streak, flips over 30 nights, open issue),
     r/<recipe>.html (threshold over time, nights, bisections, patch stack), b/<key>.html (one
     bisection: chain of stages, probes with evidence, session logs). Model output is shown as
-    inert text. Exit codes: 0 rendered, 1 error, 2 bad input (a recipe or report that is not one).
+    inert text. It reads the ledger and writes only its issue table, with --filed.
+    Exit codes: 0 rendered, 1 error, 2 bad input (a recipe or report that is not one).
     """
     from ..dashboard import build_dashboard
     from ..dashboard.safe import safe_url
@@ -64,12 +69,18 @@ def dashboard(ctx: Ctx, out: Path, recipe_paths: tuple[Path, ...], reports: tupl
         raise BadInput(f"--job-url {job_url[:80]!r}: not a plain http(s) URL")
     if safe_url(github_url) is None:
         raise BadInput(f"--github-url {github_url[:80]!r}: not a plain http(s) URL")
-    state = ctx.ledger().state_dir
+    led = ctx.ledger()
+    state = led.state_dir
+    recorded = []
+    if filed:
+        from ..report.filed import record_filed
+
+        recorded = record_filed(led, [Path(p) for p in filed])
     stats = build_dashboard(state, out.resolve(), reports=[Path(p) for p in reports], job_url=job_url,
                             recipes=_recipes(recipe_paths), github_url=github_url)
     if ctx.json:
         ctx.emit({"out": str(out.resolve()), "rendered": stats.rendered, "unchanged": stats.unchanged,
                   "removed": stats.removed, "seconds": round(stats.seconds, 3), "written": stats.written,
-                  "charts": stats.charts})
+                  "charts": stats.charts, "filed": [f"{r}#{n}" for r, n in recorded]})
     else:
         click.echo(f"dashboard: {stats.line()}: {out.resolve() / 'index.html'}")

@@ -113,7 +113,8 @@ def render_cmd(ctx: Ctx, result_file: Path, out_dir: Path | None, nightly_file: 
 @click.option("--repo", help="OWNER/NAME (overrides the recipe).")
 @click.option("--api-url", help="GitHub API base URL (GitHub Enterprise; default https://api.github.com).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where would-be issue/comment Markdown goes (default: next to RESULT.json).")
+              help="Where would-be issue/comment Markdown and filed.json (what was filed: repository, issue "
+                   "number, fingerprints; for 'dashboard --filed') go (default: next to RESULT.json).")
 @click.option("--newest", "newest_file", type=click.Path(dir_okay=False, path_type=Path),
               help="ProbeResult JSON of the re-test on the newest nightly; not reproducing there files nothing.")
 @click.option("--dry-run", is_flag=True, help="Send nothing; write the would-be Markdown.")
@@ -149,6 +150,10 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
     out = file_or_update(result, target, token_from_env(), ctx.ledger(), dry_run, out_dir or result_file.parent,
                          nightly=nightly, newest=newest, blame_confidence=bc,
                          chart_png=png if png.is_file() else None)
+    from ..report.filed import write_filed
+
+    # for the ledger that did not file it (nightly.yml: the file job's artifact -> the pages job)
+    write_filed(out_dir or result_file.parent, result, target.repo, out)
     if commands_file is not None and recipe is not None and not dry_run and token_from_env():
         from ..errors import GitHubError, UpstreamUnreachable
         from ..recipe import load_recipe

@@ -15,8 +15,6 @@ import click
 from ..errors import EXIT_ERROR
 from .base import Ctx, cli, error_document, pass_ctx
 
-MIN_FREE_GB = 50.0  # a ROCm vLLM image is 10-30 GB compressed; leave room for two
-
 
 def gpu_count() -> tuple[int | None, str]:
     """GPUs seen by ``amd-smi``, ``rocm-smi`` or ``nvidia-smi`` (first present wins): ``(count, tool)``;
@@ -111,7 +109,8 @@ def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | Non
             p = p.parent
         try:
             free = shutil.disk_usage(p).free / 1e9
-            add(label, free >= MIN_FREE_GB or label == "disk state", f"{free:.1f} GB free at {path}",
+            need = f" (profile {profile.name} needs {profile.min_free_gb:g} GB: min_free_gb)" if label == "disk docker" else ""
+            add(label, free >= profile.min_free_gb or label == "disk state", f"{free:.1f} GB free at {path}{need}",
                 required=label == "disk docker")
         except OSError as e:
             add(label, False, f"{path}: {e}", required=False)

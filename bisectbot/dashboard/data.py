@@ -421,14 +421,17 @@ def collect(ledger: Ledger, runs: list[ArchivedRun], recipes: dict[str, Any] | N
                 except ValueError:
                     rd.threshold_below = None
         rd.sessions = [s for s in sessions if s.recipe == name]
-        _points(rd, nightly)
+        _points(rd, nightly, mine_runs)
         _bisections(rd, mine_runs, ledger, github_url)
         _patches(rd, nightly)
         out.append(rd)
     return out
 
 
-def _points(rd: RecipeData, nightly: dict[str, dict[str, Any]]) -> None:
+def _points(rd: RecipeData, nightly: dict[str, dict[str, Any]], runs: list[ArchivedRun] | None = None) -> None:
+    """The recipe's points: every stage-1 session's probes in this ledger, then the stage-1 probes of the
+    archived reports ``runs`` for candidates no session of this ledger probed. (The dashboard's ledger
+    is the ledger runner's; a night bisected on a GPU runner reaches it only as its report artifact.)"""
     by_ref: dict[str, Point] = {}
     stage1 = [s for s in rd.sessions if s.stage == STAGE1]
     for s in stage1:
@@ -448,6 +451,39 @@ def _points(rd: RecipeData, nightly: dict[str, dict[str, Any]]) -> None:
                 p.runs += 1
                 if p.verdict == "skip" and pr.verdict != "skip":  # a later run tested it after all
                     p.verdict, p.threshold, p.reason, p.session = pr.verdict, pr.threshold, pr.reason, s.id
+    from_ledger = set(by_ref)
+    for run in runs or []:
+        for st in run.result.stages[:1]:
+            if st.name != STAGE1 or not st.candidates:
+                continue
+            for pr in st.probes:
+                c = pr.candidate
+                info = nightly.get(c.ref)
+                if c.ref in from_ledger or (info is None and c.kind is not CandidateKind.NIGHTLY
+                                            and c.ref != st.candidates[-1].ref):
+                    continue  # this ledger's session has it; or a candidate inside a bisection
+                m = _DATE_IN_TAG.search(c.label or "")
+                if info:
+                    when, by = info["when"], info["dated_by"]
+                elif m:
+                    when, by = datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=timezone.utc), "tag"
+                else:
+                    when, by = parse_time(run.archived), "run"
+                if when is None:
+                    continue
+                p = by_ref.get(c.ref)
+                if p is None:
+                    by_ref[c.ref] = Point(c.ref, (info or {}).get("tag") or c.label or c.ref, when, by, pr.verdict.value,
+                                          pr.threshold, pr.reason, f"r-{run.key}", 1, (info or {}).get("tag", ""),
+                                          dict((info or {}).get("versions") or {}),
+                                          info is not None or c.kind is CandidateKind.NIGHTLY)
+                elif p.session == f"r-{run.key}":
+                    continue  # the same report probed it twice (verification): one night
+                else:
+                    p.runs += 1
+                    if p.verdict == "skip" and pr.verdict.value != "skip":
+                        p.verdict, p.threshold, p.reason, p.session = (pr.verdict.value, pr.threshold, pr.reason,
+                                                                       f"r-{run.key}")
     rd.points = sorted(by_ref.values(), key=lambda p: (p.when, p.label))
 
 

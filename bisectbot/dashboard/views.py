@@ -95,6 +95,8 @@ def bisection_href(rd: RecipeData) -> dict[str, str]:
     """session id -> bisection key of the run whose page shows that session."""
     out: dict[str, str] = {}
     for b in rd.bisections:
+        if b.from_report:  # a point taken from an archived report names its bisection by key
+            out.setdefault(b.key, b.key)
         for st in b.stages:
             if st.session is not None:
                 out.setdefault(st.session.id, b.key)

@@ -103,8 +103,10 @@ class RegistryCandidates:
         rows = self.ledger.nightlies(self.src.repository)  # type: ignore[union-attr]
         if not rows:
             kind = UpstreamUnreachable if isinstance(e, UpstreamUnreachable) else BadInput  # exit 5 / 2
-            raise kind(f"registry unreachable ({e}) and the ledger has no nightlies of "
-                       f"{self.src.repository}") from None  # type: ignore[union-attr]
+            repo = self.src.repository  # type: ignore[union-attr]
+            raise kind(f"registry unreachable ({e}) and the ledger has no nightlies of {repo}; behind a mirror, "
+                       f"set BISECTBOT_REGISTRY_MIRROR=URL (runners/README.md, \"Behind a mirror\"), or record "
+                       f"them while the registry answers: bisectbot nightlies record --recipe RECIPE") from None
         log.warning("registry unreachable (%s): using the %d nightlies in the ledger", e, len(rows))
         infos = reg.order_tags(reg.TagInfo(r["repository"], r["tag"], r["digest"], r["last_updated"]) for r in rows)
         keep = set(reg.filter_tags([t.tag for t in infos], self.src.tag_pattern))  # type: ignore[union-attr]

@@ -56,7 +56,10 @@ def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base
         assert [lb["name"] for lb in first["labels"]] == ["bisectbot"]
         # the stand-in received the report directory (and, from the commands job, the maintainers' commands)
         (uploaded,) = [p for p in art.iterdir() if p.name.startswith("bisectbot-")]
-        assert {p.name.split("-")[0] for p in art.iterdir()} == {"bisectbot", "commands"}
+        assert {p.name.split("-")[0] for p in art.iterdir()} == {"bisectbot", "commands", "filed"}
+        # the file job's filing, for the pages job on the ledger runner (deployment finding 9)
+        filed = json.loads((art / f"filed-{RECIPE}-{uploaded.name.rsplit('-', 1)[1]}" / "filed.json").read_text())
+        assert filed["number"] == first["number"] and filed["repo"] == GH_REPO, filed
         res = json.loads((uploaded / "result.json").read_text())
         assert res["stages"][0]["first_bad"]["label"] == specs[2].tag
         assert (uploaded / "report.md").is_file() and (uploaded / "issue.md").is_file()

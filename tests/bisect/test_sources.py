@@ -40,3 +40,22 @@ source: {kind: registry, registry: "127.0.0.1:1", repository: rocm/vllm-dev, tag
             src.candidates("nightly_main_20260105", "nightly_main_20260101")
         with pytest.raises(BadInput, match="not found"):
             src.candidates("nightly_main_20250101", "nightly_main_20260105")
+
+
+def test_unreachable_registry_and_empty_ledger_names_the_way_out(tmp_path) -> None:
+    """Deployment finding 10: offline with no recorded nightlies, the error says what to do: a mirror
+    (BISECTBOT_REGISTRY_MIRROR) or ``nightlies record`` while the registry answers."""
+    from bisectbot.errors import UpstreamUnreachable
+
+    r = parse_recipe("""
+name: nightly-demo
+source: {kind: registry, registry: "127.0.0.1:1", repository: rocm/vllm-dev, tag_pattern: "nightly_main_*",
+         insecure: true}
+""")
+    with Ledger(tmp_path) as led:
+        src = RegistryCandidates(r, led, RegistryClient("127.0.0.1:1", insecure=True, max_attempts=1, timeout_s=5))
+        with pytest.raises((UpstreamUnreachable, BadInput)) as err:
+            src.candidates("nightly_main_20260101", "nightly_main_20260105")
+    msg = str(err.value)
+    assert "the ledger has no nightlies of rocm/vllm-dev" in msg
+    assert "BISECTBOT_REGISTRY_MIRROR" in msg and "bisectbot nightlies record --recipe" in msg

@@ -142,3 +142,31 @@ def test_runner_check_json_failure_has_the_documented_shape(tmp_path):
     doc = json.loads(r.stdout)
     assert r.returncode == 1 and doc == {"error": doc["error"], "exit_code": 1}
     assert doc["error"]["kind"] == "runner check" and "device /dev/kfd: missing" in doc["error"]["message"]
+
+
+def test_runner_check_disk_uses_the_profile_min_free_gb(tmp_path):
+    """Deployment finding 8: one disk figure. ``runner check`` fails the Docker data root below the
+    profile's ``min_free_gb`` and names it; the shipped mi355x profile and install-runner.sh's default
+    are the same figure."""
+    import shutil
+
+    (tmp_path / "runners").mkdir()
+    for name, gb in (("roomy", 0), ("greedy", 10 ** 9)):
+        (tmp_path / "runners" / f"{name}.yaml").write_text(f"name: {name}\nshm_size: 1g\nmin_free_gb: {gb}\n")
+    env = {"BISECTBOT_RUNNERS": str(tmp_path / "runners")}
+    ok = bb(env, tmp_path, "--json", "runner", "check", "--profile", "roomy")
+    disk = {c["name"]: c for c in json.loads(ok.stdout)}["disk docker"]
+    assert ok.returncode == 0 and disk["ok"] and "profile roomy needs 0 GB: min_free_gb" in disk["detail"], disk
+    bad = bb(env, tmp_path, "--json", "runner", "check", "--profile", "greedy")
+    msg = json.loads(bad.stdout)["error"]["message"]
+    assert bad.returncode == 1 and "disk docker" in msg and "needs 1e+09 GB: min_free_gb" in msg, msg
+    # the shipped figure, and the installer's default read from it
+    root = Path(__file__).resolve().parents[2]
+    gb = int(load_profile("mi355x").min_free_gb)
+    assert gb == 2000
+    dry = subprocess.run(["bash", str(root / "runners" / "install-runner.sh"), "--repo", "o/r", "--dry-run",
+                          "--dir", str(tmp_path / "runner")], capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin"})
+    free = shutil.disk_usage(tmp_path).free // 10 ** 9
+    assert dry.returncode == 0 and (free >= gb or f"< {gb} GB: min_free_gb of runners/mi355x.yaml" in dry.stderr)
+    assert f"{gb}" in (root / "runners" / "README.md").read_text().split("## Register")[0]

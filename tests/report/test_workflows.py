@@ -185,6 +185,36 @@ def test_install_runner_dry_run_plans_a_scoped_service(tmp_path):
     assert "usermod -aG docker,video,render bisectbot" in out
     assert "--url https://github.com/octo-org/vllm" in out and "--labels linux,mi355x" in out
     assert "svc.sh install bisectbot" in out and "BISECTBOT_STATE=/var/lib/bisectbot/state" in out
+    # a dry run changes nothing and says so (deployment finding 7)
+    assert "would be installed as a service" in out and " installed as a service" not in out.replace("be installed", "")
     assert "AABBCCsecret" not in out + p.stderr and "--token ***" in out
     bad = subprocess.run(["bash", str(script), "--dry-run"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--repo OWNER/REPO is required" in bad.stderr
+
+
+def test_job_tokens_ask_only_what_they_use():
+    """Deployment findings 11/12 (least privilege): GitHub issues are read and written only with the
+    ``BISECTBOT_GITHUB_TOKEN`` secret, never with a job's own token, so no job asks ``issues``; a job
+    asks ``actions: write`` exactly when it hands its token to the dispatch action; every job that
+    talks to GitHub about issues takes the secret (and the bot's login) in the step that does."""
+    seen = set()
+    for wf in sorted(WF.glob("*.yml")):
+        for name, job in _load(wf.name)["jobs"].items():
+            perms = job.get("permissions") or {}
+            assert "issues" not in perms, (wf.name, name, perms)
+            dispatches = any("actions/dispatch" in s.get("uses", "") for s in job.get("steps", []))
+            assert (perms.get("actions") == "write") == dispatches, (wf.name, name, perms)
+            if dispatches:
+                assert all(s["with"]["token"] == "${{ github.token }}" for s in job["steps"]
+                           if "actions/dispatch" in s.get("uses", "")), (wf.name, name)
+            for s in job.get("steps", []):
+                run = str(s.get("run", ""))
+                if re.search(r"bisectbot (--json )?(report (file|reply|commands)|round cancel --)", run) or \
+                        re.search(r"round cancel .*--from-github", run):
+                    env = s.get("env") or {}
+                    assert env.get("BISECTBOT_GITHUB_TOKEN") == "${{ secrets.BISECTBOT_GITHUB_TOKEN }}", (wf.name, name)
+                    assert env.get("BISECTBOT_BOT_LOGIN") == "${{ vars.BISECTBOT_BOT_LOGIN }}", (wf.name, name)
+                    assert "github.token" not in yaml.safe_dump(env), (wf.name, name)
+                    seen.add((wf.name, name))
+    assert {("nightly.yml", "commands"), ("nightly.yml", "file"), ("bisect.yml", "answer"),
+            ("bisect-fanout.yml", "reduce")} <= seen, seen
