@@ -124,9 +124,17 @@ class Group(click.Group):
         return super().parse_args(ctx, json_anywhere(args))
 
 
+def absolute_path(p: Path | None) -> Path | None:
+    """``p`` made absolute against the current directory, symlinks kept (the ledger checks its own
+    path); ``None`` stays ``None``. Builds and servers run in the state's worktrees with their own
+    working directory, where a relative ``--state gpu`` named nothing."""
+    return p.absolute() if p is not None else None
+
+
 @click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bisectbot")
 @click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path), envvar="BISECTBOT_STATE",
+              callback=lambda _c, _p, v: absolute_path(v),
               help="Ledger/state directory (default: $XDG_STATE_HOME/bisectbot).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document on stdout (also on errors); progress on stderr. Before or after the command.")

@@ -28,7 +28,7 @@ import yaml
 
 from .. import terminal
 from ..errors import EXIT_ERROR, EXIT_OK, BadInput
-from .base import Ctx, cli, error_document, pass_ctx
+from .base import Ctx, absolute_path, cli, error_document, pass_ctx
 
 #: Default output directory (relative to the current directory).
 DEFAULT_OUT = "bisectbot-demo-out"
@@ -87,6 +87,7 @@ def write_would_be_issue(ctx: Ctx, recipe_path: Path, out: Path, since: float) -
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUT, show_default=True,
               help="Where the report, its JSON and the would-be GitHub issue are written.")
 @click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path),
+              callback=lambda _c, _p, v: absolute_path(v),
               help="Ledger directory (default: the global --state, else a temporary one, so every demo "
                    "probes afresh).")
 @click.option("--keep/--no-keep", default=True, show_default=True,

@@ -12,14 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_demo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_demo(*args: str, timeout: float = 300, cwd: Path = ROOT, before: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """``python -m bisectbot demo ARGS`` with the bisectbot this interpreter has installed (the wheel under
     scripts/test-all.sh)."""
     env = dict(os.environ)
     env.pop("GITHUB_TOKEN", None)
     env.pop("BISECTBOT_STATE", None)
-    return subprocess.run([sys.executable, "-m", "bisectbot", "demo", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "bisectbot", *before, "demo", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=cwd)
 
 
 def engines_using(prefix: Path) -> list[int]:

@@ -63,6 +63,19 @@ def test_demo_finds_the_planted_commit_and_writes_report_and_issue(tmp_path, kit
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("where", ["demo", "global"])
+def test_a_relative_state_directory_works(tmp_path, kit, where: str) -> None:
+    """``--state gpu`` (relative, as a user types it) names the same directory in the builds' and
+    servers' own working directories: before, every build failed 'No such file or directory:
+    gpu/worktrees/...' and the demo ended boundary-failed."""
+    before = ("--state", "gpu") if where == "global" else ()
+    p = kit.run_demo("--out", "out", *(() if before else ("--state", "gpu")), "--seed", "3", "--commits", "12",
+                     cwd=tmp_path, before=before)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert (tmp_path / "gpu").is_dir() and f"ledger {tmp_path / 'gpu'};" in p.stdout + p.stderr
+
+
+@pytest.mark.slow
 def test_demo_exits_1_when_the_found_culprit_is_not_the_planted_one(tmp_path, monkeypatch) -> None:
     """The exit code compares with the history: a history that lies about its culprit fails the demo."""
     real = H.make_history
