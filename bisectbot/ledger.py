@@ -275,6 +275,12 @@ class Ledger:
         row = self._db.execute("SELECT result FROM probes WHERE cache_key=?", (cache_key,)).fetchone()
         return ProbeResult.from_dict(_unpack(row[0])) if row else None
 
+    def get_probe_stored(self, cache_key: str) -> tuple[ProbeResult, str] | None:
+        """The probe result stored under ``cache_key`` and when it was stored (UTC ISO 8601,
+        ``2026-12-02T05:04:57+00:00``: the time its probe finished), or None."""
+        row = self._db.execute("SELECT result, created FROM probes WHERE cache_key=?", (cache_key,)).fetchone()
+        return (ProbeResult.from_dict(_unpack(row[0])), str(row[1])) if row else None
+
     def probes(self) -> ProbeRows:
         """Every stored probe result, oldest first, streamed (see :class:`ProbeRows`; ``len()`` works)."""
         return ProbeRows(self._db)

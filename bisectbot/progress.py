@@ -9,7 +9,7 @@ e.g. in library use and ``-q``):
   ``failed after``) when it ends, each line with the probe's elapsed time;
 * :func:`heartbeat` -- ``server start: waiting for /health, 60 s`` at most every
   :data:`HEARTBEAT_S` seconds (a 754B model loads for 10-40 minutes);
-* :func:`request` -- one line per reproducer request (size in prompt tokens, outcome, seconds);
+* :func:`request` -- one line per reproducer request (requested and measured prompt tokens, outcome, seconds);
 * :class:`Eta` -- after the first fresh probe, the mean fresh probe time times the probes left.
 
 In GitHub Actions (``$GITHUB_STEP_SUMMARY``) :func:`summary` rewrites the step summary with the
@@ -110,9 +110,16 @@ def heartbeat(what: str, every_s: float | None = None) -> Heartbeat:
     return Heartbeat(what, every_s)
 
 
-def request(size: int, outcome: str, seconds: float) -> None:
-    """One reproducer request: ``size`` in prompt tokens, its outcome, its duration in seconds."""
-    emit(f"{_prefix()}request {size} tokens: {outcome} ({fmt_s(seconds)})")
+def request(size: int, outcome: str, seconds: float, measured: int | None = None, counted_by: str = "") -> None:
+    """One reproducer request: ``size`` the requested prompt tokens, ``measured`` the server's count
+    (tokens; None when unknown) and ``counted_by`` where that count comes from (``usage.prompt_tokens``,
+    ``/tokenize``), its outcome, its duration in seconds:
+    ``requested 1038 tokens, measured 1021 (usage.prompt_tokens): GARBAGE (0.1 s)`` (issue 23)."""
+    if measured is not None and counted_by and counted_by != "requested":
+        what = f"requested {size} tokens, measured {measured} ({counted_by})"
+    else:
+        what = f"requested {size} tokens (not measured)"
+    emit(f"{_prefix()}{what}: {outcome} ({fmt_s(seconds)})")
 
 
 class Eta:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import Candidate, ProbeResult, RunResult, Verdict
+from ..provenance import measured_text
 
 FAILING = ("GARBAGE",)
 """Row outcomes that count as the failing reply."""
@@ -32,7 +33,9 @@ class Reply:
     ``requested``/``prompt_tokens`` in tokens (asked for / the server's count); ``text`` the
     reply's start as the reproducer kept it; ``reference`` the comparison figures of
     ``regress: diverges`` (``first_divergence``, ``edit_distance``, ``tokens``, ``logprob_mean``,
-    ``tolerance``, ``continuation``, ``reference_continuation``), empty without a reference."""
+    ``tolerance``, ``continuation``, ``reference_continuation``), empty without a reference;
+    ``measured`` where the probe's verdict came from: ``this run`` or ``ledger cache: measured WHEN in
+    session ID`` (:func:`bisectbot.provenance.measured_text`, issue 23)."""
 
     candidate: Candidate
     requested: int | None
@@ -44,6 +47,7 @@ class Reply:
     exit: str = ""
     stdout: str = ""
     stderr: str = ""
+    measured: str = "this run"
 
 
 @dataclass
@@ -65,9 +69,11 @@ class Evidence:
     command: bool = False
 
 
-def _rows(probes: list[ProbeResult], c: Candidate) -> list[dict[str, Any]]:
-    """Every table row of the probes of ``c`` (verification re-probes included), probe order."""
-    return [r for p in probes if p.candidate.ref == c.ref and p.verdict is not Verdict.SKIP for r in p.table]
+def _rows(probes: list[ProbeResult], c: Candidate, session: str = "") -> list[dict[str, Any]]:
+    """Every table row of the probes of ``c`` (verification re-probes included), probe order; each
+    with ``_measured``, where its probe's verdict came from (:func:`bisectbot.provenance.measured_text`)."""
+    return [{**r, "_measured": measured_text(p, session)}
+            for p in probes if p.candidate.ref == c.ref and p.verdict is not Verdict.SKIP for r in p.table]
 
 
 def _requested(row: dict[str, Any]) -> int | None:
@@ -82,15 +88,17 @@ def _reply(c: Candidate, row: dict[str, Any]) -> Reply:
     return Reply(candidate=c, requested=_requested(row), prompt_tokens=row.get("prompt_tokens"),
                  outcome=str(row.get("outcome", "")),
                  text=str(row.get("excerpt") or row.get("reply") or row.get("content") or ""),
-                 reasons=[str(x) for x in (reasons if isinstance(reasons, list) else [reasons])], reference=dict(ref))
+                 reasons=[str(x) for x in (reasons if isinstance(reasons, list) else [reasons])], reference=dict(ref),
+                 measured=str(row.get("_measured") or "this run"))
 
 
-def _command_reply(p: ProbeResult) -> Reply:
+def _command_reply(p: ProbeResult, session: str = "") -> Reply:
     from .render import _exit_text
 
     return Reply(candidate=p.candidate, requested=None, prompt_tokens=None, outcome=p.verdict.value,
                  reasons=[p.reason] if p.reason else [], exit=_exit_text(p),
-                 stdout=str(p.extra.get("stdout_tail") or ""), stderr=str(p.extra.get("stderr_tail") or ""))
+                 stdout=str(p.extra.get("stdout_tail") or ""), stderr=str(p.extra.get("stderr_tail") or ""),
+                 measured=measured_text(p, session))
 
 
 def _ends(result: RunResult) -> tuple[Candidate, Candidate] | None:
@@ -119,9 +127,10 @@ def culprit_evidence(result: RunResult, command: bool = False) -> Evidence | Non
                 for c in (first, last)}
         if not runs[first.ref] or not runs[last.ref]:
             return None
-        return Evidence(bad=_command_reply(runs[first.ref][-1]), good=_command_reply(runs[last.ref][-1]),
+        return Evidence(bad=_command_reply(runs[first.ref][-1], result.session_id),
+                        good=_command_reply(runs[last.ref][-1], result.session_id),
                         bad_end="first", good_end="last", same_prompt=True, command=True)
-    rows = {"first": _rows(probes, first), "last": _rows(probes, last)}
+    rows = {"first": _rows(probes, first, result.session_id), "last": _rows(probes, last, result.session_id)}
     cand = {"first": first, "last": last}
     # the failing end: the first bad in a regression; the one with failing rows otherwise (a fix
     # bisection's last broken), the first bad when both have some

@@ -30,6 +30,7 @@ from typing import Any
 import jinja2
 
 from ..models import Candidate, ChainLink, ProbeResult, RunResult, StageResult, Status, Verdict
+from ..provenance import cached_from, measured_text
 from .fingerprint import fingerprint, marker
 from .history import NightlyResult, Streak
 from .sanitize import GITHUB_BODY_LIMIT, code_block, github_length, redact, sanitize, shorten_paths, visible
@@ -162,12 +163,19 @@ class _StageView:
     kind: str = "regression"
     regress: Any = ""
     searched: str = ""
+    session: str = ""
+
+    @property
+    def cached(self) -> bool:
+        """True when a probe's verdict came from the ledger cache: the table then says, per probe,
+        whether it was measured in this run or when and by which session (issue 23)."""
+        return any(cached_from(p) is not None for p in self.probes)
 
     def rows(self, max_rows: int) -> list[dict[str, Any]]:
         rows = [
             {"n": i + 1, "candidate": candidate_link(p.candidate), "verdict": verdict_word(p.verdict.value, self.kind, self.regress),
              "threshold": format_threshold(p.threshold), "time": format_duration(p.duration_s),
-             "reason": p.reason, "exit": _exit_text(p)}
+             "reason": p.reason, "exit": _exit_text(p), "measured": measured_text(p, self.session)}
             for i, p in enumerate(self.probes)
         ]
         if len(rows) <= max_rows:
@@ -266,6 +274,8 @@ def _evidence_view(result: RunResult, reason_chars: int = 300) -> dict[str, Any]
         rows = [row("exit code", lambda r: sanitize(r.exit, 40), safe=True),
                 row("verdict", lambda r: sanitize(verdict_word(r.outcome, result.kind, result.regress), 40), safe=True),
                 row("reason", lambda r: "; ".join(r.reasons))]
+        if any(r is not None and r.measured != "this run" for r in ends):  # issue 23: cached, not run now
+            rows.append(row("probe", lambda r: r.measured, limit=120))
         for e, r in zip(("Last", "First"), ends):
             for key in ("stdout", "stderr"):
                 if r is not None and getattr(r, key).strip():
@@ -283,6 +293,8 @@ def _evidence_view(result: RunResult, reason_chars: int = 300) -> dict[str, Any]
             row("outcome", outcome, safe=True),
             row("reasons", lambda r: "; ".join(r.reasons)),
             row("reply", lambda r: r.text or "(empty reply)", limit=400)]
+    if any(r is not None and r.measured != "this run" for r in ends):  # issue 23: a cached reply, not run now
+        rows.append(row("probe", lambda r: r.measured, limit=120))
     diverges = None
     if any(r is not None and r.reference for r in ends):
         ref = ev.bad.reference
@@ -782,7 +794,7 @@ def render_markdown(
         "env_rows": _env_rows(result), "patches": _patch_rows(result),
         "triage": sorted(result.triage.items()),
         "stages": [_StageView(s.name, s.component, _status_word(result, s.status.value), s.probes, result.kind,
-                              result.regress, _searched(s))
+                              result.regress, _searched(s), result.session_id)
                    for s in result.stages],
         "command": is_command_result(result),
         "notes": [note_words(result, n) for n in result.notes

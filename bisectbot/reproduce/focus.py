@@ -77,7 +77,8 @@ def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min
     for s in sizes:
         r = memo(s)
         asked.append(r)
-        say(f"focus {s} tokens (where the bad end failed) -> {r.size} measured: {r.outcome.value}")
+        say(f"focus: requested {s} tokens (taken from the bad end's measured failing sizes) -> measured "
+            f"{r.size} ({r.counted_by}): {r.outcome.value}")
         if r.outcome == Outcome.ERROR and r.error_kind != "over-limit":
             res = ThresholdResult(status="error", table=list(asked), requests=sum(x.requests for x in asked),
                                   min_size=min_size, max_size=max_size,

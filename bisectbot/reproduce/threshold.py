@@ -126,6 +126,12 @@ class SizeResult:
             d["evidence"] = self.evidence
         return d
 
+    @property
+    def counted_by(self) -> str:
+        """What :attr:`size` is: ``usage.prompt_tokens`` or ``/tokenize`` (the server's count), or
+        ``requested`` when nothing measured it (:func:`counted_by`)."""
+        return counted_by(self.to_dict())
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SizeResult:
         """Inverse of :meth:`to_dict`."""
@@ -135,6 +141,18 @@ class SizeResult:
                    requests=int(d.get("requests", 0)), seconds=float(d.get("seconds", 0.0)),
                    excerpt=d.get("excerpt", ""), error_kind=d.get("error_kind"),
                    evidence=dict(d.get("evidence") or {}))
+
+
+def counted_by(row: dict[str, Any]) -> str:
+    """Where a size row's (:meth:`SizeResult.to_dict`) measured size comes from: ``usage.prompt_tokens``
+    (the reply's usage), ``/tokenize`` (the server counted the prompt, the reply had no usage), or
+    ``requested`` (no count: the requested size stands in, e.g. a command reproducer's ``{size}``)."""
+    ev = row.get("evidence") if isinstance(row.get("evidence"), dict) else {}
+    if ev.get("usage_prompt_tokens"):
+        return "usage.prompt_tokens"
+    if row.get("prompt_tokens") is None:
+        return "requested"
+    return "/tokenize" if "prompt_words" in ev else "requested"
 
 
 @dataclass
@@ -627,7 +645,8 @@ class HttpProbe:
         except Exception as e:  # noqa: BLE001 - an odd reply must end as a verdict, never a traceback
             res = SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
                              error_kind="bad-response")
-        progress.request(size, res.outcome.value, time.monotonic() - t0)
+        progress.request(size, res.outcome.value, time.monotonic() - t0,
+                         measured=res.prompt_tokens, counted_by=res.counted_by)
         return res
 
     def _probe(self, size: int) -> SizeResult:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..ledger import Ledger
 from ..models import Candidate, ProbeResult, Verdict
+from ..provenance import CACHED_KEY, SESSION_KEY, mark_cached
 from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner
 from .executor import (
@@ -123,7 +124,8 @@ class Prober:
         """A verdict known without probing: ``(result, origin, cache_key)``; result None when unknown.
 
         ``origin`` is ``human`` (a maintainer's verdict), ``replay`` (forced by the replay
-        log) or ``cache`` (the ledger).
+        log) or ``cache`` (the ledger). A cache hit measured by another run (not this round
+        session's own) carries ``extra["cached"]`` (:func:`bisectbot.provenance.mark_cached`).
         """
         tname = toggle.name if toggle else ""
         hv = None if toggle else self.human_verdict(c)
@@ -137,11 +139,14 @@ class Prober:
             # a candidate the log lacks (a line dropped from it) is probed again, never answered by
             # the ledger's verdict of the session the log came from
             return None, "cache", key
-        cached = self.ledger.get_probe(key)
+        stored = self.ledger.get_probe_stored(key)
+        cached = stored[0] if stored is not None else None
         if cached is not None and self._retry(cached, key):
             return None, "cache", key
-        if cached is not None:  # same ref and build: the verdict holds, the label is this stage's
+        if stored is not None and cached is not None:  # same ref and build: the verdict holds, the label is this stage's
             cached.candidate = c
+            if not self.answered_here(cached):  # measured by another run: the report says so (issue 23)
+                mark_cached(cached, stored[1])
         return cached, "cache", key
 
     def _retry(self, cached: ProbeResult, key: str) -> bool:
@@ -160,10 +165,14 @@ class Prober:
         return bool(self.round_session) and res.extra.get("round_session") == self.round_session
 
     def _store(self, res: ProbeResult) -> None:
-        """Cache ``res`` in the ledger unless it is a transient error (never a verdict to reuse)."""
+        """Cache ``res`` in the ledger unless it is a transient error (never a verdict to reuse), with
+        the session that measured it (``extra["session"]``, :mod:`bisectbot.provenance`)."""
         if res.extra.get("transient"):
             self.echo(f"{res.candidate.ref[:12]}: transient error, not cached: {res.reason[:120]}")
             return
+        res.extra.pop(CACHED_KEY, None)  # measured now: never stored as a cache hit
+        if self.session_id:
+            res.extra.setdefault(SESSION_KEY, self.session_id)  # which run measured it (a later cache hit names it)
         self.ledger.put_probe(res)
 
     def needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:

@@ -49,7 +49,7 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
         # name a later commit, as git bisect run would; the search cannot tell it from the runs)
         result.notes.append(
             "exact search (one run per probe, no bisect.flake): the confidence assumes a deterministic "
-            "reproducer; the culprit and its predecessor were re-probed. For a bug that shows in only "
+            f"reproducer; {verification_words(final)}. For a bug that shows in only "
             "some runs, set reproducer.repeats or bisect.flake")
     good, bad = reproduce_ends(final)
     if good and bad:
@@ -58,6 +58,40 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
     if all_cached:
         result.notes.append("every verdict came from the probe cache")
     return result
+
+
+REPROBED = "the culprit and its predecessor were re-probed"
+"""What the exact search's note says when both verification probes ran in this run."""
+
+
+def verification_words(final: StageResult) -> str:
+    """What verified the culprit (issue 23: a verdict claims only what was tested): :data:`REPROBED`
+    when the last probes of the first bad and the last good were measured in this run; else which of
+    them came from the ledger cache and when (``the culprit and its predecessor were verified from
+    cached verdicts of 2026-12-02 05:05:03 UTC (session 84601e0d964f), not re-probed in this run``)."""
+    from ..provenance import cached_from, when_text
+
+    ends = [("culprit", final.first_bad), ("predecessor", final.last_good)]
+    marks: dict[str, dict[str, str] | None] = {}
+    for role, c in ends:
+        last = next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
+        marks[role] = cached_from(last) if last is not None else None
+    cached = {role: m for role, m in marks.items() if m is not None}
+    if not cached:
+        return REPROBED
+
+    def of(ms: list[dict[str, str]]) -> str:
+        whens = sorted({when_text(m["measured_at"]) for m in ms})
+        sessions = sorted({m["session"] for m in ms} - {""})
+        return " and ".join(whens) + (f" (session {' and '.join(sessions)})" if sessions else "")
+
+    if len(cached) == 2:
+        return (f"the culprit and its predecessor were verified from cached verdicts of {of(list(cached.values()))}, "
+                "not re-probed in this run")
+    (role, m), = cached.items()
+    other = "predecessor" if role == "culprit" else "culprit"
+    return (f"the {other} was re-probed in this run; the {role} was verified from the cached verdict of {of([m])}, "
+            "not re-probed")
 
 
 def end_arg(c: Candidate) -> str:

@@ -21,7 +21,9 @@ from typing import Any
 from ..bisect import Bisection, budget_text, search_settings
 from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
 from ..patch_watch import RequiredPatchWatch
+from ..provenance import cached_from, measured_text
 from ..recipe import Recipe
+from ..reproduce.threshold import counted_by
 from .badend import clean, sequential_end
 from .executor import Echo
 from .honesty import adapt_rates, check_runnable, derived_rates_note
@@ -32,11 +34,29 @@ from .scope import Scope, learn
 log = logging.getLogger(__name__)
 
 
-def _fmt_thr(thr: tuple[int | None, int | None] | None) -> str:
+def _fmt_thr(res: ProbeResult) -> str:
+    """``, threshold 251..1021 tokens measured (usage.prompt_tokens)``: a threshold's ends are the
+    measured sizes of requested prompts (issue 23: requested and measured are told apart)."""
+    thr = res.threshold
     if not thr or thr == (None, None):
         return ""
     lo, hi = thr
-    return f", threshold {lo if lo is not None else '-'}..{hi if hi is not None else '-'} tokens"
+    return (f", threshold {lo if lo is not None else '-'}..{hi if hi is not None else '-'} tokens"
+            f" {measured_label(res.table)}")
+
+
+def measured_label(table: list[dict[str, Any]]) -> str:
+    """``measured (usage.prompt_tokens)``: how a probe's decided sizes (OK/GARBAGE rows of ``table``)
+    were counted; ``requested`` when none was measured (a command reproducer's ``{size}``)."""
+    how = _counted_by(table)
+    if not how or how == ["requested"]:
+        return "(requested)" if how else "measured"
+    return f"measured ({', '.join(h for h in how if h != 'requested')})"
+
+
+def _counted_by(table: list[dict[str, Any]]) -> list[str]:
+    """How the decided sizes of ``table`` were counted (``usage.prompt_tokens``, ``/tokenize``, ``requested``)."""
+    return sorted({counted_by(r) for r in table if isinstance(r, dict) and r.get("outcome") in ("OK", "GARBAGE")})
 
 
 def phase_of(b: Bisection, i: int) -> str:
@@ -61,6 +81,17 @@ def feed_order(b: Bisection, done: list[tuple[Any, Any]]) -> Iterator[tuple[Any,
         pick = next((x for x in pending if x[0][0] not in b._verify_targets), pending[0])
         pending.remove(pick)
         yield pick
+
+
+def scope_line(scope: Scope, end: ProbeResult) -> str:
+    """The ``scope:`` progress line, each number labelled (issue 23): the bad end's failing size is a
+    measured count; the focus sizes are asked as requested sizes taken from its measured ones (a
+    prompt requested at N tokens may measure a few tokens more or less on another candidate)."""
+    how = [h for h in _counted_by(end.table) if h != "requested"]
+    what = f"measured on the bad end, {', '.join(how)}" if how else "the bad end's requested size"
+    return (f"scope: candidates are compared at {scope.failing} tokens and above ({what}), where the bad end "
+            f"fails; their probes request {', '.join(map(str, scope.sizes))} tokens first (requested sizes equal to "
+            "the bad end's measured ones; each probe measures its own)")
 
 
 class RoundLoop:
@@ -228,9 +259,7 @@ class RoundLoop:
                     scope = learn(r, res, candidates[i].label or candidates[i].ref[:12])
                     if scope is not None:
                         prober.focus = scope.sizes
-                        self.echo(f"scope: candidates are compared at {scope.failing} tokens and above, where "
-                                  f"the bad end fails; their probes ask {', '.join(map(str, scope.sizes))} "
-                                  "tokens first")
+                        self.echo(scope_line(scope, res))
 
     def _refocus(self, c: Candidate, attempt: int, res: ProbeResult, executor: Any) -> tuple[ProbeResult, str]:
         """Probe ``c`` again asking the bad end's failing sizes first (``prober.focus``): its probe
@@ -307,11 +336,13 @@ class RoundLoop:
         if eff is not res.verdict:
             v = f"{v} -> {verdict_word(eff.value, kind, r.regress)}"
         src = "" if origin == "probe" else f" [{origin}]"
+        if origin == "cache" and cached_from(res) is not None:  # when and by whom (issue 23)
+            src += " " + measured_text(res, self.prober.session_id).removeprefix("ledger cache: ")
         left = b.steps_left()
         if origin == "probe":
             self.eta.add(res.duration_s)
         eta = "" if b.done else self.eta.text(left)
-        line = (f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res.threshold)}; {res.reason} "
+        line = (f"[{b.probes}] {c.label or c.ref}: {v}{_fmt_thr(res)}; {res.reason} "
                 f"({res.duration_s:.1f}s, elapsed {time.monotonic() - self.t0:.0f}s){src}"
                 + ("" if b.done else f"; ~{left} probe{'' if left == 1 else 's'} left") + (f"; {eta}" if eta else ""))
         self.echo(line)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..models import Candidate, Verdict
+from ..provenance import cached_from, measured_text
 from ..recipe import Recipe
 from .executor import Echo
 from .prober import Prober
@@ -32,6 +33,8 @@ class Triage:
             gone = res.verdict is Verdict.GOOD
             out[t.name] = res.verdict.value + (" (problem disappears)" if gone else
                                                f" ({res.reason})" if res.verdict is Verdict.SKIP and res.reason else "")
+            if cached_from(res) is not None:  # issue 23: not run now
+                out[t.name] += f"; {measured_text(res, self.prober.session_id)}"
             self.prober.log("triage", {"toggle": t.name, "verdict": res.verdict.value,
                                        "reason": res.reason, "origin": origin})
             self.echo(f"triage {t.name} on {c.label or c.ref}: {out[t.name]}; {res.reason}")
