@@ -166,8 +166,9 @@ def test_import_refuses_a_verdict_probed_without_the_planned_focus(tmp_path, kit
     old.write_text(json.dumps(doc))
     q = kit.cli("--state", str(state), "round", "import", str(r), "--session", pl["session"], str(unfocused), str(old))
     assert q.returncode == 2, q.stdout + q.stderr
-    assert q.stderr.count(f"probe again with 'round probe --focus {sizes}'") == 2, q.stderr
-    assert "without focus sizes" in q.stderr and "Traceback" not in q.stderr, q.stderr
+    assert q.stderr.count(f"but round {pl['round']} plans focus {sizes}: probe again without --focus where this "
+                          f"ledger is (the plan's focus is the default) or with --focus {sizes}") == 2, q.stderr
+    assert q.stderr.count("probed with focus none (--focus '', ") == 2 and "Traceback" not in q.stderr, q.stderr
     assert kit.plan(state, r, "--session", pl["session"])["probes"] == pl["probes"]  # nothing recorded
 
     q = kit.cli("--state", str(tmp_path / "runner"), "round", "probe", str(r), "--session", pl["session"],
