@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.cli.round_cmd import _planned_ref
 from bisectbot.errors import BadInput
 
 
@@ -86,6 +85,8 @@ def test_a_stale_round_is_refused_and_a_short_ref_is_the_planned_one(tmp_path, k
 
 
 def test_a_prefix_of_several_planned_refs_is_ambiguous() -> None:
+    from bisectbot.cli.round_cmd import _planned_ref
+
     probes = [{"ref": "abcdef0123" + "1" * 30, "key": "k1"}, {"ref": "abcdef0123" + "2" * 30, "key": "k2"},
               {"ref": "0" * 40, "key": "k3"}]
     assert _planned_ref("abcdef01231", probes) == probes[0]["ref"]
