@@ -28,16 +28,18 @@ def _import(kit, state: Path, recipe: Path, s: str, *files: Path):
                    "--require-progress", *map(str, files))
 
 
-def test_a_stale_round_is_refused_and_a_short_ref_is_the_planned_one(tmp_path, kit) -> None:
+def _round_two(kit, tmp_path: Path, short: bool) -> tuple[Path, Path, str, dict]:
+    """A session of a 40-commit history whose round 1 (the ends) is probed -- each end by the short
+    SHA a user copies from a log when ``short`` -- and imported: ``(state, recipe, session, round 2)``."""
     hist = kit.make_history(tmp_path / "repo", 40, 23)
     recipe = kit.write_recipe(tmp_path / "r.yaml", hist, tmp_path / "out")
     state = tmp_path / "state"
     pl = kit.plan(state, recipe, "--slots", "2")
     s = pl["session"]
     files = []
-    for i, p in enumerate(pl["probes"]):  # the ends, each by the short SHA a user copies from a log
+    for i, p in enumerate(pl["probes"]):
         f = tmp_path / f"end{i}.json"
-        r = _probe(kit, state, recipe, s, f, "--ref", p["ref"][:8])
+        r = _probe(kit, state, recipe, s, f, "--ref", p["ref"][:8] if short else p["ref"])
         assert r.returncode == 0, r.stderr
         doc = json.loads(f.read_text())
         assert doc["ref"] == p["ref"] and doc["key"] == p["key"] and doc["round"] == 1, doc["ref"]
@@ -47,25 +49,19 @@ def test_a_stale_round_is_refused_and_a_short_ref_is_the_planned_one(tmp_path, k
     assert [o["action"] for o in json.loads(r.stdout)] == ["recorded", "recorded"]
     pl2 = kit.plan(state, recipe, "--session", s)
     assert pl2["round"] == 2
+    return state, recipe, s, pl2
+
+
+def test_a_file_of_another_round_than_its_probes_is_refused(tmp_path, kit) -> None:
+    state, recipe, s, pl2 = _round_two(kit, tmp_path, short=False)
     q = pl2["probes"][0]
-
-    # too short a prefix: the error says how long one must be
-    r = _probe(kit, state, recipe, s, tmp_path / "x.json", "--ref", q["ref"][:6])
-    assert r.returncode == 2 and "does not plan" in r.stderr and "at least 7 hex digits" in r.stderr, r.stderr
-
-    # where the ledger is, a --round that is not the plan's is refused before anything runs
-    r = _probe(kit, state, recipe, s, tmp_path / "x.json", "--ref", q["ref"], "--round", "1")
-    assert r.returncode == 2, r.stderr
-    assert f"plans {q['ref']} in round 2, not in round 1" in r.stderr and "--round 2" in r.stderr, r.stderr
-    assert not (tmp_path / "x.json").exists()
-
-    # elsewhere (no ledger): the plan's key, a short SHA and a stale --round: the file says round 1
+    # elsewhere (no ledger): the plan's key with a stale --round: the file says round 1
     stale = tmp_path / "stale.json"
-    r = _probe(kit, tmp_path / "gpu-box", recipe, s, stale, "--ref", q["ref"][:10], "--key", q["key"],
+    r = _probe(kit, tmp_path / "gpu-box", recipe, s, stale, "--ref", q["ref"], "--key", q["key"],
                "--attempt", str(q["attempt"]), "--round", "1")
     assert r.returncode == 0, r.stderr
     doc = json.loads(stale.read_text())
-    assert doc["ref"] == q["ref"] and doc["round"] == 1 and doc["key"] == q["key"]
+    assert doc["round"] == 1 and doc["key"] == q["key"]
     r = _import(kit, state, recipe, s, stale)
     assert r.returncode == 1, r.stdout + r.stderr  # refused, and nothing else moved: the chain stops
     (o,) = json.loads(r.stdout)
@@ -74,12 +70,26 @@ def test_a_stale_round_is_refused_and_a_short_ref_is_the_planned_one(tmp_path, k
     kit.cli("--state", str(state), "round", "resume", str(recipe), "--session", s)
     assert kit.plan(state, recipe, "--session", s)["probes"] == pl2["probes"]  # nothing recorded from it
 
-    # the same probe with the plan's round (a short SHA again, no ledger): recorded
-    good = tmp_path / "good.json"
-    r = _probe(kit, tmp_path / "gpu-box", recipe, s, good, "--ref", q["ref"][:10], "--key", q["key"],
+    # where the ledger is, a --round that is not the plan's is refused before anything runs
+    r = _probe(kit, state, recipe, s, tmp_path / "x.json", "--ref", q["ref"], "--round", "1")
+    assert r.returncode == 2, r.stderr
+    assert f"plans {q['ref']} in round 2, not in round 1" in r.stderr and "--round 2" in r.stderr, r.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_unique_prefix_of_a_planned_ref_is_that_ref(tmp_path, kit) -> None:
+    state, recipe, s, pl2 = _round_two(kit, tmp_path, short=True)  # round 1 by 8-digit SHAs
+    q = pl2["probes"][0]
+    # too short a prefix: the error says how long one must be
+    r = _probe(kit, state, recipe, s, tmp_path / "x.json", "--ref", q["ref"][:6])
+    assert r.returncode == 2 and "does not plan" in r.stderr and "at least 7 hex digits" in r.stderr, r.stderr
+    # without the ledger, with the plan's key: the short SHA is the commit, as the plan names it
+    f = tmp_path / "short.json"
+    r = _probe(kit, tmp_path / "gpu-box", recipe, s, f, "--ref", q["ref"][:10], "--key", q["key"],
                "--attempt", str(q["attempt"]), "--round", "2")
     assert r.returncode == 0, r.stderr
-    r = _import(kit, state, recipe, s, good)
+    assert json.loads(f.read_text())["ref"] == q["ref"]
+    r = _import(kit, state, recipe, s, f)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)[0]["action"] == "recorded"
 
