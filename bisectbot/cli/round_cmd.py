@@ -205,8 +205,9 @@ def _check_chain(session_id: str, state: dict, chain: str) -> None:
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
 @click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
 @click.option("--ref", required=True,
-              help="The probe's ref as the plan printed it (or, where this ledger holds the plan, a unique prefix "
-                   "of at least 7 hex digits of one of its refs).")
+              help="The probe's ref as the plan printed it, or a unique prefix (7 hex digits or more) of one of the "
+                   "refs of the session's plan in this ledger (without that plan: a commit of a git source by any "
+                   "name git resolves).")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Verdict file to write ('-': standard output).")
 @click.option("--key", help="The probe key the plan printed (default: the session's plan in this ledger, else "
@@ -389,14 +390,13 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
     """Record verdict files of the session's current round in the ledger.
 
     \b
-    Idempotent by probe key (a recorded key is 'already recorded', whatever the round
-    its file says). A file of another
-    session or recipe hash, of a stale round (its "round" is not the session's current
-    one, 'round probe --round') or for an unplanned probe is refused with the reason; the
-    others are still recorded. So is each file that is not a regular file (a FIFO), over
-    4 MiB, not JSON, whose two verdicts differ, or (with --digests) whose SHA-256 is not
-    the probe job's, or that was probed with other focus sizes than the plan's (round
-    probe --focus). Exit 0 when none is refused, else 2.
+    Idempotent by probe key (a recorded key is 'already recorded', whatever round its
+    file says). A file of another session or recipe hash, of a stale round (its "round"
+    is not the session's current one: 'round probe --round') or for an unplanned probe
+    is refused with the reason; the others are still recorded. So is each file that is
+    not a regular file (a FIFO), over 4 MiB, not JSON, whose two verdicts differ, or
+    (with --digests) whose SHA-256 is not the probe job's, or that was probed with other
+    focus sizes than the plan's (round probe --focus). Exit 0 when none is refused, else 2.
     """
     from ..session.lock import writer_lock
     from ..session.plan import import_verdicts, made_progress
