@@ -229,8 +229,7 @@ def _check_chain(session_id: str, state: dict, chain: str) -> None:
 @pass_ctx
 def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file: str, key: str | None,
                 round_no: int | None, attempt: int | None, toggle: str | None, focus_text: str | None,
-                runner_name: str,
-                runner_kind: str) -> None:
+                runner_name: str, runner_kind: str) -> None:
     """Run one probe of a round (anywhere) and write its verdict file; the ledger is not written.
 
     \b

@@ -256,7 +256,8 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
             out.append(ImportOutcome(str(f), "already recorded", f"{f}: probe {key} already recorded" + (
                 f" (planned in round {rnd})" if planned else
                 f"; no round planned it as this file says (attempt {d.get('attempt')} of {d['ref'][:40]}, round "
-                f"{rnd if rnd is not None else 'not given'}): a probe run without the plan's key and attempt"),
+                f"{rnd if rnd is not None else 'not given'}; e.g. a 'round probe' by hand without the plan's key and "
+                "attempt)"),
                 key, progress=planned))
             continue
         rnd = d.get("round")
@@ -334,8 +335,8 @@ def focus_mismatch(got: tuple[int, ...], want: tuple[int, ...], round_no: int) -
 
     how = ("--focus '', or no ledger with the plan where it ran, or a bisectbot before focus sizes" if not got
            else f"--focus {name(got)}")
-    fix = (f"probe again without --focus where this ledger is (the plan's focus is the default) or with "
-           f"--focus {name(want)}" + " (where the bad end fails)") if want else \
+    fix = ("probe again without --focus where this ledger is (the plan's focus is the default) or with "
+           f"--focus {name(want)} (where the bad end fails)") if want else \
         "probe again without --focus (or with --focus '')"
     return f"probed with focus {name(got)} ({how}), but round {round_no} plans focus {name(want)}: {fix}"
 

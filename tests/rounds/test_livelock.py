@@ -169,7 +169,7 @@ def test_a_repeated_import_is_progress_and_a_hand_run_attempt_is_not(tmp_path, k
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"round session {s} stopped: round 2 made no progress: hand.json: already recorded" in r.stderr
     assert "no round planned it as this file says (attempt 1 of" in r.stderr and "round not given" in r.stderr
-    assert "hand2.json: already recorded" in r.stderr and "round 2): a probe run without the plan's key" in r.stderr
+    assert "hand2.json: already recorded" in r.stderr and "round 2; e.g. a 'round probe' by hand" in r.stderr
     r = kit.cli("--state", str(state), "round", "plan", str(recipe), "--session", s, "--chain", "7")
     assert r.returncode == 1 and "stopped: round 2 made no progress" in r.stderr
     assert kit.cli("--state", str(state), "round", "resume", str(recipe), "--session", s).returncode == 0
