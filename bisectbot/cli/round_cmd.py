@@ -204,16 +204,22 @@ def _check_chain(session_id: str, state: dict, chain: str) -> None:
 @round_group.command("probe")
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
 @click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
-@click.option("--ref", required=True, help="The probe's ref as the plan printed it.")
+@click.option("--ref", required=True,
+              help="The probe's ref as the plan printed it, or a unique prefix (7 hex digits or more) of one of the "
+                   "refs of the session's plan in this ledger (without that plan: a commit of a git source by any "
+                   "name git resolves).")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Verdict file to write ('-': standard output).")
 @click.option("--key", help="The probe key the plan printed (default: the session's plan in this ledger, else "
                             "computed here, attempt 1).")
 @click.option("--round", "round_no", type=int,
-              help="The plan's round number (lets import refuse stale files; default: the session's plan).")
+              help="The plan's round number (lets import refuse stale files; default: the session's plan; "
+                   "refused when that plan names the probe in another round).")
 @click.option("--attempt", type=click.IntRange(1, 100), default=None,
               help="Attempt number (default: the session's plan, else 1).")
-@click.option("--toggle", default="", help="Triage toggle name of the probe (plan's 'toggle').")
+@click.option("--toggle", default=None,
+              help="Triage toggle name of the probe (plan's 'toggle'; '' for none; default: the one toggle the "
+                   "session's plan in this ledger names for --ref, else none).")
 @click.option("--focus", "focus_text", metavar="N,M",
               help="Prompt sizes (tokens) the threshold search asks first: the plan's 'focus', joined by commas "
                    "(where the bad end fails, issue 23; '' for none; default: the session's plan in this "
@@ -222,8 +228,8 @@ def _check_chain(session_id: str, state: dict, chain: str) -> None:
 @_RUNNER
 @pass_ctx
 def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file: str, key: str | None,
-                round_no: int | None, attempt: int | None, toggle: str, focus_text: str | None, runner_name: str,
-                runner_kind: str) -> None:
+                round_no: int | None, attempt: int | None, toggle: str | None, focus_text: str | None,
+                runner_name: str, runner_kind: str) -> None:
     """Run one probe of a round (anywhere) and write its verdict file; the ledger is not written.
 
     \b
@@ -233,31 +239,34 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     from ..reaper import kill_descendants
     from ..session.executor import build_key, focused_key, probe_key, reproducer_key, run_probe
     from ..session.lock import probe_dir
-    from ..session.plan import candidate_for, make_verdict
+    from ..session.plan import candidate_for, make_verdict, plan_ref
     from ..session.verdict_file import render_verdict, sha256, write_verdict
     from .run_cmd import _make_runner
 
     recipe, path = _load_for_rounds(recipe_file)
+    focus = parse_focus(focus_text)
+    # the plan's ref, toggle, key, attempt, round and focus (issue 24: a hand-run probe wrote attempt 1);
+    # with --key, only a plan that names that key
+    planned = _planned(ctx, recipe, session_id, ref, toggle, key)
+    if planned is not None:
+        ref = planned["ref"]  # a unique prefix of it was given
+        toggle = (planned.get("toggle") or "") if toggle is None else toggle
+        key = key or planned["key"]
+        attempt = attempt or int(planned.get("attempt") or 1)
+        if round_no is not None and planned.get("round") is not None and round_no != planned["round"]:
+            raise BadInput(f"round session {session_id} plans {ref[:40]} in round {planned['round']}, not in round "
+                           f"{round_no}: 'round import' would refuse the file as stale; leave --round out (the "
+                           f"plan's round) or pass --round {planned['round']}")
+        round_no = round_no if round_no is not None else planned.get("round")
+        focus = tuple(planned.get("focus") or ()) if focus is None else focus
+    toggle = toggle or ""
     tog = triage_toggle(recipe, toggle, path)
     cand = candidate_for(recipe, ref, path.parent)
+    if planned is None:
+        ref = plan_ref(cand)  # a short SHA or branch of a git source: the commit, as a plan prints it
     from .. import progress
 
     progress.enable(None if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True)))
-    focus = parse_focus(focus_text)
-    if key is None:  # the plan's key, attempt and round (issue 24: a hand-run probe wrote attempt 1)
-        planned = _planned(ctx, recipe, session_id, ref, toggle)
-        if planned is not None:
-            key = planned["key"]
-            attempt = attempt or int(planned.get("attempt") or 1)
-            round_no = round_no if round_no is not None else planned.get("round")
-            focus = tuple(planned.get("focus") or ()) if focus is None else focus
-    elif focus is None:  # a key without --focus: the plan of this ledger when it names that key
-        try:
-            planned = _planned(ctx, recipe, session_id, ref, toggle)
-        except BadInput:
-            planned = None
-        if planned is not None and planned.get("key") == key:
-            focus = tuple(planned.get("focus") or ())
     focus = focus or ()
     attempt = attempt or 1
     started = time.time()
@@ -301,9 +310,14 @@ def parse_focus(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x) for x in parts)
 
 
-def _planned(ctx: Ctx, recipe, session_id: str, ref: str, toggle: str) -> dict | None:
-    """The probe of ``ref`` (and ``toggle``) in the session's last plan in this ledger, with its
-    round; None when this ledger has no such session. BadInput when the plan does not name it."""
+def _planned(ctx: Ctx, recipe, session_id: str, ref: str, toggle: str | None, key: str | None) -> dict | None:
+    """The probe of ``ref`` in the session's last plan in this ledger, with its ``round``; None
+    when this ledger has no such session, or (with ``key``) when the plan names no probe of that key.
+
+    ``ref``: a planned ref, or a unique prefix (at least 7 hex digits) of one (issue 24). ``toggle``:
+    the probe's triage toggle (``""``: none; None: the one the plan names for ``ref``). BadInput
+    (without ``key``) when the plan does not name the probe, when the prefix or the toggle is
+    ambiguous (naming the choices)."""
     row = ctx.ledger().get_session(session_id)
     if row is None or (row.get("state") or {}).get("kind") != "rounds":
         return None
@@ -311,13 +325,47 @@ def _planned(ctx: Ctx, recipe, session_id: str, ref: str, toggle: str) -> dict |
     probes = state.get("probes")
     if probes is None:  # a plan saved before the probes were kept
         return None
-    for p in probes:
-        if p.get("ref") == ref and (p.get("toggle") or "") == toggle:
-            return {**p, "round": state.get("round")}
-    raise BadInput(f"round session {session_id}: round {state.get('round')} does not plan {ref[:40]}"
+    rnd = state.get("round")
+    if key is not None:
+        hits = [p for p in probes if p.get("key") == key and p.get("ref") == _planned_ref(ref, probes, key=key)]
+        return {**hits[0], "round": rnd} if hits else None
+    full = _planned_ref(ref, probes, f"round session {session_id}: round {rnd}")
+    of_ref = [p for p in probes if p.get("ref") == full]
+    if toggle is None:
+        toggles = sorted({p.get("toggle") or "" for p in of_ref})
+        if len(toggles) > 1:
+            raise BadInput(f"round session {session_id}: round {rnd} plans {full[:40]} with toggles "
+                           + ", ".join(t or "none" for t in toggles) + ": pass --toggle NAME"
+                           + (" (--toggle '' for the probe without one)" if "" in toggles else ""))
+        hits = of_ref
+    else:
+        hits = [p for p in of_ref if (p.get("toggle") or "") == toggle]
+    if hits:
+        return {**hits[0], "round": rnd}
+    raise BadInput(f"round session {session_id}: round {rnd} does not plan {ref[:40]}"
                    + (f" with toggle {toggle}" if toggle else "") + "; it plans: "
                    + (", ".join(p["ref"][:40] + (f" ({p['toggle']})" if p.get("toggle") else "") for p in probes)
-                      or "nothing (done)"))
+                      or "nothing (done)")
+                   + (" (a prefix of a ref needs at least 7 hex digits)" if _is_hex(ref) and len(ref) < 7
+                      and any(p["ref"].lower().startswith(ref.lower()) for p in probes) else ""))
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text.lower())
+
+
+def _planned_ref(ref: str, probes: list[dict], where: str = "", key: str | None = None) -> str:
+    """``ref`` as one of the ``probes``' refs: itself, or the one ref it is a prefix of (at least 7 hex
+    digits); ``ref`` unchanged when none. BadInput naming the refs when it is a prefix of several
+    (among the probes of ``key`` only, when given)."""
+    refs = sorted({p["ref"] for p in probes if key is None or p.get("key") == key})
+    if ref in refs or len(ref) < 7 or not _is_hex(ref):
+        return ref
+    hits = [r for r in refs if r.lower().startswith(ref.lower())]
+    if len(hits) > 1:
+        raise BadInput(f"{where or 'the plan'}: --ref {ref} is a prefix of {len(hits)} planned refs ("
+                       + ", ".join(h[:16] for h in hits) + "): pass more of it")
+    return hits[0] if hits else ref
 
 
 @round_group.command("import")
@@ -326,7 +374,9 @@ def _planned(ctx: Ctx, recipe, session_id: str, ref: str, toggle: str) -> dict |
 @click.option("--session", "session_id", required=True, help="The round session (from 'round plan').")
 @click.option("--require-progress", is_flag=True,
               help="Exit 1 naming why when no file moved the session (nothing recorded, no transient answer "
-                   "counted): the chain of rounds stops instead of planning the same round again.")
+                   "counted, and no repeat of an earlier import: files already recorded that are the probes their "
+                   "round planned, none refused): the chain of rounds stops instead of planning the same round "
+                   "again.")
 @click.option("--digests", "digests_file", type=click.Path(dir_okay=False),
               help="'SHA256  NAME' lines (sha256sum format) from the probe jobs: a file whose SHA-256 differs, "
                    "or that has no line, is refused.")
@@ -339,15 +389,16 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
     """Record verdict files of the session's current round in the ledger.
 
     \b
-    Idempotent by probe key (a recorded key is 'already recorded'). A file of another
-    session or recipe hash, of a stale round or for an unplanned probe is refused with the
-    reason; the others are still recorded. So is each file that is not a regular file
-    (a FIFO), over 4 MiB, not JSON, whose two verdicts differ, or (with --digests) whose
-    SHA-256 is not the probe job's, or that was probed with other focus sizes than the plan's
-    (round probe --focus). Exit 0 when none is refused, else 2.
+    Idempotent by probe key (a recorded key is 'already recorded', whatever round its
+    file says). A file of another session or recipe hash, of a stale round (its "round"
+    is not the session's current one: 'round probe --round') or for an unplanned probe
+    is refused with the reason; the others are still recorded. So is each file that is
+    not a regular file (a FIFO), over 4 MiB, not JSON, whose two verdicts differ, or
+    (with --digests) whose SHA-256 is not the probe job's, or that was probed with other
+    focus sizes than the plan's (round probe --focus). Exit 0 when none is refused, else 2.
     """
     from ..session.lock import writer_lock
-    from ..session.plan import import_verdicts
+    from ..session.plan import import_verdicts, made_progress
     from ..session.verdict_file import load_digests
 
     recipe, path = _load_for_rounds(recipe_file)
@@ -359,11 +410,13 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
                      echo=lambda s: terminal.echo(s, err=True)):
         plan, _ = _replay(ctx, recipe, path, row["good"], row["bad"], session_id, slots, runner_kind)
         outcomes = import_verdicts(led, plan, recipe, [Path(f) for f in files], digests)
-        stalled = not any(o.progress for o in outcomes)
+        stalled = not made_progress(outcomes)
         if require_progress and stalled and not plan.done:
-            why = "; ".join(f"{Path(o.path).name}: {o.action}" + (f" ({o.message.split(': ', 1)[-1][:160]})"
-                                                                  if o.action != "already recorded" else "")
-                            for o in outcomes) or "no verdict file"
+            why = "; ".join(f"{Path(o.path).name}: {o.action}" + (
+                f" ({o.message.split(': ', 1)[-1][:200]})" if o.action != "already recorded" or not o.progress
+                else "") for o in outcomes) or "no verdict file"
+            if any(o.progress for o in outcomes):
+                why += " (a file already recorded counts as a repeated import only when no file is refused)"
             row = led.get_session(session_id) or row
             reason = f"round {plan.round} made no progress: {why}"
             led.save_session(session_id, recipe.name, recipe.verdict_hash(), row["good"], row["bad"], "stopped",

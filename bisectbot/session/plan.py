@@ -95,6 +95,9 @@ class RoundPlan:
     jobs: list[ProbeJob] = field(default_factory=list)
     result: str | None = None
     status: str = ""
+    #: probe keys of each round so far, this one included (cached ones too; not printed): a file
+    #: already recorded is a repeated import of a planned probe only when its round planned its key
+    planned: dict[int, set[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"session", "round", "done", "probes": [{"ref", "component", "key", "focus", ...}], "result"}``:
@@ -118,8 +121,9 @@ def plan_round(session: Any, good: str, bad: str, session_id: str, slots: int) -
     try:
         result = session.run(good, bad)
     except RoundPending as p:
-        return RoundPlan(session_id, session.round_no, False, p.jobs), None
-    return RoundPlan(session_id, session.round_no, True, status=result.status.value), result
+        return RoundPlan(session_id, session.round_no, False, p.jobs, planned=session.prober.round_keys), None
+    return RoundPlan(session_id, session.round_no, True, status=result.status.value,
+                     planned=session.prober.round_keys), result
 
 
 # --------------------------------------------------------------------------- verdict files
@@ -206,7 +210,8 @@ class ImportOutcome:
     action: str
     message: str
     key: str = ""
-    #: the session moved: a verdict recorded, or a transient answer counted towards its skip
+    #: the session moved: a verdict recorded, or a transient answer counted towards its skip; for
+    #: ``already recorded``: the probe its round planned (a repeated import, see :func:`made_progress`)
     progress: bool = False
 
 
@@ -246,15 +251,28 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         job = pending.get(key)
         if key in seen or (ledger.get_probe(key) is not None and not (job is not None and job.again)):
             # (a planned re-probe of a cached skip at an end replaces that skip: issue 23, input 3)
-            out.append(ImportOutcome(str(f), "already recorded", f"{f}: probe {key} already recorded", key))
-            continue
-        if job is None:
             rnd = d.get("round")
+            planned = isinstance(rnd, int) and key in plan.planned.get(rnd, ())
+            out.append(ImportOutcome(str(f), "already recorded", f"{f}: probe {key} already recorded" + (
+                f" (planned in round {rnd})" if planned else
+                f"; no round planned it as this file says (attempt {d.get('attempt')} of {d['ref'][:40]}, round "
+                f"{rnd if rnd is not None else 'not given'}; e.g. a 'round probe' by hand without the plan's key and "
+                "attempt)"),
+                key, progress=planned))
+            continue
+        rnd = d.get("round")
+        if job is None:
             why = (f"round {rnd} is stale (the session is at round {plan.round})"
                    if rnd is not None and rnd != plan.round else
                    f"probe {key} ({d['ref']}) is not planned in round {plan.round}"
                    + (" (the session is done)" if plan.done else ""))
             out.append(ImportOutcome(str(f), "refused", f"{f}: {why}", key))
+            continue
+        if rnd is not None and rnd != plan.round:  # the probe is planned, but not in the round the file names
+            out.append(ImportOutcome(str(f), "refused", (
+                f"{f}: round {rnd} is stale: the file says round {rnd} ('round probe --round {rnd}'), the session "
+                f"is at round {plan.round}, which plans probe {key} ({d['ref'][:40]}): probe again with "
+                f"--round {plan.round}, or without --round (the plan's round where this ledger is)"), key))
             continue
         if d["ref"] != plan_ref(job.candidate):
             out.append(ImportOutcome(str(f), "refused", f"{f}: probe {key} is of {plan_ref(job.candidate)}, "
@@ -264,14 +282,8 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
         if got != tuple(job.focus):
             # the key says "asked first where the bad end fails"; a file probed otherwise claims
             # what it did not test (issue 23: a crash at the largest sizes read as a skip)
-            want = ",".join(map(str, job.focus))
-            out.append(ImportOutcome(str(f), "refused", (
-                f"{f}: probed " + (f"asking {','.join(map(str, got))} tokens first" if got else
-                                   "without focus sizes (a 'round probe' without --focus, or of an older bisectbot)")
-                + f", but round {plan.round} plans {d['ref'][:40]} "
-                + (f"asking {want} tokens first, where the bad end fails: probe again with "
-                   f"'round probe --focus {want}' (the plan's 'focus')" if want else
-                   "without focus sizes: probe again without --focus")), key))
+            out.append(ImportOutcome(str(f), "refused", f"{f}: {d['ref'][:40]} "
+                                     + focus_mismatch(got, tuple(job.focus), plan.round), key))
             continue
         try:
             res = ProbeResult.from_dict(d["probe"])
@@ -309,6 +321,35 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
     if store:
         ledger.put_probes(store)
     return out
+
+
+def focus_mismatch(got: tuple[int, ...], want: tuple[int, ...], round_no: int) -> str:
+    """Why a verdict file probed asking sizes ``got`` (tokens) first is refused where round ``round_no``
+    plans ``want``, and what to run instead (issue 24: after ``round probe --focus ""`` the message
+    blamed a missing --focus, the very thing that would have taken the plan's)::
+
+        probed with focus none (--focus '', ...), but round 2 plans focus 1021,2001: probe again ...
+    """
+    def name(sizes: tuple[int, ...]) -> str:
+        return ",".join(map(str, sizes)) if sizes else "none"
+
+    how = ("--focus '', or no ledger with the plan where it ran, or a bisectbot before focus sizes" if not got
+           else f"--focus {name(got)}")
+    fix = ("probe again without --focus where this ledger is (the plan's focus is the default) or with "
+           f"--focus {name(want)} (where the bad end fails)") if want else \
+        "probe again without --focus (or with --focus '')"
+    return f"probed with focus {name(got)} ({how}), but round {round_no} plans focus {name(want)}: {fix}"
+
+
+def made_progress(outcomes: list[ImportOutcome]) -> bool:
+    """Whether an import (its :class:`ImportOutcome` list) moved its round:
+    a verdict recorded or a transient answer counted now, or -- when no file is refused -- files
+    already recorded that are the probes their round planned (a repeated import of a round that an
+    earlier import recorded: a re-run of reduce, issue 24). Files already recorded that no round
+    planned as they say (a hand-run probe of attempt 1 where attempt 2 was planned) never count."""
+    if any(o.progress and o.action != "already recorded" for o in outcomes):
+        return True
+    return any(o.progress for o in outcomes) and not any(o.action == "refused" for o in outcomes)
 
 
 def candidate_for(recipe: Recipe, ref: str, base_dir: Path | None = None) -> Candidate:

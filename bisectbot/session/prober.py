@@ -91,6 +91,9 @@ class Prober:
         self.round_session = ""  # the round session replayed (issue 23, input 3)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
         self.round_no = 0  # rounds (batches of probes) so far, cached ones included
+        #: probe keys of each round so far (cached ones included; maintainer and replayed verdicts have none):
+        #: ``round import`` tells a repeated import of a round's files from a probe no round planned (issue 24)
+        self.round_keys: dict[int, set[str]] = {}
         self.session_id = ""
         self._to_skip_logging = 0
 
@@ -241,6 +244,8 @@ class Prober:
                 out.append(None)
                 where.append(len(out) - 1)
                 todo.append(ProbeJob(c, key, a, toggle, self.focus))
+            if key:
+                self.round_keys.setdefault(self.round_no, set()).add(key)
         for n, res in executor.run(todo):
             self.fresh_probes += 1
             self.fresh_refs.add(res.candidate.ref)
@@ -254,6 +259,7 @@ class Prober:
         and store the result as :meth:`probe_batch` does (it replaces the cached one)."""
         self.round_no += 1
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempt)
+        self.round_keys.setdefault(self.round_no, set()).add(key)
         self.echo(f"{c.label or c.ref[:12]}: its cached verdict is a skip at an end of the search: probing it again")
         for _n, res in executor.run([ProbeJob(c, key, attempt, None, self.focus, again=True)]):
             self.fresh_probes += 1

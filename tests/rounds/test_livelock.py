@@ -124,3 +124,58 @@ def test_each_livelock_shape_stops_or_progresses(tmp_path, kit) -> None:
     else:
         raise AssertionError("the cap never hit")
     assert yaml.safe_load(recipe.read_text())["bisect"]["max_rounds"] == 4
+
+
+def test_a_repeated_import_is_progress_and_a_hand_run_attempt_is_not(tmp_path, kit) -> None:
+    """Progress is "the round's planned probes are recorded", by this import or an earlier one: the
+    same ``round import --require-progress`` again (a "Re-run jobs" of reduce after its dispatch
+    failed) goes on, also for a round one of whose probes never came back. A file already recorded
+    that no round planned as it says (a hand-run probe of the bad end elsewhere: attempt 1, its
+    round not given or another) moves nothing: the session stops, naming it."""
+    hist = kit.make_history(tmp_path / "repo", 60, 41)
+    recipe = kit.write_recipe(tmp_path / "r.yaml", hist, tmp_path / "out")
+    state = tmp_path / "state"
+    plan = kit.plan(state, recipe, "--slots", "2", "--chain", "7")
+    s = plan["session"]
+    ends = []
+    for i, p in enumerate(plan["probes"]):
+        f = tmp_path / f"end{i}.json"
+        assert _probe(kit, state, recipe, s, p["ref"], f).returncode == 0
+        ends.append(f)
+    for _ in range(2):  # the reduce, then its re-run
+        r = _import(kit, state, recipe, s, *ends)
+        assert r.returncode == 0, r.stderr
+    assert [o["action"] for o in json.loads(r.stdout)] == ["already recorded"] * 2
+    assert all("(planned in round 1)" in o["message"] for o in json.loads(r.stdout)), r.stdout
+    r2 = kit.plan(state, recipe, "--session", s, "--chain", "7")  # not stopped
+    assert r2["round"] == 2
+    (q0, q1) = r2["probes"]
+
+    # one probe of round 2 never came back: the import and its re-run both go on
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert _probe(kit, state, recipe, s, q0["ref"], a).returncode == 0
+    for _ in range(2):
+        r = _import(kit, state, recipe, s, a)
+        assert r.returncode == 0, r.stderr
+    assert [p["key"] for p in kit.plan(state, recipe, "--session", s, "--chain", "7")["probes"]] == [q1["key"]]
+
+    # the bad end probed by hand on a machine without the ledger: attempt 1, round not given / round 2
+    hand, hand2 = tmp_path / "hand.json", tmp_path / "hand2.json"
+    assert _probe(kit, tmp_path / "gpu-box", recipe, s, hist.shas[-1], hand).returncode == 0
+    assert _probe(kit, tmp_path / "gpu-box", recipe, s, hist.shas[-1], hand2, "--round", "2").returncode == 0
+    assert json.loads(hand.read_text())["key"] == plan["probes"][[p["ref"] for p in plan["probes"]].index(
+        hist.shas[-1])]["key"]  # round 1's probe of the bad end: already recorded
+    r = _import(kit, state, recipe, s, hand, hand2)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"round session {s} stopped: round 2 made no progress: hand.json: already recorded" in r.stderr
+    assert "no round planned it as this file says (attempt 1 of" in r.stderr and "round not given" in r.stderr
+    assert "hand2.json: already recorded" in r.stderr and "round 2; e.g. a 'round probe' by hand" in r.stderr
+    r = kit.cli("--state", str(state), "round", "plan", str(recipe), "--session", s, "--chain", "7")
+    assert r.returncode == 1 and "stopped: round 2 made no progress" in r.stderr
+    assert kit.cli("--state", str(state), "round", "resume", str(recipe), "--session", s).returncode == 0
+
+    # the probe that did not come back, beside the hand-run file: recorded, the chain goes on
+    assert _probe(kit, state, recipe, s, q1["ref"], b).returncode == 0
+    r = _import(kit, state, recipe, s, b, hand)
+    assert r.returncode == 0, r.stderr
+    assert kit.plan(state, recipe, "--session", s)["round"] == 3
