@@ -258,7 +258,13 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
                            f"{round_no}: 'round import' would refuse the file as stale; leave --round out (the "
                            f"plan's round) or pass --round {planned['round']}")
         round_no = round_no if round_no is not None else planned.get("round")
-        focus = tuple(planned.get("focus") or ()) if focus is None else focus
+        plan_focus = tuple(int(x) for x in planned.get("focus") or ())
+        if focus is not None and tuple(focus) != plan_focus:  # refused before the device time is spent
+            want = ",".join(map(str, plan_focus)) or "''"
+            raise BadInput(f"round session {session_id} plans {ref[:40]} with focus {want}, not "
+                           f"{','.join(map(str, focus)) or chr(39) * 2}: 'round import' would refuse the file; leave "
+                           f"--focus out (the plan's) or pass --focus {want}")
+        focus = plan_focus if focus is None else focus
     toggle = toggle or ""
     tog = triage_toggle(recipe, toggle, path)
     cand = candidate_for(recipe, ref, path.parent)

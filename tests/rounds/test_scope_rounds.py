@@ -165,16 +165,18 @@ def test_import_refuses_a_verdict_probed_without_the_planned_focus(tmp_path, kit
     doc.pop("focus")  # a verdict file of a bisectbot before the focus travelled
     old.write_text(json.dumps(doc))
     empty = tmp_path / "empty.json"  # where the ledger is, without the plan's focus (issue 24's new user)
+    # where the ledger holds the plan, another focus is refused before any device time is spent
     q = kit.cli("--state", str(state), "round", "probe", str(r), "--session", pl["session"], "--ref", good["ref"],
                 "--focus", "", "--out", str(empty))
-    assert q.returncode == 0, q.stderr
-    q = kit.cli("--state", str(state), "round", "import", str(r), "--session", pl["session"], str(unfocused), str(old),
-                str(empty))
+    assert q.returncode == 2 and not empty.exists(), q.stdout + q.stderr
+    assert f"with focus {sizes}, not '': 'round import' would refuse the file; leave --focus out (the plan's) or " \
+           f"pass --focus {sizes}" in q.stderr, q.stderr
+    q = kit.cli("--state", str(state), "round", "import", str(r), "--session", pl["session"], str(unfocused), str(old))
     assert q.returncode == 2, q.stdout + q.stderr
     # the fix names both focus sizes; "without --focus" is the plan's focus where the ledger is
     assert q.stderr.count(f"but round {pl['round']} plans focus {sizes}: probe again without --focus where this "
-                          f"ledger is (the plan's focus is the default) or with --focus {sizes}") == 3, q.stderr
-    assert q.stderr.count("probed with focus none (--focus '', ") == 3 and "Traceback" not in q.stderr, q.stderr
+                          f"ledger is (the plan's focus is the default) or with --focus {sizes}") == 2, q.stderr
+    assert q.stderr.count("probed with focus none (--focus '', ") == 2 and "Traceback" not in q.stderr, q.stderr
     assert kit.plan(state, r, "--session", pl["session"])["probes"] == pl["probes"]  # nothing recorded
 
     q = kit.cli("--state", str(tmp_path / "runner"), "round", "probe", str(r), "--session", pl["session"],
