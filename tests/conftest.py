@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -26,6 +27,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
+
+# A suite started in the background of a non-interactive shell (`./scripts/test-all.sh &`) inherits
+# SIGINT ignored, and so does every bisectbot it starts: Python installs no KeyboardInterrupt handler
+# for a SIGINT ignored at start-up, and the Ctrl-C tests (tests/installed) waited out their timeouts.
+# The tests start from Python's default; a handler (unlike SIG_IGN) is reset to SIG_DFL across exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Under pytest-xdist every worker is its own test session: give each its own run label, so one
 # worker's "no container left behind" check never sees (or removes) another worker's containers.
