@@ -97,13 +97,17 @@ def test_planted_chunked_prefill_threshold_bracketed_with_caching_on(plain_vllm:
                                                                       planted_vllm: lane.VllmServer) -> None:
     """The planted bug (a continuation chunk loses its context) is found by comparison with the unpatched
     server, within 3 %, with vLLM's prefix cache on. Before cold prefills the search's shared prefixes made
-    short prompts continuation chunks too: 'GARBAGE at every size: bad already at 508 prompt tokens'."""
+    short prompts continuation chunks too: 'GARBAGE at every size: bad already at 508 prompt tokens'.
+    The comparison includes prompt log-probabilities, as the probe advises for a random-weight model: its
+    greedy replies carry control characters at some sizes (2016 tokens: 3 of 110 characters), so the
+    reference's own reply reads GARBAGE there, the size is INCONCLUSIVE ("reference unusable") and the
+    refinement stops at a 7.7 % bracket [1953, 2110] -- honest, but not the bracket this test is about."""
     rc, doc, err = probe(planted_vllm.url, "--reference-endpoint", plain_vllm.url, "--regress", "diverges",
-                         "--min-size", "500", "--max-tokens", "32", "--no-expected-answer")
+                         "--min-size", "500", "--max-tokens", "32", "--no-expected-answer", "--prompt-logprobs")
     assert doc["status"] == "garbage", (doc["status"], doc.get("reasons"), err[-2000:])
     lo, hi = doc["last_ok"], doc["first_garbage"]
     assert lo < FIRST_BAD <= hi, (lo, hi)
-    assert (hi - lo) / FIRST_BAD <= 0.03, (lo, hi)
+    assert (hi - lo) / FIRST_BAD <= 0.03, (lo, hi, doc.get("notes"), [(r.get("size"), r.get("requested"), r.get("outcome"), (r.get("reasons") or [""])[0][:80]) for r in doc["table"]])
     assert doc["reasons"][0].startswith("diverges from the reference")
     hits, queries = planted_vllm.prefix_cache()
     assert queries > 0
