@@ -127,7 +127,15 @@ def test_no_divergence_without_the_planted_bug(plain_vllm: lane.VllmServer, othe
     # the largest size reaches max_size, within the size search's tolerance (a prompt is built to a
     # requested size to within 1 %: 32593 of 32672 was seen)
     assert max(r["prompt_tokens"] for r in doc["table"]) >= 0.99 * usable
-    assert all(not r["evidence"]["reference"]["diverges"] for r in doc["table"])
+    # no compared size diverges. The tiny random-weight model's greedy reply is near logit ties and not
+    # bitwise repeatable on CPU: at the odd size the reference's own reply carries control characters,
+    # and the reference check (issue 23, input 7) makes that size "reference unusable" -- not compared,
+    # never agreement. Those sizes are named; nearly all sizes must be compared.
+    refs = {r["prompt_tokens"]: r["evidence"]["reference"] for r in doc["table"]}
+    compared = {n: x for n, x in refs.items() if "diverges" in x}
+    unusable = {n: x["unusable"][:160] for n, x in refs.items() if "unusable" in x}
+    assert not [n for n, x in compared.items() if x["diverges"]], compared
+    assert len(compared) + len(unusable) == len(refs) and len(compared) >= len(refs) - 3, unusable
 
 
 def test_a_reply_served_from_the_prefix_cache_is_not_evidence(plain_vllm: lane.VllmServer) -> None:
