@@ -98,9 +98,9 @@ def _file_rank(path: str, slow: bool) -> int:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the longest files first. ``scripts/test-all.sh`` runs ``--dist loadfile``, which hands
-    files to the xdist workers in collection order; a multi-minute file (the lane's server starts,
-    an act run) collected last keeps one worker busy while the other idles. Order within a file,
-    and among files of one rank, is unchanged (a stable sort)."""
+    """Collect the longest files first. ``scripts/test-all.sh`` runs ``--dist loadfile``; pytest-xdist
+    (3.8) hands files out by their number of tests, most first, and in collection order among files
+    of equal count, so this order applies only there (measured: the one-test act files still run
+    last). Order within a file, and among files of one rank, is unchanged (a stable sort)."""
     slow_files = {str(it.path) for it in items if it.get_closest_marker("slow")}
     items.sort(key=lambda it: _file_rank(str(it.path), str(it.path) in slow_files))
