@@ -13,12 +13,13 @@ never shares a process tree with secrets. What this module adds (issue 24, input
 * Every candidate process started in a probe carries ``BISECTBOT_PROBE=<id>`` (:func:`marker_env`,
   added by :func:`bisectbot.secrets.candidate_env`), the probe's id (:func:`probe_scope`).
 * :func:`kill_probe` kills the descendants of one probe (its marker, or an environment the bot
-  cannot read: a process that made itself non-dumpable); :func:`kill_descendants` kills every
+  cannot read for :data:`UNREADABLE_GRACE_S`: a process that made itself non-dumpable, while no
+  other probe is in flight -- a fork of the bot reads the same until it execs); :func:`kill_descendants` kills every
   descendant. ``round probe`` kills every descendant before it writes the verdict file; each
   probe of ``run`` kills its own before its verdict is recorded, and ``run`` kills every
   descendant before it writes the report.
 
-Limits (README, "Security model"): a candidate that clears its environment *and* runs while
+Limits (README, "Security model"): a candidate that clears or hides its environment *and* runs while
 another probe of the same ``run --parallel`` is in flight survives until that run's end; the
 container runner (``runners/*.yaml``) removes the candidate's whole container after each probe.
 Linux only (``/proc``, ``prctl``); elsewhere the functions do nothing.
@@ -42,6 +43,13 @@ PR_GET_DUMPABLE = 3
 MARKER = "BISECTBOT_PROBE"
 
 _local = threading.local()
+_active: set[str] = set()  # ids of the probes in flight in this process (probe_scope)
+_active_lock = threading.Lock()
+#: Seconds a descendant's environment must stay unreadable before :func:`kill_probe` takes it for a
+#: candidate that hid it: a fork of this (non-dumpable) process is unreadable too until it execs --
+#: another thread's git, build or reproducer command in the making, which a kill (and the reaping
+#: ``waitpid``) would turn into "exit 0" for that thread's ``Popen`` (ECHILD), a wrong verdict.
+UNREADABLE_GRACE_S = 0.25
 _servers: set[int] = set()  # sessions of running servers (spawn_logged): spared by kill_probe(spare_servers=True)
 
 
@@ -81,10 +89,14 @@ def probe_scope() -> Iterator[str]:
     pid = uuid.uuid4().hex[:16]
     prev = current_probe()
     _local.probe = pid
+    with _active_lock:
+        _active.add(pid)
     try:
         yield pid
     finally:
         _local.probe = prev
+        with _active_lock:
+            _active.discard(pid)
         kill_probe(pid)
 
 
@@ -178,20 +190,40 @@ def _sweep(select: object, passes: int = 20) -> int:
     return killed
 
 
-def kill_probe(probe_id: str, spare_servers: bool = False) -> int:
+def kill_probe(probe_id: str, spare_servers: bool = False, passes: int = 40) -> int:
     """Kill every descendant of this process that belongs to probe ``probe_id`` (its marker) or
-    whose environment cannot be read; ``spare_servers``: not those in the session of a running
-    server (:func:`server_started`). Returns the count."""
+    whose environment stays unreadable for :data:`UNREADABLE_GRACE_S` seconds while no other probe
+    is in flight here (with one in flight it may be that probe's: it is left to the end of the run,
+    the limit the module docstring states); ``spare_servers``: not those in the session of a
+    running server (:func:`server_started`). At most ``passes`` passes 20 ms apart. Returns the count."""
     if not os.path.isdir("/proc"):
         return 0
-
-    def pick(p: int) -> bool:
-        if spare_servers and _servers and _sid(p) in _servers:
-            return False
-        m = _marker_of(p)
-        return m is None or m == probe_id
-
-    return _sweep(pick)
+    with _active_lock:
+        others = bool(_active - {probe_id})
+    unreadable_since: dict[int, float] = {}
+    killed = 0
+    for _ in range(passes):
+        victims: list[int] = []
+        waiting = False
+        for p in descendants():
+            if spare_servers and _servers and _sid(p) in _servers:
+                continue
+            m = _marker_of(p)
+            if m == probe_id:
+                victims.append(p)
+            elif m is None and not others:
+                t0 = unreadable_since.setdefault(p, time.monotonic())
+                if time.monotonic() - t0 >= UNREADABLE_GRACE_S:
+                    victims.append(p)
+                else:
+                    waiting = True
+        if victims:
+            _kill(victims)
+            killed += len(victims)
+        elif not waiting:
+            break
+        time.sleep(0.02)
+    return killed
 
 
 def kill_descendants() -> int:
