@@ -255,7 +255,8 @@ def load_profile(name_or_path: str | Path, recipe_path: str | Path | None = None
                 text = read_text(c)  # size-limited, UTF-8 checked
             except LocatedErrors as e:
                 raise BadInput(str(e)) from None
-            return with_overrides(parse_profile(text, str(c)), known=_known_profiles(recipe_path))
+            known = _known_profiles(recipe_path) if os.environ.get(OVERRIDES_ENV) else None  # only to check them
+            return with_overrides(parse_profile(text, str(c)), known=known)
     from .shipped import shipped_dir
 
     shipped = shipped_dir("runners")

@@ -86,21 +86,3 @@ def ledger(tmp_path: Path) -> Iterator[Any]:
     with Ledger(tmp_path / "state") as led:
         yield led
 
-
-def _file_rank(path: str, slow: bool) -> int:
-    """Scheduling rank of a test file (lower runs earlier): the real-vLLM lane, then the act
-    workflows, then files with ``slow`` tests, then the rest."""
-    if "/tests/vllm/" in path:
-        return 0
-    if "/tests/act/" in path:
-        return 1
-    return 2 if slow else 3
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Collect the longest files first. ``scripts/test-all.sh`` runs ``--dist loadfile``; pytest-xdist
-    (3.8) hands files out by their number of tests, most first, and in collection order among files
-    of equal count, so this order applies only there (measured: the one-test act files still run
-    last). Order within a file, and among files of one rank, is unchanged (a stable sort)."""
-    slow_files = {str(it.path) for it in items if it.get_closest_marker("slow")}
-    items.sort(key=lambda it: _file_rank(str(it.path), str(it.path) in slow_files))

@@ -260,10 +260,9 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         round_no = round_no if round_no is not None else planned.get("round")
         plan_focus = tuple(int(x) for x in planned.get("focus") or ())
         if focus is not None and tuple(focus) != plan_focus:  # refused before the device time is spent
-            want = ",".join(map(str, plan_focus)) or "''"
-            raise BadInput(f"round session {session_id} plans {ref[:40]} with focus {want}, not "
-                           f"{','.join(map(str, focus)) or chr(39) * 2}: 'round import' would refuse the file; leave "
-                           f"--focus out (the plan's) or pass --focus {want}")
+            want, given = (",".join(map(str, f)) or "''" for f in (plan_focus, focus))
+            raise BadInput(f"round session {session_id} plans {ref[:40]} with focus {want}, not {given}: "
+                           f"'round import' would refuse the file; leave --focus out (the plan's) or pass --focus {want}")
         focus = plan_focus if focus is None else focus
     toggle = toggle or ""
     tog = triage_toggle(recipe, toggle, path)
