@@ -127,11 +127,11 @@ def least_mean(reuse: float, budget: int = BUDGET) -> float:
 
 
 def real_mean() -> tuple[float, int]:
-    """Mean prompt tokens of ``bisectbot.reproduce.threshold.search`` over T = GRID[1..TOP] (a server
+    """Mean prompt tokens of ``bisectbot.reproduce.search.search`` over T = GRID[1..TOP] (a server
     that is GARBAGE at and above T for either prompt) and its most sizes."""
     from bisectbot.models import Outcome
     from bisectbot.recipe import ReproducerSpec
-    from bisectbot.reproduce.threshold import SizeResult, search
+    from bisectbot.reproduce.search import SizeResult, search
 
     spec = ReproducerSpec(min_size=MIN, max_size=MAX, tolerance=TOL, tolerance_tokens=FLOOR)
     total, most = 0, 0

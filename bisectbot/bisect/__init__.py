@@ -1,9 +1,9 @@
 """Pure logic of a bisection: no I/O, plain data in and out. One job per file:
 
 * :mod:`.search` -- :class:`Bisection`, the search state machine (posterior, next probes,
-  verification; :class:`Step`, :class:`SearchResult`);
+  verification; :class:`Step`, :class:`SearchResult`; :func:`budget_text`);
 * :mod:`.bounds` -- information bounds and probe budgets (``binary_entropy`` ...
-  :func:`channel_bound`, :func:`default_budget`, :func:`search_settings`, :func:`budget_text`);
+  :func:`channel_bound`, :func:`default_budget`, :func:`search_settings`);
 * :mod:`.repeats` -- repeats of one probe (:func:`combine_repeats`, :func:`per_probe_rates`,
   :func:`estimate_hit_rate`, :func:`hit_rate_prior`);
 * :mod:`.signatures` -- failure signatures (:class:`Signature`, :func:`command_failures`);
@@ -22,7 +22,6 @@ from .blame import BUILD_FILES, FLAG_TEXT, confidence_text, may_blame, merge_des
 from .bounds import (
     binary_entropy,
     binary_kl,
-    budget_text,
     burnashev_bound,
     channel_bound,
     channel_capacity,
@@ -38,7 +37,7 @@ from .repeats import (
     hit_rate_prior,
     per_probe_rates,
 )
-from .search import CONFIRMATION_MASS, REPROBE_BAND, Bisection, SearchResult, Step
+from .search import CONFIRMATION_MASS, REPROBE_BAND, Bisection, SearchResult, Step, budget_text
 from .signatures import Signature, command_failures
 from .verdicts import _PATCH_RULES as _PATCH_RULES  # the patch-rule registry (tests swap rules in it)
 from .verdicts import (

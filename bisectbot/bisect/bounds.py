@@ -3,19 +3,16 @@
 ``binary_entropy`` ... ``channel_bound``: what a verdict channel with false-positive rate
 ``fp = P(bad | good candidate)`` and false-negative rate ``fn = P(good | bad candidate)``
 carries, in bits per probe, and the expected probes of an optimal search (Burnashev 1976).
-:func:`default_budget`, :func:`search_settings` and :func:`budget_text` turn them into the
-cap of one :class:`bisectbot.bisect.search.Bisection`.
+:func:`default_budget` and :func:`search_settings` turn them into the cap of one
+:class:`bisectbot.bisect.search.Bisection` (:func:`bisectbot.bisect.search.budget_text` says it).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .search import Bisection
 
 
 def binary_entropy(p: float) -> float:
@@ -140,17 +137,6 @@ def search_settings(spec: Any, n: int) -> dict[str, Any]:
     if spec.max_probes is None:
         out["budget"] = default_budget(n, fp, fn, spec.confidence, int(getattr(spec, "parallel", 1) or 1))
     return out
-
-
-def budget_text(b: Bisection) -> str:
-    """How the search is capped, for plans and progress lines."""
-    if b.max_probes is not None:
-        return f"budget {b.max_probes} probes (max_probes)"
-    if b.budget is not None:
-        bound = channel_bound(max(2, b.n - 1), b.fp, b.fn, 1 - b.confidence)
-        return (f"budget {b.budget} good/bad verdicts (3 x information bound {bound:.1f} + 4, "
-                f"flake fp {b.fp:.3g} fn {b.fn:.3g})")
-    return "no budget needed (exact search)"
 
 
 def _kl_vec(p: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -690,3 +690,14 @@ class Bisection:
                 break
             b.feed(i, v, s or None)
         return b
+
+
+def budget_text(b: Bisection) -> str:
+    """How the search is capped, for plans and progress lines."""
+    if b.max_probes is not None:
+        return f"budget {b.max_probes} probes (max_probes)"
+    if b.budget is not None:
+        bound = channel_bound(max(2, b.n - 1), b.fp, b.fn, 1 - b.confidence)
+        return (f"budget {b.budget} good/bad verdicts (3 x information bound {bound:.1f} + 4, "
+                f"flake fp {b.fp:.3g} fn {b.fn:.3g})")
+    return "no budget needed (exact search)"

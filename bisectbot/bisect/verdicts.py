@@ -37,7 +37,7 @@ def _mode_arg(regress: Any) -> tuple[str, Any]:
 
 def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first_garbage: int | None = None,
                     reasons: Sequence[str] = (), error: str | None = None) -> Judgement:
-    """Verdict of a threshold search (``bisectbot.reproduce.threshold.ThresholdResult``).
+    """Verdict of a threshold search (``bisectbot.reproduce.search.ThresholdResult``).
 
     ``regress`` is a :class:`bisectbot.recipe.Regress` or its string form. ``status`` is
     ``ok`` | ``garbage`` | ``all-garbage`` | ``error`` | ``non-monotone``; sizes in tokens.

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..recipe import ReproducerSpec
-    from ..reproduce.threshold import ThresholdResult
+    from ..reproduce.search import ThresholdResult
 
 PROBE_EPILOG = """\b
 Example:

@@ -20,7 +20,8 @@ from __future__ import annotations
 from .classify import Classification, Signal, classify
 from .client import Client, Reply
 from .command import run_argv, search_threshold_command
-from .threshold import SizeResult, ThresholdResult, search_threshold
+from .search import SizeResult, ThresholdResult
+from .threshold import search_threshold
 
 __all__ = ["Classification", "Client", "Reply", "Signal", "SizeResult", "ThresholdResult", "classify",
            "run_argv", "search_threshold", "search_threshold_command"]

@@ -28,7 +28,7 @@ from ..models import Outcome
 from ..recipe import ReproducerSpec
 from ..run.base import CommandRun
 from ..secrets import candidate_env
-from .threshold import SizeResult, ThresholdResult, effective_repeats, one_sided, search
+from .search import SizeResult, ThresholdResult, effective_repeats, one_sided, search
 
 TAIL_BYTES = 4096
 
@@ -105,7 +105,7 @@ def search_threshold_command(run: Callable[[int], CommandRun], spec: ReproducerS
     fresh process. ``repeats`` runs per size combine one-sidedly (issue 12): the first run
     that fails decides GARBAGE (a healthy build essentially never fails; a majority vote
     would turn a bug that shows in 30 % of runs into an 84 % miss), as in
-    :func:`bisectbot.reproduce.threshold.one_sided`. Returns a
+    :func:`bisectbot.reproduce.search.one_sided`. Returns a
     :class:`ThresholdResult` (``requests`` counts command runs); ``error`` status when the
     command cannot run at all. ``focus``: sizes (tokens) where the bisection's bad end failed,
     run first (:func:`bisectbot.reproduce.focus.focused_search`, issue 23).

@@ -1,7 +1,7 @@
 """A threshold search that asks first where the bad end failed (issue 23, input 2).
 
 A bisection compares candidates with its bad end. The ordinary search
-(:func:`bisectbot.reproduce.threshold.search`) opens at ``max_size``; a candidate whose
+(:func:`bisectbot.reproduce.search.search`) opens at ``max_size``; a candidate whose
 server dies at a large prompt (a crash above the threshold, aiter#5049) then ends as an
 ``error`` -- a skip -- although it could answer at the sizes that matter. With ``focus``
 (the bad end's first-garbage size and its confirmation size, tokens) :func:`focused_search`
@@ -12,7 +12,7 @@ probes those sizes first:
 * OK at every focus size: the ordinary search runs for the rest of the range; when it ends
   in a server error above the focus sizes (a crash reads as a refused connection), the result is ``ok`` up to the
   largest focus size and the failure is a *second finding*
-  (:attr:`bisectbot.reproduce.threshold.ThresholdResult.second_finding`), not a reason to
+  (:attr:`bisectbot.reproduce.search.ThresholdResult.second_finding`), not a reason to
   skip the candidate;
 * an error at a focus size: status ``error`` (the candidate cannot be asked where the bad
   end fails).
@@ -29,7 +29,7 @@ from typing import Any
 
 from ..models import Outcome
 from ..recipe import ReproducerSpec
-from .threshold import SIZE_BUDGET, SizeResult, ThresholdResult, search
+from .search import SIZE_BUDGET, SizeResult, ThresholdResult, search
 
 
 class _Memo:

@@ -45,7 +45,8 @@ from ..models import Outcome
 from ..recipe import ReferenceSpec, ReproducerSpec
 from .client import BadReply, Client, cold_fields, parse_chat
 from .prompts import PromptBuilder
-from .threshold import HttpProbe, SizeResult, ThresholdResult, search_threshold
+from .search import SizeResult, ThresholdResult
+from .threshold import HttpProbe, search_threshold
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 #: Calibration sizes when the recipe names none: this many, log-spaced from min to max size.
@@ -343,7 +344,7 @@ def calibrate(a: Client, b: Client, spec: ReproducerSpec, sizes: list[int], betw
 
 
 class ReferenceProbe:
-    """``probe(size) -> SizeResult`` for :func:`bisectbot.reproduce.threshold.search`: the HTTP
+    """``probe(size) -> SizeResult`` for :func:`bisectbot.reproduce.search.search`: the HTTP
     probe's classification plus a comparison with the reference at the same prompt.
 
     ``diverges_bad``: divergence is the bad outcome (regress ``diverges``); ``garbage_bad``:

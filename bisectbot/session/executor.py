@@ -169,7 +169,7 @@ def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict
     if getattr(tr, "flaky", None):
         extra["flaky_sizes"] = list(tr.flaky)
     if r.bisect.flake is None and tr.table:  # the bad end's hit rate (issue 12; session.honesty.adapt_rates)
-        from ..reproduce.threshold import hit_counts
+        from ..reproduce.search import hit_counts
 
         runs, hits = hit_counts([t for t in tr.table if hasattr(t, "votes")], tr.first_garbage)
         if runs:

@@ -5,11 +5,11 @@
   cannot run there either the run stops with :class:`bisectbot.errors.BadInput` (exit 2,
   no issue) naming the command. A candidate that merely lacks the script stays a skip.
 * :func:`adapt_rates`: with repeats (``reproducer.repeats > 1``; for a threshold search
-  the requests per size, :func:`bisectbot.reproduce.threshold.effective_repeats`) and no
+  the requests per size, :func:`bisectbot.reproduce.search.effective_repeats`) and no
   ``bisect.flake`` rates, the per-run hit rate is estimated from the bad end's repeats
   (:func:`bisectbot.bisect.estimate_hit_rate`; a command's runs, or a threshold search's
   replies at and above the first-garbage size,
-  :func:`bisectbot.reproduce.threshold.hit_counts`) and the per-probe rates derived from
+  :func:`bisectbot.reproduce.search.hit_counts`) and the per-probe rates derived from
   it (:func:`bisectbot.bisect.per_probe_rates`), weighed over the rate's Beta posterior
   (:func:`bisectbot.bisect.hit_rate_prior`, :meth:`bisectbot.bisect.Bisection.set_rate_mixture`:
   few runs say little, issue 23); :func:`derived_rates_note` says so in the
@@ -89,13 +89,13 @@ def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
 def repeats_per_probe(recipe: Recipe) -> int:
     """Runs that one probe combines: ``reproducer.repeats`` for ``regress: command`` (and a
     size-less fix bisection), else the requests per size of the threshold search
-    (:func:`bisectbot.reproduce.threshold.effective_repeats`; a command reproducer runs
+    (:func:`bisectbot.reproduce.search.effective_repeats`; a command reproducer runs
     sequentially, so its ``concurrency`` does not count)."""
     spec = recipe.reproducer
     sizeless = spec.kind == "command" and not any("{size}" in a for a in (spec.command or []))
     if recipe.regress.mode == "command" or (recipe.regress.mode == "success" and sizeless):
         return spec.repeats
-    from ..reproduce.threshold import effective_repeats
+    from ..reproduce.search import effective_repeats
 
     if spec.kind == "command":
         spec = spec.model_copy(update={"concurrency": 1})

@@ -60,7 +60,7 @@ def threshold_regress(recipe: Recipe) -> str:
 def reproduce(recipe: Recipe, url: str, oracle: Oracle | None,
               focus: list[int] | None = None) -> tuple[Any, dict[str, Any]]:
     """The threshold search on the server at ``url`` with the recipe's oracles; returns the
-    :class:`bisectbot.reproduce.threshold.ThresholdResult` and extra probe evidence
+    :class:`bisectbot.reproduce.search.ThresholdResult` and extra probe evidence
     (``control``: the decode control's result dict; ``reference``: label and noise). ``focus``:
     sizes (tokens) asked first (issue 23, :mod:`bisectbot.reproduce.focus`)."""
     from ..reproduce.client import Client
@@ -75,7 +75,7 @@ def reproduce(recipe: Recipe, url: str, oracle: Oracle | None,
             oracle = Oracle(reference_client(spec.reference, timeout_s=timeout),
                             Noise(notes=[UNCALIBRATED]), spec.reference.endpoint)
         if oracle is None:
-            from ..reproduce.threshold import ThresholdResult
+            from ..reproduce.search import ThresholdResult
 
             tr = ThresholdResult(status="error", error="the reference (last-good) is not running in this process",
                                  endpoint=url)

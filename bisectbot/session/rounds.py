@@ -23,7 +23,7 @@ from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
 from ..patch_watch import RequiredPatchWatch
 from ..provenance import cached_from, measured_text
 from ..recipe import Recipe
-from ..reproduce.threshold import counted_by
+from ..reproduce.search import counted_by
 from .badend import clean, sequential_end
 from .executor import Echo
 from .honesty import adapt_rates, check_runnable, derived_rates_note

@@ -170,7 +170,7 @@ def test_range_table_gives_one_confidence_for_the_range():
 
 
 def test_progress_reasons_are_never_cut_mid_value():
-    from bisectbot.reproduce.threshold import join_whole
+    from bisectbot.reproduce.search import join_whole
 
     reasons = ["unique-word ratio 0.03 (min 0.15)", "needles: retrieved 0/2 needles: SHRIKE-8056 missing",
                "known-answer: expected answer '4' missing", "repeat-run: flood of '.' (100% of 200 characters)"]

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from bisectbot.report.sanitize import sanitize
-from bisectbot.reproduce.threshold import excerpt
+from bisectbot.reproduce.search import excerpt
 
 pytestmark = pytest.mark.slow
 

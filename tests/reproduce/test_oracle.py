@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bisectbot.recipe import ReproducerSpec
-from bisectbot.reproduce.threshold import STATUSES, search_threshold
+from bisectbot.reproduce.search import STATUSES
+from bisectbot.reproduce.threshold import search_threshold
 
 PROBE = [sys.executable, "-m", "bisectbot", "--json", "probe"]
 

@@ -16,7 +16,7 @@ from bisectbot.reproduce.prompts import (
     filler_sentence,
     needle_codes,
 )
-from bisectbot.reproduce.threshold import SizeResult, search
+from bisectbot.reproduce.search import SizeResult, search
 
 Q = "What is 2+2? Answer in one sentence."
 

@@ -14,15 +14,9 @@ from click.testing import CliRunner
 from bisectbot.cli import cli
 from bisectbot.models import Outcome
 from bisectbot.recipe import ReproducerSpec
-from bisectbot.reproduce import threshold as threshold_mod
-from bisectbot.reproduce.threshold import (
-    SizeResult,
-    cheap_split,
-    search,
-    search_threshold,
-    split_point,
-    splits_needed,
-)
+from bisectbot.reproduce import search as search_mod
+from bisectbot.reproduce.search import SizeResult, cheap_split, search, split_point, splits_needed
+from bisectbot.reproduce.threshold import search_threshold
 
 PROBE = [sys.executable, "-m", "bisectbot", "--json", "probe"]
 
@@ -301,7 +295,7 @@ def test_low_splits_keep_issue_11_budget_and_send_fewer_prompt_tokens(monkeypatc
         assert res.status == "garbage" and res.last_ok < T <= res.first_garbage, (T, p.sent)
         assert res.first_garbage - res.last_ok <= max(0.03 * T, 64), (T, p.sent)
         assert len(p.sent) <= 12, (T, p.sent)
-    monkeypatch.setattr(threshold_mod, "LOW_SHARE", 0.5)
+    monkeypatch.setattr(search_mod, "LOW_SHARE", 0.5)
     mid = _searches(thresholds)
     assert sum(sum(p.sent) for _, p, _ in low) < 0.99 * sum(sum(p.sent) for _, p, _ in mid)
 
@@ -346,7 +340,7 @@ def test_without_tokenize_the_first_guess_is_resent_at_the_real_size(engine_fact
 
 
 def test_result_round_trips_through_json(engine_factory):
-    from bisectbot.reproduce.threshold import ThresholdResult
+    from bisectbot.reproduce.search import ThresholdResult
 
     e = engine_factory(threshold=6000)
     res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=12000))
@@ -356,7 +350,7 @@ def test_result_round_trips_through_json(engine_factory):
 
 def test_hit_counts_count_the_garbage_side_replies_only() -> None:
     # issue 12: the bad end's per-run hit rate of a threshold search (no recipe flake rates)
-    from bisectbot.reproduce.threshold import hit_counts
+    from bisectbot.reproduce.search import hit_counts
 
     table = [
         SizeResult(32000, 32010, Outcome.GARBAGE, votes={"OK": 2, "GARBAGE": 1}, requests=3),
