@@ -51,7 +51,7 @@ confidence. The rates the search then uses are derived from the bad end's runs, 
 say little (2 of 3 runs leave hit rates from 0.16 to 0.74 plausible): the search weighs every
 plausible rate (:func:`bisectbot.bisect.hit_rate_prior`, a Beta posterior over 40 rates, and
 :meth:`bisectbot.bisect.Bisection.set_rate_mixture`: the posterior is the mixture), as the
-session does (:func:`bisectbot.session.honesty.adapt_rates`). Before, one rate was taken (2 of
+session does (:func:`bisectbot.verdict.honesty.adapt_rates`). Before, one rate was taken (2 of
 3 runs: 0.40, truth 0.30): clean probes of a bad candidate read "good" too strongly and 4 of
 2,000 runs (seeds 1-3: 9 of 6,000) named a wrong culprit at >= 0.99; 3.5 % of runs ran into
 the cap (the hit rate lowered again and again). Measured (2,000 trials, seed 1): no-regression
@@ -96,12 +96,11 @@ from bisectbot.bisect import (  # noqa: E402
     channel_bound,
     clean_probes_needed,
     combine_repeats,
-    judge_drift,
-    judge_threshold,
     per_probe_rates,
     search_settings,
 )
 from bisectbot.models import Status, Verdict  # noqa: E402
+from bisectbot.verdict import judge_drift, judge_threshold  # noqa: E402
 
 SIZES = (16, 64, 256, 1024, 5000)
 FLAKES = (0.0, 0.05, 0.1, 0.2)
@@ -416,7 +415,7 @@ def bad_end_setting(args: tuple[int, float, int, int, int, bool]) -> BadEndRow:
     """The session's flow over ``n + 1`` candidates with a flaky bug (see the module docstring)."""
     from bisectbot.models import Candidate, CandidateKind, ProbeResult
     from bisectbot.recipe import Recipe
-    from bisectbot.session.honesty import adapt_rates
+    from bisectbot.verdict.honesty import adapt_rates
 
     n, hit, repeats, trials, seed, sequential = args
     rng = random.Random(f"bad-end-{seed}-{n}-{hit}-{repeats}")

@@ -43,7 +43,7 @@ def main() -> int:
 
     import bisectbot.secrets as secrets
     from bisectbot.models import Candidate, CandidateKind
-    from bisectbot.report.render import load_result
+    from bisectbot.report.load import load_result
     from bisectbot.session.result import write_report
 
     n, culprit = a.commits, int(a.commits * 0.62)

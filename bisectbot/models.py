@@ -337,3 +337,21 @@ class RunResult:
             "chain": [c.to_dict() for c in self.chain],
             "pages_url": self.pages_url,
         })
+
+
+#: The regress modes judged from patch states instead of a server (issue 8).
+PATCH_MODES = ("patch-upstream", "patch-conflict")
+
+
+def regress_mode(regress: Any) -> tuple[str, Any]:
+    """``(mode, arg)`` of a recipe's ``regress`` (a :class:`bisectbot.recipe.Regress` or its
+    string form ``"mode: arg"``); ``arg`` is None when the mode takes none."""
+    if isinstance(regress, str):
+        mode, _, arg = regress.partition(":")
+        return mode.strip(), (arg.strip() or None)
+    return regress.mode, regress.arg
+
+
+def is_patch_mode(regress: Any) -> bool:
+    """True for the regress modes judged from patch states instead of a server (:data:`PATCH_MODES`)."""
+    return regress_mode(regress)[0] in PATCH_MODES

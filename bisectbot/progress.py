@@ -144,7 +144,7 @@ def summary(lines: list[str]) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
-    from .report.sanitize import sanitize  # commit subjects and reasons are untrusted Markdown
+    from .sanitize import sanitize  # commit subjects and reasons are untrusted Markdown
 
     body = "### bisectbot: progress\n\n" + "\n".join(f"- {sanitize(ln, 400)}" for ln in lines[-50:]) + "\n\n"
     with contextlib.suppress(OSError):

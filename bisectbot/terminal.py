@@ -21,7 +21,7 @@ as markup (a ``MarkupError`` crash, or styles and links the model chose).
   print without :func:`inert` still cannot drive the terminal. Only SGR colour sequences
   (``ESC [ … m``, what Rich emits for styles) survive, and only when the stream is a terminal.
 
-:mod:`bisectbot.report.sanitize` uses the same character table for GitHub Markdown.
+:mod:`bisectbot.sanitize` uses the same character table for GitHub Markdown.
 """
 
 from __future__ import annotations

@@ -7,9 +7,7 @@
 * :mod:`.repeats` -- repeats of one probe (:func:`combine_repeats`, :func:`per_probe_rates`,
   :func:`estimate_hit_rate`, :func:`hit_rate_prior`);
 * :mod:`.signatures` -- failure signatures (:class:`Signature`, :func:`command_failures`);
-* :mod:`.verdicts` -- verdict rules per regress mode (:func:`judge_threshold`,
-  :func:`judge_command`, :func:`judge_patches` and :func:`register_patch_rule`,
-  :func:`judge_drift`), each returning a :class:`Judgement`;
+* :mod:`.drift` -- :class:`Drift`, the data of the second search when the threshold moved;
 * :mod:`.blame` -- blame rules (:func:`plausibility_flags`, :func:`may_blame`,
   :func:`confidence_text`, :func:`merge_descent`);
 * :mod:`.attribution` -- which coupled component to bisect (:func:`attribute_components`).
@@ -28,6 +26,7 @@ from .bounds import (
     default_budget,
     search_settings,
 )
+from .drift import Drift
 from .repeats import (
     MIN_HIT_RATE,
     RUN_FALSE_POSITIVE,
@@ -39,21 +38,6 @@ from .repeats import (
 )
 from .search import CONFIRMATION_MASS, REPROBE_BAND, Bisection, SearchResult, Step, budget_text
 from .signatures import Signature, command_failures
-from .verdicts import _PATCH_RULES as _PATCH_RULES  # the patch-rule registry (tests swap rules in it)
-from .verdicts import (
-    UNRUNNABLE,
-    Drift,
-    Judgement,
-    PatchRule,
-    is_patch_mode,
-    judge_command,
-    judge_drift,
-    judge_patch_conflict,
-    judge_patch_upstream,
-    judge_patches,
-    judge_threshold,
-    register_patch_rule,
-)
 
 __all__ = [
     "Bisection",
@@ -63,15 +47,6 @@ __all__ = [
     "SearchResult",
     "Step",
     "Signature",
-    "Judgement",
-    "judge_threshold",
-    "judge_command",
-    "judge_patches",
-    "judge_patch_upstream",
-    "judge_patch_conflict",
-    "register_patch_rule",
-    "is_patch_mode",
-    "PatchRule",
     "plausibility_flags",
     "FLAG_TEXT",
     "may_blame",
@@ -89,12 +64,10 @@ __all__ = [
     "CONFIRMATION_MASS",
     "REPROBE_BAND",
     "Drift",
-    "judge_drift",
     "merge_descent",
     "Attribution",
     "attribute_components",
     "BUILD_FILES",
-    "UNRUNNABLE",
     "command_failures",
     "binary_entropy",
     "binary_kl",

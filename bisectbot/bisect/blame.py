@@ -92,7 +92,7 @@ def may_blame(status: Status | str, confidence: float, flags: Sequence[str],
 
     Refuses anything but a single verified culprit, a flagged culprit, or a confidence below
     ``blame_confidence`` (``recipe.bisect.blame_confidence``, 0.66 by default, issue 6). The
-    one blame rule: the report (:func:`bisectbot.report.render.blame_decision`) and the exit
+    one blame rule: the report (:func:`bisectbot.report.blame.blame_decision`) and the exit
     code of ``bisectbot run`` (3 when it will not blame, issue 12) follow it.
     """
     st = Status(status)

@@ -38,7 +38,7 @@ result ``inconclusive``; in noisy mode the re-probes are evidence like any other
 search goes on until the confidence holds again after a fresh verification, or the
 probe budget is spent (then ``inconclusive`` with the best guess and its confidence).
 
-The verdicts it is fed come from :mod:`.verdicts`, its budget from :mod:`.bounds`.
+The verdicts it is fed come from :mod:`bisectbot.verdict`, its budget from :mod:`.bounds`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ import numpy as np
 
 from ..models import Status, Verdict
 from .bounds import _h_vec, _kl_vec, binary_entropy, channel_bound, channel_capacity, default_budget
+from .drift import Drift
 from .signatures import Signature
-from .verdicts import Drift
 
 _TIE = 1e-12  # information-gain ties (bits) go to the lower index
 #: Largest factor between the first-garbage thresholds of two bad probes of one build that an
@@ -176,7 +176,7 @@ class Bisection:
         self._inconsistent = ""
         self._verify_skip = ""
         #: the per-run hit rate the current rates were derived from
-        #: (:func:`bisectbot.session.honesty.adapt_rates`); None while the recipe's rates hold
+        #: (:func:`bisectbot.verdict.honesty.adapt_rates`); None while the recipe's rates hold
         self.hit_rate: float | None = None
         #: ``{index: (hits, runs)}`` of the command runs seen per candidate, pooled over its probes
         self.runs_seen: dict[int, tuple[int, int]] = {}

@@ -61,7 +61,7 @@ def _same_recipe(result, result_file: Path, recipe: Path | None) -> None:
 
 
 def _load(path: Path):
-    from ..report.render import load_result
+    from ..report.load import load_result
 
     return load_result(path)
 

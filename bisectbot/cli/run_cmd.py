@@ -69,7 +69,7 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str,
     """The runner for a recipe: ``local`` (git worktrees), ``container`` (images) or
     ``release`` (patch questions on package releases: pypi source, patch regress mode).
     ``workdir``: the local runner's worktree directory (default ``STATE/worktrees/<recipe>``)."""
-    from ..bisect import is_patch_mode
+    from ..models import is_patch_mode
 
     if kind == "auto":
         kind = ("local" if recipe.source.kind == "git" else
@@ -254,7 +254,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         result.reproduce = ""
         result.notes.append(reproducible)
     elif result.reproduce and result.final is not None:
-        from ..session.result import end_arg, reproduce_ends
+        from ..report.reproduce_kit import reproduce_ends
+        from ..session.result import end_arg
 
         rg, rb = reproduce_ends(result.final)
         if rg and rb:
@@ -277,7 +278,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             from ..bisect import confidence_text
 
             if final.first_bad is not None and final.status.value == "culprit":
-                from ..report.render import culprit_word, patch_message
+                from ..report.views import culprit_word, patch_message
 
                 terminal.echo(f"{culprit_word(result).lower()}: {final.first_bad.component} {final.first_bad.ref} "
                            f"({final.first_bad.label}), confidence {confidence_text(final.confidence, percent=True)}, "
@@ -287,7 +288,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             else:
                 terminal.echo(f"{final.status.value}: {final.message}")
                 if final.culprits:
-                    from ..report.render import ends_words
+                    from ..report.words import ends_words
 
                     first = ends_words(result.kind, result.regress)["first"]
                     if final.status.value == "inconclusive":  # a best guess, not a located range
@@ -296,7 +297,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                                    + f" with probability {confidence_text(final.confidence, percent=True)}")
                     else:
                         terminal.echo(f"{first} is one of: " + " ".join(c.ref for c in final.culprits))
-        from ..report.render import note_words
+        from ..report.views import note_words
 
         for n in result.notes:
             terminal.echo(note_words(result, n))
@@ -515,8 +516,9 @@ def _acknowledge(recipe, commands, result, filed=None) -> list[str]:
     (``filed``: the :class:`~bisectbot.report.github.FilingOutcome` of this run's result, linked
     from the reply to a retraction)."""
     from ..report import acknowledge
+    from ..report.blame import blame_decision
     from ..report.github import token_from_env
-    from ..report.render import blame_decision, heading
+    from ..report.views import heading
 
     token = token_from_env()
     out = []

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import BadInput
 from ..ledger import now_iso
 from ..models import RunResult
-from ..report.render import load_result
+from ..report.load import load_result
 
 ARCHIVE_DIR = "dashboard/reports"
 """Where archived reports live, relative to the state directory."""
@@ -146,7 +146,7 @@ def publish_charts(state_dir: Path, out: Path) -> list[str]:
 def read_archive(state_dir: Path) -> list[ArchivedRun]:
     """Every archived run, oldest archived first. A file that no longer reads as a report (edited
     by hand, cut short) is skipped, named on stderr by the caller through the returned count gap."""
-    from ..report.render import run_result_from_dict
+    from ..report.load import run_result_from_dict
     from ..report.result_file import check_result_shape
 
     root = state_dir / ARCHIVE_DIR

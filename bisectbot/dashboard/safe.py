@@ -1,16 +1,16 @@
 """Untrusted text (model output, server logs, commit subjects, reasons) made safe for the site's HTML.
 
-The site is HTML, not Markdown, so :func:`bisectbot.report.sanitize.sanitize` (which
+The site is HTML, not Markdown, so :func:`bisectbot.sanitize.sanitize` (which
 backslash-escapes Markdown punctuation) is not used for it; the same steps that matter in HTML
-are reused from :mod:`bisectbot.report.sanitize` and run on every string before it reaches a
+are reused from :mod:`bisectbot.sanitize` and run on every string before it reaches a
 template:
 
-* secrets redacted (:func:`~bisectbot.report.sanitize.redact`), bisectbot markers broken
-  (:func:`~bisectbot.report.sanitize.neutralise_markers`), host paths shortened
-  (:func:`~bisectbot.report.sanitize.shorten_paths`: the runner's layout is not published);
+* secrets redacted (:func:`~bisectbot.sanitize.redact`), bisectbot markers broken
+  (:func:`~bisectbot.sanitize.neutralise_markers`), host paths shortened
+  (:func:`~bisectbot.sanitize.shorten_paths`: the runner's layout is not published);
 * control, bidi and zero-width characters shown as ``\\xNN`` / ``\\uNNNN``
-  (:func:`~bisectbot.report.sanitize.visible`, Trojan Source);
-* the length bounded (:func:`~bisectbot.report.sanitize.truncate_text`, characters);
+  (:func:`~bisectbot.sanitize.visible`, Trojan Source);
+* the length bounded (:func:`~bisectbot.sanitize.truncate_text`, characters);
 * HTML escaping is left to Jinja2's autoescape (every template, no ``|safe`` on data): ``<script>``
   arrives as the text ``<script>``.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from ..report.sanitize import neutralise_markers, redact, shorten_paths, truncate_text, visible
+from ..sanitize import neutralise_markers, redact, shorten_paths, truncate_text, visible
 from ..secrets import known_secrets
 
 INLINE_LIMIT = 300

@@ -93,10 +93,9 @@ def _reply(c: Candidate, row: dict[str, Any]) -> Reply:
 
 
 def _command_reply(p: ProbeResult, session: str = "") -> Reply:
-    from .render import _exit_text
 
     return Reply(candidate=p.candidate, requested=None, prompt_tokens=None, outcome=p.verdict.value,
-                 reasons=[p.reason] if p.reason else [], exit=_exit_text(p),
+                 reasons=[p.reason] if p.reason else [], exit=exit_text(p),
                  stdout=str(p.extra.get("stdout_tail") or ""), stderr=str(p.extra.get("stderr_tail") or ""),
                  measured=measured_text(p, session))
 
@@ -171,4 +170,27 @@ def _reference_label(probes: list[ProbeResult], c: Candidate) -> str:
     return ""
 
 
-__all__ = ["Evidence", "FAILING", "Reply", "culprit_evidence"]
+def exit_text(p: ProbeResult) -> str:
+    """A command run's exit: ``0``, ``1``, ``timeout``, ``signal 9``; ``—`` when it did not run."""
+    rc = p.extra.get("returncode", "missing")
+    if rc == "missing":
+        return "—"
+    if rc is None:
+        return "timeout"
+    if isinstance(rc, int) and rc < 0:
+        return f"signal {-rc}"
+    return str(rc)
+
+
+def is_command_result(result: RunResult) -> bool:
+    """A run whose verdicts are a command's exit codes (``regress: command``): its report speaks of
+    runs and exit codes with stdout/stderr tails, not of chat requests, tokens and GARBAGE.
+    A fix bisection (``regress: success``) with a command reproducer that takes no ``{size}`` is
+    one too: its probes carry ``returncode`` (newuser defect 6)."""
+    if str(result.regress).strip() == "command":
+        return True
+    judged = [p for st in result.stages for p in st.probes if p.verdict is not Verdict.SKIP]
+    return bool(judged) and all("returncode" in p.extra for p in judged)
+
+
+__all__ = ["Evidence", "FAILING", "Reply", "culprit_evidence", "is_command_result"]

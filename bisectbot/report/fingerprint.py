@@ -18,6 +18,7 @@ import os
 import re
 
 from ..models import RunResult
+from ..sanitize import neutralise_markers  # noqa: F401  (re-exported beside the markers it breaks)
 
 MARKER_PREFIX = "<!-- bisectbot:fingerprint="
 _MARKER_RE = re.compile(r"<!-- bisectbot:fingerprint=([0-9a-f]{16}) -->")
@@ -69,17 +70,3 @@ def marker(fp: str) -> str:
 def find_fingerprints(body: str | None) -> list[str]:
     """All fingerprints marked in an issue body (usually zero or one). The caller checks the author."""
     return _MARKER_RE.findall(body or "")
-
-
-_ANY_MARKER_RE = re.compile(r"<!--\s*bisectbot:", re.IGNORECASE)
-_MARKER_WORD_RE = re.compile(r"bisectbot:(?=\s*(?:fingerprint|ack|redetected|not-reproduced|seen|[a-z-]+)\s*=)",
-                             re.IGNORECASE)
-
-
-def neutralise_markers(text: str) -> str:
-    """``text`` (untrusted: model output, logs, commit subjects) with every bisectbot marker broken:
-    ``bisectbot:name=`` becomes ``bisectbot\u200b:name=`` (shown, never matched by a marker search)."""
-    if "bisectbot" not in text.lower():
-        return text
-    text = _ANY_MARKER_RE.sub(lambda m: m.group(0)[:-1] + "\u200b:", text)
-    return _MARKER_WORD_RE.sub(lambda m: m.group(0)[:-1] + "\u200b:", text)

@@ -8,7 +8,7 @@ Identity and crash safety
     process died between "create" and "record") -- every open issue updated since that intent.
     The ledger records the intent *before* the create call and the number *after* it, so a crash
     between the two never produces a second issue on retry. Comments carry a per-night marker
-    (:func:`~.render.seen_marker`), so a retried night never comments twice either.
+    (:func:`~.comment.seen_marker`), so a retried night never comments twice either.
 
 Rate limits
     Responses' ``X-RateLimit-Remaining``/``X-RateLimit-Reset`` are honoured before each call
@@ -58,17 +58,14 @@ from ..ledger import Ledger
 from ..models import ProbeResult, RunResult, Status
 from ..net import is_unreachable, reason
 from ..recipe import GitHubTarget, Recipe
+from ..sanitize import GITHUB_BODY_LIMIT, redact, register_secret, sanitize
+from ..sanitize import link as api_link
+from .blame import DEFAULT_BLAME_CONFIDENCE
+from .comment import render_comment, seen_marker
 from .fingerprint import find_fingerprints, fingerprint
 from .history import NightlyResult, problem_present
-from .render import (
-    DEFAULT_BLAME_CONFIDENCE,
-    candidate_link,
-    render_comment,
-    render_issue,
-    seen_marker,
-)
-from .sanitize import GITHUB_BODY_LIMIT, redact, register_secret, sanitize
-from .sanitize import link as api_link
+from .issue import render_issue
+from .views import candidate_link
 
 log = logging.getLogger(__name__)
 
@@ -407,7 +404,7 @@ def file_or_update(
 ) -> FilingOutcome:
     """File ``result`` as an issue, or comment tonight's result on the open issue carrying its fingerprint.
     ``chart_png``: the run's threshold chart, embedded from the dashboard or named as an artifact
-    (:func:`bisectbot.report.render.issue_chart`).
+    (:func:`bisectbot.report.issue.issue_chart`).
 
     ``newest`` is the re-test of the problem on the newest nightly, done by the session before
     filing: when it does not reproduce there, nothing is filed (action ``already-fixed``) and,
@@ -712,7 +709,7 @@ def read_commands(
                           created_at=c.created_at.isoformat() if c.created_at else "", ref=ref, args=args,
                           error=error, acknowledged=c.id in acked)
             if kind == "retract" and _by(issue, client.login):  # only the bot's own issue body names culprits
-                from .render import culprits_in
+                from .views import culprits_in
 
                 cmd.culprits = culprits_in(issue.body or "")
             if include_acknowledged or not cmd.acknowledged:

@@ -14,12 +14,14 @@ from pathlib import Path
 from ..errors import GitHubError
 from ..models import RunResult
 from ..recipe import GitHubTarget
+from ..sanitize import GITHUB_BODY_LIMIT, github_length, sanitize
+from ..sanitize import link as api_link
+from .blame import DEFAULT_BLAME_CONFIDENCE, blame_decision
 from .fingerprint import fingerprint
 from .github import TRUSTED_ASSOCIATIONS, FilingOutcome, GitHubClient, _already_commented, parse_command
 from .history import NightlyResult
-from .render import DEFAULT_BLAME_CONFIDENCE, blame_decision, heading, render_markdown
-from .sanitize import GITHUB_BODY_LIMIT, github_length, sanitize
-from .sanitize import link as api_link
+from .markdown import render_markdown
+from .views import heading
 
 
 def ack_marker(comment_id: int) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models import RunResult
+from ..models import Candidate, RunResult, StageResult, Status
 
 RECIPE_TEXT_CHARS = 12_000
 """A recipe's text longer than this (characters) is not copied into the result (a real one is ~3K)."""
@@ -206,8 +206,7 @@ def _seed_of(row: dict[str, Any], default: int) -> int:
 def kit(result: RunResult) -> Kit | None:
     """The Reproduce section of ``result`` (None when the run recorded no reproduction facts:
     an old ``result.json``, or a run without a final range)."""
-    from .evidence import culprit_evidence
-    from .render import is_command_result
+    from .evidence import culprit_evidence, is_command_result
 
     f = result.reproduction
     final = result.final
@@ -261,12 +260,20 @@ def _row_of(result: RunResult, ref: str, requested: int | None, outcome: str) ->
     return None
 
 
+def reproduce_ends(final: StageResult) -> tuple[Candidate | None, Candidate | None]:
+    """The ``--good``/``--bad`` of the report's Reproduce command: the last good and first bad,
+    except for an inconclusive search, whose last good/first bad are a best guess (maybe never
+    probed; a run between them would "verify" the guess from cached noisy verdicts): then the
+    stage's own range, which repeats the search."""
+    if final.status is Status.INCONCLUSIVE and len(final.candidates) >= 2:
+        return final.candidates[0], final.candidates[-1]
+    return final.last_good, final.first_bad
+
+
 def bot_command(result: RunResult) -> str:
     """``bisectbot run RECIPE --good REF --bad REF --out reproduce``: the recipe by name when it is
     shipped, else by its file name; the final range's ends as full SHAs (or digests), never
     symbolic refs; no ``--state`` (a bot user's own ledger)."""
-    from ..session.result import reproduce_ends
-
     f = result.reproduction
     final = result.final
     if final is None:
@@ -278,4 +285,4 @@ def bot_command(result: RunResult) -> str:
     return shlex.join(["bisectbot", "run", recipe, "--good", rg.ref, "--bad", rb.ref, "--out", "reproduce"])
 
 
-__all__ = ["Kit", "bot_command", "facts", "kit", "make_request_script"]
+__all__ = ["Kit", "bot_command", "facts", "kit", "make_request_script", "reproduce_ends"]

@@ -18,7 +18,7 @@ probes those sizes first:
   end fails).
 
 Focus sizes outside ``[min_size, max_size]`` are left out; with none left it is the
-ordinary search (the session's scope rule, :mod:`bisectbot.session.scope`, then says the
+ordinary search (the session's scope rule, :mod:`bisectbot.verdict.scope`, then says the
 candidate was not tested at the failing size).
 """
 

@@ -5,7 +5,7 @@ downloads the release's sdist (cached by sha256 under the bisectbot cache, see
 :mod:`bisectbot.sources.releases`; a release without an sdist falls back to a wheel),
 extracts only the files the patches touch (plus PKG-INFO) into a temporary directory,
 and runs :func:`bisectbot.patches.check_stack` there. ``Prepared.patches`` holds the
-per-patch status dicts, which :func:`bisectbot.bisect.judge_patches` turns into the
+per-patch status dicts, which :func:`bisectbot.verdict.judge_patches` turns into the
 verdict. Only releases the search visits are downloaded: the runner asks the session
 not to prefetch (:attr:`ReleaseRunner.supports_prefetch` is False).
 
@@ -32,9 +32,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ..bisect import is_patch_mode
 from ..errors import BadInput, PatchError
-from ..models import Candidate
+from ..models import Candidate, is_patch_mode
 from ..recipe import PyPISource, Recipe
 from .base import CommandRun, Prepared, PrepareFailed, Server
 

@@ -42,9 +42,10 @@ What lives where. The session is composition, not inheritance:
   report files, ``--dry-run`` plan).
 """
 
+from ..verdict.judge import judge
 from .components import parse_pins
 from .core import Session
-from .executor import Executor, LocalExecutor, ProbeJob, judge, probe_key, run_probe
+from .executor import Executor, LocalExecutor, ProbeJob, probe_key, run_probe
 from .prefetch import Prefetcher
 from .replay import LogLine, format_log, parse_replay
 from .result import (

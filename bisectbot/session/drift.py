@@ -5,7 +5,7 @@ c3, above ~6K from c8) is one failure: stage 1 names c3. When the bad verdicts'
 thresholds differ by more than a factor 2 (:meth:`bisectbot.bisect.Bisection.drift`),
 this stage reports it, and with ``bisect.drift: true`` runs a second search over first
 bad .. bad end on the same measurements (the probe cache answers every candidate stage 1
-already measured), judged by :func:`bisectbot.bisect.judge_drift`. The finding goes to
+already measured), judged by :func:`bisectbot.verdict.judge_drift`. The finding goes to
 ``RunResult.findings``; it never changes the culprit.
 """
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..bisect import Bisection, Drift, judge_drift
+from ..bisect import Bisection, Drift
 from ..models import ProbeResult, StageResult, Status
 from ..recipe import Recipe
+from ..verdict import judge_drift
 from .rounds import RoundLoop
 
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..bisect import Judgement, is_patch_mode, judge_command, judge_patches, judge_threshold
-from ..errors import BadInput, ServerError
+from ..errors import ServerError
 from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe, TriageToggle
 from ..run.base import CandidateRunner, Prepared, PrepareFailed
 from ..run.starts import START_RETRIES, backoff_s, is_start_failure, transient_cause
+from ..verdict.judge import judge
 from .prefetch import Prefetcher
 
 Echo = Callable[[str], None]  # receives progress lines
@@ -72,125 +72,6 @@ def build_key(runner: CandidateRunner, c: Candidate) -> str:
     """The runner's build key of ``c`` (``""`` when the runner has none): part of the probe key."""
     fn = getattr(runner, "build_key", None)
     return fn(c) if callable(fn) else ""
-
-
-def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict[str, str] | None,
-          args: list[str] | None, oracle: Any = None,
-          focus: list[int] | None = None) -> tuple[Judgement, dict[str, Any]]:
-    """Run the reproducer on a prepared candidate and decide the verdict (regress mode).
-
-    Returns the judgement and extra evidence (``threshold``, ``table``, ``returncode``...).
-    ``oracle`` is the run's reference (:class:`bisectbot.session.oracles.Oracle`, issue 18).
-    ``focus``: sizes (tokens) where the bisection's bad end failed, asked first by a threshold
-    search (:mod:`bisectbot.reproduce.focus`, issue 23).
-    Raises BadInput (recipe without a command in command mode), ServerError (not a verdict).
-    """
-    r = recipe
-    if is_patch_mode(r.regress):
-        return judge_patches(r.regress, prepared.patches), {}
-    # a fix bisection (regress: success) with a command that takes no {size} is judged from the
-    # exit code, inverted, as 'regress: command' is: no token sizes (newuser defect 6)
-    sizeless_fix = (r.regress.mode == "success" and r.reproducer.kind == "command"
-                    and not any("{size}" in a for a in (r.reproducer.command or [])))
-    if r.regress.mode == "command" or sizeless_fix:
-        if not r.reproducer.command:
-            raise BadInput("regress mode 'command' needs reproducer.command (an argv; exit 0 good, "
-                           "1..127 bad, 125 skip)")
-        from .honesty import run_repeats
-
-        run_command = runner.run_command
-        argv = list(r.reproducer.command) + list(args or [])
-
-        def once() -> tuple[Judgement, dict[str, Any]]:
-            try:
-                cr = run_command(prepared, argv, r.reproducer.command_timeout_s, env=env)  # type: ignore[call-arg]
-            except TypeError:  # runners without an env argument
-                cr = run_command(prepared, argv, r.reproducer.command_timeout_s)
-            rc = cr.returncode
-            if r.reproducer.command_crash == "skip" and rc is not None and (rc < 0 or rc > 128):
-                # the recipe says a crash is untestable: a skip, not git bisect run's abort
-                from ..reproduce.command import command_outcome
-
-                j = Judgement(Verdict.SKIP, f"command {command_outcome(cr)[1]}: skip (command_crash: skip)")
-            else:
-                j = judge_command(rc, cr.timed_out, invert=sizeless_fix)
-            extra = {"returncode": cr.returncode, "stdout_tail": cr.stdout_tail[-2000:],
-                     "stderr_tail": cr.stderr_tail[-2000:]}
-            if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():
-                j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
-            return j, extra
-
-        # repeats combine one-sidedly (issue 12); without recipe rates every run is made so
-        # that the bad end's hit rate can be estimated
-        reps = r.reproducer.repeats
-        return run_repeats(once, reps, all_runs=reps > 1 and r.bisect.flake is None, fix=sizeless_fix)
-    if r.reproducer.kind == "command":
-        from ..reproduce.command import search_threshold_command, substitute
-
-        argv0 = list(r.reproducer.command or [])
-
-        def run_size(size: int):  # -> CommandRun
-            argv = substitute(argv0, size, prepared.source) + list(args or [])
-            try:
-                return runner.run_command(prepared, argv, r.reproducer.command_timeout_s,
-                                          env=env)  # type: ignore[call-arg]
-            except TypeError:  # runners without an env argument
-                return runner.run_command(prepared, argv, r.reproducer.command_timeout_s)
-
-        tr = search_threshold_command(run_size, r.reproducer, focus=focus)
-    else:
-        from ..reproduce.threshold import search_threshold  # the reproducer area (issue 3)
-
-        oracle_extra: dict[str, Any] = {}
-        with runner.server(prepared, env=env, args=args) as srv:
-            if r.reproducer.reference is not None or r.reproducer.control is not None:
-                from .oracles import reproduce  # issue 18: reference comparison, decode control
-
-                tr, oracle_extra = reproduce(r, srv.base_url, oracle, focus=focus)
-            else:
-                tr = search_threshold(srv.base_url, r.reproducer, model=r.model or None,
-                                      timeout_s=r.server.request_timeout_s, focus=focus)
-    from .oracles import threshold_regress
-
-    j = judge_threshold(threshold_regress(r), tr.status, tr.last_ok, tr.first_garbage, list(tr.reasons or []),
-                        tr.error or _inconclusive_why(tr))
-    if r.regress.mode == "diverges" and j.reason.startswith("garbage ("):
-        j.reason = "bad (" + j.reason[len("garbage ("):]
-    table = [t.to_dict() if hasattr(t, "to_dict") else t for t in (tr.table or [])]
-    extra = {"threshold": (tr.last_ok, tr.first_garbage), "table": table, "requests": tr.requests,
-             "status": tr.status}
-    if getattr(tr, "transient", False):
-        extra["transient"] = True  # a transient server error: never cached as a verdict (issue 11)
-    if getattr(tr, "second_finding", None):
-        extra["second_finding"] = tr.second_finding  # issue 23: a failure above the focus sizes
-        j.reason += f"; second finding above the bad end's failing sizes: {str(tr.second_finding)[:200]}"
-    if focus:
-        extra["focus"] = list(focus)
-    if getattr(tr, "flaky", None):
-        extra["flaky_sizes"] = list(tr.flaky)
-    if r.bisect.flake is None and tr.table:  # the bad end's hit rate (issue 12; session.honesty.adapt_rates)
-        from ..reproduce.search import hit_counts
-
-        runs, hits = hit_counts([t for t in tr.table if hasattr(t, "votes")], tr.first_garbage)
-        if runs:
-            extra["runs"], extra["hits"] = runs, hits
-    if r.reproducer.kind == "prefill":
-        extra.update(oracle_extra)  # issue 18: control, reference
-    return j, extra
-
-
-def _inconclusive_why(tr: Any) -> str | None:
-    """Why an ``inconclusive`` search decided no size: the distinct first reasons of its sizes
-    (e.g. "reference unusable: its own reply is GARBAGE ...", issue 23), at most 300 characters;
-    ``None`` for another status or when no size gave one."""
-    if tr.status != "inconclusive":
-        return None
-    seen: list[str] = []
-    for row in tr.table or []:
-        why = (getattr(row, "reasons", None) or [None])[0]
-        if why and why not in seen:
-            seen.append(why)
-    return "; ".join(seen)[:300] or None
 
 
 def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,

@@ -8,9 +8,8 @@
   (``reference.calibrate_with``, default the good end's parent commit for git sources) for
   ``last-good``, or the good end against the endpoint. Without a second build the floors
   apply and the report says so.
-* :func:`reproduce` -- one candidate's threshold search with the comparison (regress
-  ``diverges`` / ``garbage, diverges``) and the decode control (``reproducer.control``: one
-  more short request in the same server session; its result is part of the probe).
+* one candidate's threshold search with the comparison and the decode control is
+  :func:`bisectbot.reproduce.oracle.reproduce`.
 * :func:`oracle_notes` -- the report's lines: ``decode path: fine / broken / unusable`` next
   to the threshold (the control of the first bad, calibrated on the good end's) and the
   noise calibration table.
@@ -21,79 +20,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadInput
 from ..models import Candidate, ProbeResult, StageResult
 from ..recipe import Recipe
+from ..reproduce.oracle import Oracle
 from ..run.base import CandidateRunner, PrepareFailed
 
 log = logging.getLogger(__name__)
 
 
-UNCALIBRATED = "not calibrated in this process: the floors apply"
-"""The noise note of an endpoint reference a probe contacts without a calibration of its own
-(``round probe``: one candidate per process, issue 23, input 7)."""
 ROUNDS_UNCALIBRATED = ("not calibrated: each round probe compares its candidate with the reference on its own "
                        "runner and measures no noise, so the floors apply")
 """The report's noise note of a round session's endpoint reference (what its probes measured)."""
-
-
-@dataclass
-class Oracle:
-    """The reference of a run: ``client`` (a :class:`bisectbot.reproduce.client.Client`),
-    ``noise`` (:class:`bisectbot.reproduce.reference.Noise`), ``label`` (what it is)."""
-
-    client: Any
-    noise: Any
-    label: str
-    notes: list[str] = field(default_factory=list)
-
-
-def threshold_regress(recipe: Recipe) -> str:
-    """The regress mode :func:`bisectbot.bisect.judge_threshold` applies: ``diverges`` results
-    are GARBAGE sizes of the search, so they are judged as ``garbage``."""
-    return "garbage" if recipe.regress.mode == "diverges" else str(recipe.regress)
-
-
-def reproduce(recipe: Recipe, url: str, oracle: Oracle | None,
-              focus: list[int] | None = None) -> tuple[Any, dict[str, Any]]:
-    """The threshold search on the server at ``url`` with the recipe's oracles; returns the
-    :class:`bisectbot.reproduce.search.ThresholdResult` and extra probe evidence
-    (``control``: the decode control's result dict; ``reference``: label and noise). ``focus``:
-    sizes (tokens) asked first (issue 23, :mod:`bisectbot.reproduce.focus`)."""
-    from ..reproduce.client import Client
-    from ..reproduce.reference import Noise, reference_client, search_with_reference
-    from ..reproduce.threshold import search_threshold
-
-    spec = recipe.reproducer
-    timeout = recipe.server.request_timeout_s
-    extra: dict[str, Any] = {}
-    if spec.reference is not None:
-        if oracle is None and spec.reference.endpoint:
-            oracle = Oracle(reference_client(spec.reference, timeout_s=timeout),
-                            Noise(notes=[UNCALIBRATED]), spec.reference.endpoint)
-        if oracle is None:
-            from ..reproduce.search import ThresholdResult
-
-            tr = ThresholdResult(status="error", error="the reference (last-good) is not running in this process",
-                                 endpoint=url)
-            return tr, extra
-        diverges = recipe.regress.mode == "diverges"
-        garbage = recipe.regress.mode != "diverges" or recipe.regress.arg == "garbage"
-        tr = search_with_reference(url, oracle.client, spec, oracle.noise, diverges_bad=diverges,
-                                   garbage_bad=garbage, model=recipe.model or None, timeout_s=timeout,
-                                   focus=focus)
-        extra["reference"] = {"label": oracle.label, "noise": oracle.noise.to_dict()}
-    else:
-        tr = search_threshold(url, spec, model=recipe.model or None, timeout_s=timeout, focus=focus)
-    if spec.control is not None and spec.control.enabled and tr.status != "error":
-        from ..reproduce.control import run_control
-
-        extra["control"] = run_control(Client(url, model=recipe.model or None, timeout_s=timeout), spec.control,
-                                       spec.seed).to_dict()
-    return tr, extra
 
 
 def _partner(recipe: Recipe, good: Candidate, source: Any) -> tuple[Candidate | None, str]:
@@ -267,4 +207,4 @@ def probe_control(p: ProbeResult) -> dict[str, Any] | None:
     return c if isinstance(c, dict) else None
 
 
-__all__ = ["ROUNDS_UNCALIBRATED", "UNCALIBRATED", "Oracle", "oracle_notes", "probe_control", "reference_up", "reproduce", "threshold_regress"]
+__all__ = ["ROUNDS_UNCALIBRATED", "oracle_notes", "probe_control", "reference_up"]

@@ -13,20 +13,11 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..bisect import Bisection, budget_text, is_patch_mode, may_blame, search_settings
-from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
+from ..bisect import Bisection, budget_text, may_blame, search_settings
+from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict, is_patch_mode
 from ..recipe import Recipe
-from .honesty import derived_rates_note, repeats_per_probe
-
-
-def reproduce_ends(final: StageResult) -> tuple[Candidate | None, Candidate | None]:
-    """The ``--good``/``--bad`` of the report's Reproduce command: the last good and first bad,
-    except for an inconclusive search, whose last good/first bad are a best guess (maybe never
-    probed; a run between them would "verify" the guess from cached noisy verdicts): then the
-    stage's own range, which repeats the search."""
-    if final.status is Status.INCONCLUSIVE and len(final.candidates) >= 2:
-        return final.candidates[0], final.candidates[-1]
-    return final.last_good, final.first_bad
+from ..report.reproduce_kit import reproduce_ends
+from ..verdict.honesty import derived_rates_note, repeats_per_probe
 
 
 def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, session_id: str,
@@ -106,7 +97,7 @@ def end_arg(c: Candidate) -> str:
 
 def exact_search(recipe: Recipe) -> bool:
     """Whether ``recipe``'s search stays exact: no ``bisect.flake`` rates (or both 0) and one run
-    per probe (:func:`bisectbot.session.honesty.repeats_per_probe`; with more, the rates are
+    per probe (:func:`bisectbot.verdict.honesty.repeats_per_probe`; with more, the rates are
     derived from the bad end and the search turns noisy)."""
     fl = recipe.bisect.flake
     if fl is not None and (fl.false_positive or fl.false_negative):

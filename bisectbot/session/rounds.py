@@ -24,12 +24,12 @@ from ..patch_watch import RequiredPatchWatch
 from ..provenance import cached_from, measured_text
 from ..recipe import Recipe
 from ..reproduce.search import counted_by
-from .badend import clean, sequential_end
+from ..verdict.badend import clean, sequential_end
+from ..verdict.honesty import adapt_rates, check_runnable, derived_rates_note
+from ..verdict.scope import Scope, learn
 from .executor import Echo
-from .honesty import adapt_rates, check_runnable, derived_rates_note
 from .prefetch import next_candidates
 from .prober import Prober
-from .scope import Scope, learn
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class RoundLoop:
         ``verdict_fn`` re-judges each probe result (cached or fresh) for a second question
         over the same measurements (the drift search); the ledger keeps the original.
 
-        Scope (issue 23, :mod:`bisectbot.session.scope`): once the bad end is bad, a good
+        Scope (issue 23, :mod:`bisectbot.verdict.scope`): once the bad end is bad, a good
         verdict measured only below its failing size is used as skip, and the next probes ask
         the bad end's failing sizes first (``prober.focus``)."""
         r = self.recipe
@@ -274,7 +274,7 @@ class RoundLoop:
     def _end_reprobe(self, b: Bisection, candidates: list[Candidate], i: int, attempt: int,
                      attempts: dict[int, int], probes: list[ProbeResult], executor: Any) -> ProbeResult:
         """One more probe (number ``attempt``) of the known-failing end ``i`` for
-        :func:`bisectbot.session.badend.sequential_end`: logged and listed, not fed to the search."""
+        :func:`bisectbot.verdict.badend.sequential_end`: logged and listed, not fed to the search."""
         attempts[i] = attempt
         ((res, origin),) = self.prober.probe_batch([(candidates[i], attempt)], executor)
         probes.append(res)

@@ -336,7 +336,7 @@ def test_pin_range_refuses_a_downgrade_and_says_what_to_do(kit, tmp_path: Path) 
 
 def test_chain_text_names_vehicle_and_culprit_or_says_none_was_found() -> None:
     from bisectbot.models import Candidate, CandidateKind, ChainLink
-    from bisectbot.report.render import chain_text
+    from bisectbot.report.views import chain_text
 
     v5, a6, a5 = "5" * 40, "6" * 40, "a" * 40
     move = P.PinMove("aiter", "AITER_BRANCH", "docker/Dockerfile.rocm_base", "dockerfile-arg", "v0.1.21.post2", "v0.1.22")

@@ -1,7 +1,7 @@
 """Derived flake rates that say how little few runs tell (issue 23, input 8): the hit rate of a
 flaky bug, estimated from the bad end's runs, is a distribution (bisect.hit_rate_prior), and the
 search's posterior is the mixture over it (Bisection.set_rate_mixture), as the session sets it
-(session.honesty.adapt_rates). Pure functions and the session's rate rule; no I/O."""
+(verdict.honesty.adapt_rates). Pure functions and the session's rate rule; no I/O."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from bisectbot.bisect import Bisection, estimate_hit_rate, hit_rate_prior, per_probe_rates, search_settings
 from bisectbot.models import Candidate, CandidateKind, ProbeResult, Verdict
 from bisectbot.recipe import Recipe
-from bisectbot.session.honesty import adapt_rates
+from bisectbot.verdict.honesty import adapt_rates
 
 G, B = Verdict.GOOD, Verdict.BAD
 

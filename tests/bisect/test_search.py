@@ -7,20 +7,11 @@ import random
 
 import pytest
 
-from bisectbot.bisect import (
-    Bisection,
-    Signature,
-    burnashev_bound,
-    judge_command,
-    judge_patches,
-    judge_threshold,
-    may_blame,
-    plausibility_flags,
-    register_patch_rule,
-)
+from bisectbot.bisect import Bisection, Signature, burnashev_bound, may_blame, plausibility_flags
 from bisectbot.errors import BadInput, BisectbotError
 from bisectbot.models import Status, Verdict
 from bisectbot.recipe import Regress
+from bisectbot.verdict import judge_command, judge_patches, judge_threshold, register_patch_rule
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 
@@ -312,7 +303,7 @@ def test_judge_command_follows_git_bisect_run() -> None:
 
 def test_patch_modes_hook() -> None:
     reg = Regress.model_validate({"patch-upstream": "fix-foo"})
-    from bisectbot import bisect as mod
+    from bisectbot import verdict as mod
 
     saved = dict(mod._PATCH_RULES)
     try:

@@ -15,7 +15,6 @@ import pytest
 
 from bisectbot.bisect import (
     BUILD_FILES,
-    UNRUNNABLE,
     Bisection,
     Drift,
     Signature,
@@ -26,14 +25,12 @@ from bisectbot.bisect import (
     combine_repeats,
     default_budget,
     estimate_hit_rate,
-    judge_command,
-    judge_drift,
-    judge_threshold,
     merge_descent,
     per_probe_rates,
     plausibility_flags,
 )
 from bisectbot.models import Status, Verdict
+from bisectbot.verdict import UNRUNNABLE, judge_command, judge_drift, judge_threshold
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 

@@ -10,9 +10,10 @@ import pytest
 from bisectbot.errors import GitHubError
 from bisectbot.recipe import GitHubTarget
 from bisectbot.report import fingerprint, marker
+from bisectbot.report.comment import render_comment, seen_marker
 from bisectbot.report.fingerprint import find_fingerprints
 from bisectbot.report.github import GitHubClient, acknowledge, file_or_update, parse_command, read_commands
-from bisectbot.report.render import render_comment, render_issue, seen_marker
+from bisectbot.report.issue import render_issue
 from tests.report.report_helpers import REPO, TOKEN, make_result
 
 
@@ -177,7 +178,7 @@ def test_bot_own_comment_is_never_a_command(fake_github, target, client, tmp_pat
     "HTTPS://GITHUB.COM/o/r/issues/1",
 ])
 def test_full_issue_and_pull_urls_are_not_cross_references(url: str) -> None:
-    from bisectbot.report.sanitize import sanitize
+    from bisectbot.sanitize import sanitize
 
     out = sanitize(f"see {url} now", 300)
     low = out.lower()
@@ -197,7 +198,7 @@ def test_command_line_keeps_its_plain_start_before_inline_code() -> None:
 
 
 def test_bot_links_from_the_api_stay_working_links() -> None:
-    from bisectbot.report.sanitize import link, sanitize
+    from bisectbot.sanitize import link, sanitize
 
     url = "https://github.com/octo-org/vllm/issues/2"
     assert link(url) == url and sanitize(url, 300) != url  # model output is still broken

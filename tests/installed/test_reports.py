@@ -92,8 +92,10 @@ def test_single_run_gets_a_threshold_chart(tmp_path):
 
 def test_fix_bisection_speaks_of_last_broken_and_first_fixed():
     from bisectbot.models import Status, Verdict
+    from bisectbot.report.comment import render_comment
+    from bisectbot.report.files import render_summary
     from bisectbot.report.history import NightlyResult
-    from bisectbot.report.render import render_comment, render_markdown, render_summary
+    from bisectbot.report.markdown import render_markdown
 
     res = make_result(status=Status.CULPRIT)
     res.kind, res.regress = "fix", "success"
@@ -161,7 +163,7 @@ def test_command_reproducer_report_speaks_of_runs_and_exit_codes(tmp_path):
 
 def test_range_table_gives_one_confidence_for_the_range():
     from bisectbot.models import Status
-    from bisectbot.report.render import render_markdown
+    from bisectbot.report.markdown import render_markdown
 
     md = render_markdown(make_result(status=Status.RANGE, confidence=0.9))
     rows = [ln for ln in md.splitlines() if ln.startswith("| `")]
@@ -243,7 +245,7 @@ def test_no_verify_skips_the_re_probes_and_says_so(tmp_path):
 
 def test_comment_on_a_command_reproducer_speaks_of_exit_codes():
     from bisectbot.models import ProbeResult, Verdict
-    from bisectbot.report.render import render_comment
+    from bisectbot.report.comment import render_comment
 
     res = make_result()
     res.regress = "command"

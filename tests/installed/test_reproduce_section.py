@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from bisectbot.report.sanitize import sanitize
 from bisectbot.reproduce.search import excerpt
+from bisectbot.sanitize import sanitize
 
 pytestmark = pytest.mark.slow
 

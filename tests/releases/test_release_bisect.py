@@ -16,10 +16,10 @@ import pytest
 import yaml
 from release_fixtures import PATCH_ID, Index
 
-from bisectbot.bisect import judge_patches
 from bisectbot.errors import BadInput
 from bisectbot.models import Verdict
 from bisectbot.recipe import PyPISource
+from bisectbot.verdict import judge_patches
 
 ROOT = Path(__file__).resolve().parents[2]
 

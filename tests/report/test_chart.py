@@ -19,8 +19,9 @@ import pytest
 
 from bisectbot.models import Candidate, CandidateKind, ProbeResult, Verdict
 from bisectbot.report.chart import chart_data, figure
+from bisectbot.report.files import run_thresholds
 from bisectbot.report.history import NightlyResult
-from bisectbot.report.render import load_result, run_thresholds
+from bisectbot.report.load import load_result
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

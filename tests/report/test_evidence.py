@@ -29,8 +29,8 @@ import yaml
 from bisectbot.cli.demo_cmd import concrete_recipe
 from bisectbot.demo.history import make_history
 from bisectbot.models import Candidate, CandidateKind, ProbeResult, RunResult, StageResult, Status, Verdict
-from bisectbot.report.render import render_markdown
-from bisectbot.report.sanitize import sanitize
+from bisectbot.report.markdown import render_markdown
+from bisectbot.sanitize import sanitize
 from tests.containers.conftest import REGISTRY
 from tests.report.report_helpers import make_result
 

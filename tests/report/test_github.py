@@ -118,7 +118,7 @@ from pathlib import Path
 from bisectbot.ledger import Ledger
 from bisectbot.recipe import GitHubTarget
 from bisectbot.report.github import GitHubClient, file_or_update
-from bisectbot.report.render import load_result
+from bisectbot.report.load import load_result
 
 def crash(self, *a, **k):
     os._exit(137)  # killed between "issue created" and "recorded in the ledger"

@@ -7,8 +7,9 @@ tested on a real container run: tests/report/test_evidence.py, the nightly kind.
 from __future__ import annotations
 
 from bisectbot.models import Status
+from bisectbot.report.issue import render_issue
 from bisectbot.report.links import compare_url, github_repo, pull_request
-from bisectbot.report.render import render_issue, render_markdown
+from bisectbot.report.markdown import render_markdown
 from tests.report.report_helpers import make_result
 
 

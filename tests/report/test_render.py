@@ -24,7 +24,7 @@ from bisectbot.report import (
     write_report,
 )
 from bisectbot.report.fingerprint import find_fingerprints, identity
-from bisectbot.report.sanitize import github_length, redact, truncate_text
+from bisectbot.sanitize import github_length, redact, truncate_text
 
 HOSTILE = "Sure! @someone look at #123 <script>alert('x')</script> \x00\x07\x1b[31mred\x1b[0m \u202eevil | ** _"
 

@@ -12,7 +12,7 @@ import pytest
 
 from bisectbot.patches import MARKER
 from bisectbot.recipe import GitHubTarget
-from bisectbot.report.render import render_markdown
+from bisectbot.report.markdown import render_markdown
 from bisectbot.report.reply import reply_with_result
 from tests.report.report_helpers import make_result
 

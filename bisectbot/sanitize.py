@@ -8,7 +8,7 @@ Everything that came from a model or a log passes through one of two functions:
   ``#123`` cross-references are neutralised with a zero-width space (``@&#8203;someone``,
   the technique Renovate and Dependabot use), and the result is capped at ``limit`` characters.
 * Both break bisectbot's hidden markers (``<!-- bisectbot:fingerprint=… -->``) so text from a
-  model or a stranger can never steer deduplication (:func:`.fingerprint.neutralise_markers`).
+  model or a stranger can never steer deduplication (:func:`neutralise_markers`).
 * :func:`code_block` -- *block* text (log excerpts, full replies): the same control-character
   treatment, then a fenced code block whose fence is longer than any backtick run inside, so
   nothing inside is rendered (no HTML, no mentions, no references).
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 
-from ..terminal import escape_char as _escape_char
-from ..terminal import visible  # noqa: F401  (re-exported: one character table for terminal and Markdown)
+from .terminal import escape_char as _escape_char
+from .terminal import visible  # noqa: F401  (re-exported: one character table for terminal and Markdown)
 
 GITHUB_BODY_LIMIT = 65_536
 """Maximum characters of an issue/comment body on GitHub (REST API, 422 beyond)."""
@@ -196,8 +196,21 @@ def github_length(text: str) -> int:
 
 
 # One redactor for the whole bot (bisectbot.secrets); re-exported here for the report code.
-from ..secrets import redact, register_secret  # noqa: E402,F401  (re-exported)
-from .fingerprint import neutralise_markers  # noqa: E402
+
+_ANY_MARKER_RE = re.compile(r"<!--\s*bisectbot:", re.IGNORECASE)
+_MARKER_WORD_RE = re.compile(r"bisectbot:(?=\s*(?:fingerprint|ack|redetected|not-reproduced|seen|[a-z-]+)\s*=)",
+                             re.IGNORECASE)
+
+
+def neutralise_markers(text: str) -> str:
+    """``text`` (untrusted: model output, logs, commit subjects) with every bisectbot marker broken:
+    ``bisectbot:name=`` becomes ``bisectbot\u200b:name=`` (shown, never matched by a marker search)."""
+    if "bisectbot" not in text.lower():
+        return text
+    text = _ANY_MARKER_RE.sub(lambda m: m.group(0)[:-1] + "\u200b:", text)
+    return _MARKER_WORD_RE.sub(lambda m: m.group(0)[:-1] + "\u200b:", text)
+
+from .secrets import redact, register_secret  # noqa: E402,F401  (re-exported)
 
 _HOST_PATH_RE = re.compile(r"(?<![\w/:.~-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
 

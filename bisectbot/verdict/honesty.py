@@ -29,9 +29,7 @@ from typing import Any
 
 from ..bisect import (
     CONFIRMATION_MASS,
-    UNRUNNABLE,
     Bisection,
-    Judgement,
     Signature,
     budget_text,
     estimate_hit_rate,
@@ -41,6 +39,7 @@ from ..bisect import (
 from ..errors import BadInput
 from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe
+from ..verdict import UNRUNNABLE, Judgement
 
 
 def is_unrunnable(res: ProbeResult) -> bool:

@@ -9,13 +9,13 @@ exit-code contract), :func:`judge_patches` with the rules registered by
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..models import Verdict
-from .signatures import Signature
+from ..bisect.drift import Drift
+from ..bisect.signatures import Signature
+from ..models import Verdict, regress_mode
 
 
 @dataclass
@@ -26,13 +26,6 @@ class Judgement:
     verdict: Verdict
     reason: str
     signature: Signature | None = None
-
-
-def _mode_arg(regress: Any) -> tuple[str, Any]:
-    if isinstance(regress, str):
-        mode, _, arg = regress.partition(":")
-        return mode.strip(), (arg.strip() or None)
-    return regress.mode, regress.arg
 
 
 def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first_garbage: int | None = None,
@@ -50,7 +43,7 @@ def judge_threshold(regress: Any, status: str, last_ok: int | None = None, first
       broken" that looks unlike the good end's a skip).
     Raises ``ValueError`` for ``command`` and patch modes (they have their own judges).
     """
-    mode, arg = _mode_arg(regress)
+    mode, arg = regress_mode(regress)
     why = ", ".join(reasons)
     thr_txt = (f"last ok {last_ok if last_ok is not None else '-'}, "
                f"first garbage {first_garbage if first_garbage is not None else '-'} tokens")
@@ -146,36 +139,11 @@ def judge_patches(regress: Any, states: Sequence[dict[str, Any]]) -> Judgement:
     """
     from ..errors import BadInput
 
-    mode, _ = _mode_arg(regress)
+    mode, _ = regress_mode(regress)
     rule = _PATCH_RULES.get(mode)
     if rule is None:
         raise BadInput(f"regress mode '{mode}' is not supported by this bisectbot yet (patch modes: issue 8)")
     return rule(regress, states)
-
-
-def is_patch_mode(regress: Any) -> bool:
-    """True for the regress modes judged from patch states instead of a server."""
-    return _mode_arg(regress)[0] in ("patch-upstream", "patch-conflict")
-
-
-@dataclass
-class Drift:
-    """The first-garbage threshold moved inside the bad range: ``first_threshold`` tokens at
-    candidate ``first_index`` (lowest-index bad verdict), ``last_threshold`` at ``last_index``."""
-
-    first_index: int
-    first_threshold: int
-    last_index: int
-    last_threshold: int
-
-    @property
-    def split(self) -> int:
-        """Tokens between the two thresholds (geometric mean): the second search's cut."""
-        return int(round(math.sqrt(self.first_threshold * self.last_threshold)))
-
-    @property
-    def lowered(self) -> bool:
-        return self.last_threshold < self.first_threshold
 
 
 def judge_drift(drift: Drift, status: str, first_garbage: int | None) -> Judgement:
@@ -206,7 +174,7 @@ def judge_drift(drift: Drift, status: str, first_garbage: int | None) -> Judgeme
 def _patch_state(regress: Any, states: Sequence[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     from ..errors import BadInput
 
-    mode, pid = _mode_arg(regress)
+    mode, pid = regress_mode(regress)
     pid = str(pid or "")
     for s in states:
         if s.get("id") == pid:

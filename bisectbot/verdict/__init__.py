@@ -1,0 +1,58 @@
+"""Where a candidate's verdict is decided: good, bad or skip, from what its probe measured.
+
+The rule (as it stands; issue 35 replaces it with the comparison on the same prompts):
+
+* A probe's measurement becomes a :class:`Judgement` (verdict, one-line reason, failure
+  signature) by the recipe's regress mode: a threshold search by :func:`judge_threshold`
+  (``garbage``, ``threshold-below: N``, ``error``, ``success``), a command's exit code by
+  :func:`judge_command` (``git bisect run``'s contract: 0 good, 1..127 bad except 125 skip,
+  126/127 unrunnable), patch states by :func:`judge_patches` (``patch-upstream``,
+  ``patch-conflict``), the drift search by :func:`judge_drift`. A server or host error is
+  never ``bad``.
+* Repeats of one probe combine one-sidedly (bad when any run is bad; in a fix bisection
+  still broken when any run fails): :func:`bisectbot.verdict.honesty.run_repeats`.
+* A threshold verdict counts only where it was asked: a good that never reached the bad
+  end's failing size is a skip (:mod:`bisectbot.verdict.scope`).
+* The known-failing end is re-probed until its "not bad" is believable
+  (:mod:`bisectbot.verdict.badend`); a command that cannot run at either end stops the run
+  (:func:`bisectbot.verdict.honesty.check_runnable`).
+
+One job per file:
+
+* :mod:`.rules` -- the regress-mode rules above (pure, no I/O);
+* :mod:`.judge` -- :func:`bisectbot.verdict.judge.judge`: run the recipe's reproducer on a
+  prepared candidate and apply the rules (the one place a probe's verdict is made);
+* :mod:`.scope` -- what a threshold verdict covered, and the comparison only there;
+* :mod:`.honesty` -- repeats, derived flake rates, unrunnable commands;
+* :mod:`.badend` -- the sequential re-probe of the known-failing end.
+
+Other modules ask these; none decides good or bad on its own. Only the rules are importable
+from ``bisectbot.verdict`` itself (light: no pydantic, no runner); the others by module.
+"""
+
+from .rules import _PATCH_RULES as _PATCH_RULES  # the patch-rule registry (tests swap rules in it)
+from .rules import (
+    UNRUNNABLE,
+    Judgement,
+    PatchRule,
+    judge_command,
+    judge_drift,
+    judge_patch_conflict,
+    judge_patch_upstream,
+    judge_patches,
+    judge_threshold,
+    register_patch_rule,
+)
+
+__all__ = [
+    "UNRUNNABLE",
+    "Judgement",
+    "PatchRule",
+    "judge_command",
+    "judge_drift",
+    "judge_patch_conflict",
+    "judge_patch_upstream",
+    "judge_patches",
+    "judge_threshold",
+    "register_patch_rule",
+]
