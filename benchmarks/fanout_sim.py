@@ -8,7 +8,7 @@ folded into the last search round where the posterior allows), the recipe defaul
 (confidence 0.99, the probe budget derived from the information bound,
 :func:`bisectbot.bisect.default_budget`) -- exactly as ``bisectbot run --parallel k`` and
 ``bisectbot round plan --slots k`` do, feeding each round's verdicts in the order the
-session feeds them (:func:`bisectbot.session.rounds.feed_order`).
+session feeds them (:func:`bisectbot.session.rounds.loop.feed_order`).
 
 Probe times are drawn uniformly from 15-40 minutes (issue 16: image pull or build, a
 754B-parameter server start, the sweep on MI355X); a round lasts as long as its slowest
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bisectbot.bisect import Bisection, default_budget  # noqa: E402
 from bisectbot.models import Status, Verdict  # noqa: E402
-from bisectbot.session.rounds import feed_order  # noqa: E402
+from bisectbot.session.rounds.loop import feed_order  # noqa: E402
 
 SIZES = (100, 500, 2000)
 KS = (1, 2, 4, 8)

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .errors import BadInput
+
 # ``NAME_<suffix>`` ARGs that pin a dependency (vLLM: ``_BRANCH``/``_REPO``; Dockerfile.rocm: NIXL_BRANCH,
 # UCX_BRANCH, ROCSHMEM_BRANCH; other ROCm Dockerfiles: MORI_COMMIT, MORI_REF, TILELANG_COMMIT; the image:
 # BASE_IMAGE; the toolchain: PYTHON_VERSION).
@@ -414,3 +416,14 @@ def match_component(key: str, components: Mapping[str, Sequence[str]]) -> str | 
         if normalize(name) == k or any(normalize(e) == k for e in extra):
             return name
     return None
+
+
+def parse_pins(text: str) -> dict[str, str]:
+    """``vllm=SHA,aiter=SHA`` -> ``{"vllm": "SHA", "aiter": "SHA"}``; BadInput when malformed."""
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        name, eq, ref = part.partition("=")
+        if not eq or not name.strip() or not ref.strip():
+            raise BadInput(f"expected component=commit[,component=commit], got {text!r}")
+        out[name.strip()] = ref.strip()
+    return out

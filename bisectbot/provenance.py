@@ -1,7 +1,7 @@
 """Where a probe's verdict came from: measured in this run, or taken from the ledger's probe cache
 (issue 23: a verdict claims only what was tested, and when).
 
-A result the :class:`bisectbot.session.prober.Prober` answers from the ledger carries
+A result the :class:`bisectbot.session.probing.prober.Prober` answers from the ledger carries
 ``extra["cached"] = {"measured_at": ISO, "session": ID}``: when its probe finished (the ledger row's
 time, UTC ISO 8601) and the session that measured it (``""`` for rows stored before sessions were
 recorded). A fresh result carries ``extra["session"]``, the session that measured it, before it is

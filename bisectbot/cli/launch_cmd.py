@@ -59,7 +59,7 @@ def launch(ctx: Ctx, recipe_file: str, ref: str, runner_kind: str, toggle: str, 
     from ..recipe import load_recipe
     from ..run.base import PrepareFailed
     from ..session.lock import probe_dir
-    from ..session.plan import candidate_for
+    from ..session.rounds.plan import candidate_for
     from ..shipped import find_recipe
     from .round_cmd import _probe_root, triage_toggle
     from .run_cmd import _make_runner, _sigterm_as_interrupt

@@ -1,6 +1,6 @@
 """``bisectbot round plan|probe|import``: a bisection as rounds whose probes run anywhere.
 
-The state between calls is the ledger only (see :mod:`bisectbot.session.plan`).
+The state between calls is the ledger only (see :mod:`bisectbot.session.rounds.plan`).
 ``plan`` and ``import`` are writers (they hold the recipe's writer lock,
 :mod:`bisectbot.session.lock`); ``probe`` writes no ledger row and runs in parallel freely.
 """
@@ -86,7 +86,7 @@ def _replay(ctx: Ctx, recipe, path: Path, good: str, bad: str, session_id: str, 
     from ..run.local import LocalRunner
     from ..session import Session
     from ..session.lock import cleanup_free_probe_dirs
-    from ..session.plan import PlanningExecutor, plan_round
+    from ..session.rounds.plan import PlanningExecutor, plan_round
     from .run_cmd import _make_runner
 
     runner = _make_runner(ctx, recipe, path, runner_kind)
@@ -136,7 +136,7 @@ def round_plan(ctx: Ctx, recipe_file: str, slots: int | None, session_id: str | 
     """
     from ..session import make_source, resolve_ends, write_report
     from ..session.lock import writer_lock
-    from ..session.plan import rounds_session_id
+    from ..session.rounds.plan import rounds_session_id
 
     recipe, path = _load_for_rounds(recipe_file)
     led = ctx.ledger()
@@ -237,10 +237,11 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
     timings; 'bisectbot round import' records it. Exit 0 when the file is written.
     """
     from ..reaper import kill_descendants
-    from ..session.executor import build_key, focused_key, probe_key, reproducer_key, run_probe
+    from ..run.probe import ProbeContext, ProbeJob
     from ..session.lock import probe_dir
-    from ..session.plan import candidate_for, make_verdict, plan_ref
-    from ..session.verdict_file import render_verdict, sha256, write_verdict
+    from ..session.probing.executor import build_key, focused_key, probe_key, reproducer_key, run_probe
+    from ..session.rounds.plan import candidate_for, make_verdict, plan_ref
+    from ..session.rounds.verdict_file import render_verdict, sha256, write_verdict
     from .run_cmd import _make_runner
 
     recipe, path = _load_for_rounds(recipe_file)
@@ -279,7 +280,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         runner = _make_runner(ctx, recipe, path, runner_kind, workdir=work)
         k = key or probe_key(cand.ref, build_key(runner, cand), focused_key(reproducer_key(recipe), focus), toggle,
                              attempt)
-        res = run_probe(recipe, runner, cand, k, attempt, tog, focus=list(focus) or None)
+        res = run_probe(ProbeContext(recipe, runner), ProbeJob(cand, k, attempt, tog, tuple(focus)))
         kill_descendants()  # nothing the candidate started lives while its verdict file is written
     doc = make_verdict(res, session=session_id, round_no=round_no, key=k, ref=ref, recipe=recipe,
                        attempt=attempt, toggle=toggle, runner=runner_name, started=started, focus=focus)
@@ -403,8 +404,8 @@ def round_import(cctx: click.Context, ctx: Ctx, recipe_file: str, files: tuple[s
     focus sizes than the plan's (round probe --focus). Exit 0 when none is refused, else 2.
     """
     from ..session.lock import writer_lock
-    from ..session.plan import import_verdicts, made_progress
-    from ..session.verdict_file import load_digests
+    from ..session.rounds.plan import import_verdicts, made_progress
+    from ..session.rounds.verdict_file import load_digests
 
     recipe, path = _load_for_rounds(recipe_file)
     digests = load_digests(Path(digests_file)) if digests_file else None

@@ -182,7 +182,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
             return 0
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
         text = plan_text(recipe, cands, recipe.bisect.parallel) + _mount_plan(recipe, path)
-        from ..session.withheld import withheld, withheld_note
+        from ..session.probing.withheld import withheld, withheld_note
 
         held = withheld(recipe)
         if held:  # issue 23, input 4
@@ -218,7 +218,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         with _sigterm_as_interrupt():  # SIGTERM cleans up like Ctrl-C: servers killed, worktrees removed
             return session.run(good, bad)
 
-    from ..session.withheld import withheld, withheld_note
+    from ..session.probing.withheld import withheld, withheld_note
 
     held = withheld(recipe)
     if held:  # issue 23, input 4: said before the run, and in the report when it finds nothing

@@ -33,7 +33,7 @@ from ..report.history import NightlyResult, problem_present
 from .archive import ArchivedRun
 
 STAGE1 = "stage 1"
-"""The stage name of a run's first search (:mod:`bisectbot.session.stage1`)."""
+"""The stage name of a run's first search (:mod:`bisectbot.session.stages.first`)."""
 
 _DATE_IN_TAG = re.compile(r"(?<!\d)(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")

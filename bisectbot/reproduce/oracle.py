@@ -4,7 +4,7 @@
 run's reference (regress ``diverges`` / ``garbage, diverges``) and the decode control
 (``reproducer.control``: one more short request in the same server session; its result is
 part of the probe). :class:`Oracle` is the reference a session keeps up for the whole
-search (:func:`bisectbot.session.oracles.reference_up`).
+search (:func:`bisectbot.session.probing.oracles.reference_up`).
 """
 
 from __future__ import annotations

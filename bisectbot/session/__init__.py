@@ -21,32 +21,36 @@ a :class:`bisectbot.run.base.CandidateRunner` (local worktrees or containers):
 Result: a :class:`bisectbot.models.RunResult`, written by :func:`write_report` as JSON
 and Markdown to ``recipe.report.dir``.
 
-What lives where. The session is composition, not inheritance:
+What lives where (the file list reads as the steps of a night). The session is composition,
+not inheritance:
 
 * :mod:`.core` -- :class:`Session`: builds the collaborators below and runs the stages in
   order (:meth:`Session.run`); a new stage is an object built there and called at its place.
-* :mod:`.prober` -- :class:`~.prober.Prober`: the probe cache (replayed, maintainers' and
-  cached verdicts first) and the one writer of the run's ledger rows and events.
-* :mod:`.rounds` -- :class:`~.rounds.RoundLoop`: one stage's search in rounds (plan with the
-  search, run a batch through an executor, feed the verdicts back).
-* The stages, each given the prober, the loop and the recipe (what it needs) in its
-  constructor and returning its results: :mod:`.stage1` (the recipe's source),
-  :mod:`.merges` (a merge culprit's branch), :mod:`.drift` (the threshold-drift search),
-  :mod:`.triage` (toggles on the first bad), :mod:`.components` (attribution and the
-  component-commit stage).
-* Around them: :mod:`.executor` (running probes: the executor protocol and the local
-  executor), :mod:`.prefetch`, :mod:`.honesty` (flake rates, repeats, unrunnable commands),
-  :mod:`.oracles` (the reference server, issue 18), :mod:`.sources` (stage-1 candidate
-  sources: git, nightlies, releases), :mod:`.replay` (session logs and replay files),
-  :mod:`.plan` and :mod:`.lock` (round-driven sessions), :mod:`.result` (blame decision,
-  report files, ``--dry-run`` plan).
+  :mod:`.lock`: one writer per session.
+* :mod:`.sources` -- stage-1 candidate sources (git, nightlies, releases).
+* :mod:`.stages` -- the searches, in the order a run meets them: :mod:`.stages.first` (the
+  recipe's source), :mod:`.stages.components` (attribution and the component-commit stage),
+  :mod:`.stages.descent` (pins), :mod:`.stages.merges` (a merge culprit's branch),
+  :mod:`.stages.drift` (the threshold-drift search), :mod:`.stages.triage` (toggles on the
+  first bad). Each is given the prober, the loop and the recipe in its constructor.
+* :mod:`.rounds` -- :class:`~.rounds.loop.RoundLoop`: one stage's search in rounds (plan with
+  the search, run a batch through an executor, feed the verdicts back); :mod:`.rounds.plan`
+  and :mod:`.rounds.verdict_file` for round-driven sessions (``bisectbot round``).
+* :mod:`.probing` -- :class:`~.probing.prober.Prober` (the probe cache and the one writer of
+  the run's ledger rows; it builds the stage's :class:`bisectbot.run.probe.ProbeContext`),
+  :mod:`.probing.executor` (running probes), :mod:`.probing.prefetch`,
+  :mod:`.probing.oracles` (the reference server, issue 18), :mod:`.probing.withheld`.
+* :mod:`.replay` (session logs and replay files), :mod:`.result` (the run's result, report
+  files, ``--dry-run`` plan).
+
+Verdicts are decided in :mod:`bisectbot.verdict`, never here.
 """
 
-from ..verdict.judge import judge
-from .components import parse_pins
+from ..pins import parse_pins
+from ..run.probe import ProbeJob
 from .core import Session
-from .executor import Executor, LocalExecutor, ProbeJob, probe_key, run_probe
-from .prefetch import Prefetcher
+from .probing.executor import Executor, LocalExecutor, probe_key, run_probe
+from .probing.prefetch import Prefetcher
 from .replay import LogLine, format_log, parse_replay
 from .result import (
     exit_code,
@@ -58,7 +62,7 @@ from .result import (
     plan_text,
     write_report,
 )
-from .rounds import phase_of
+from .rounds.loop import phase_of
 from .sources import (
     CandidateSource,
     GitCandidates,
@@ -70,7 +74,7 @@ from .sources import (
 
 __all__ = [
     "CandidateSource", "Executor", "GitCandidates", "LocalExecutor", "LogLine", "Prefetcher", "ProbeJob",
-    "RegistryCandidates", "Session", "exit_code", "fill_patch_states", "finish_result", "format_log", "judge",
+    "RegistryCandidates", "Session", "exit_code", "fill_patch_states", "finish_result", "format_log",
     "make_source", "new_result", "nightly_history", "parse_pins", "parse_replay", "patch_summary", "phase_of",
     "plan_text", "probe_key", "register_source", "resolve_ends", "run_probe", "write_report",
 ]

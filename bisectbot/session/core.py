@@ -1,7 +1,7 @@
 """The :class:`Session`: one ``bisectbot run``, composed of collaborators and driving them.
 
-It builds one :class:`~bisectbot.session.prober.Prober` (probe cache, the one ledger
-writer), one :class:`~bisectbot.session.rounds.RoundLoop` (a stage's search in rounds) and
+It builds one :class:`~bisectbot.session.probing.prober.Prober` (probe cache, the one ledger
+writer), one :class:`~bisectbot.session.rounds.loop.RoundLoop` (a stage's search in rounds) and
 the stages, each handed what it needs; :meth:`Session.run` calls the stages in order and
 puts their results together. A new stage is a class taking the prober, the loop and the
 recipe, returning its :class:`bisectbot.models.StageResult`; it is built in
@@ -17,22 +17,23 @@ from typing import Any
 from ..components import diff_images
 from ..ledger import Ledger
 from ..models import RunResult, Status
+from ..pins import parse_pins
 from ..recipe import GitSource, Recipe
 from ..run.base import CandidateRunner
 from ..sources.git import GitRepo
-from .components import ComponentStage, parse_pins
-from .descent import DescentStage
-from .drift import DriftStage
-from .executor import Echo, Executor
-from .merges import MergeStage
-from .oracles import oracle_notes
-from .prober import Prober
+from .probing.executor import Echo, Executor
+from .probing.oracles import oracle_notes
+from .probing.prober import Prober
 from .replay import LogLine
 from .result import finish_result, new_result
-from .rounds import RoundLoop
+from .rounds.loop import RoundLoop
 from .sources import CandidateSource, GitCandidates
-from .stage1 import Stage1
-from .triage import Triage
+from .stages.components import ComponentStage
+from .stages.descent import DescentStage
+from .stages.drift import DriftStage
+from .stages.first import Stage1
+from .stages.merges import MergeStage
+from .stages.triage import Triage
 
 
 class Session:

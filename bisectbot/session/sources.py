@@ -48,7 +48,7 @@ class GitCandidates:
 
     def candidates(self, good: str, bad: str) -> list[Candidate]:
         """The first-parent chain from good to bad. With ``first_parent: false`` a merge
-        culprit is descended into afterwards (:mod:`bisectbot.session.merges`); only a good
+        culprit is descended into afterwards (:mod:`bisectbot.session.stages.merges`); only a good
         end off the first-parent chain falls back to git's topological order."""
         try:
             return self.repo.commits(good, bad, first_parent=True)

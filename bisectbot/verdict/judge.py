@@ -13,7 +13,8 @@ from typing import Any
 from ..errors import BadInput
 from ..models import Verdict, is_patch_mode
 from ..recipe import Recipe
-from ..run.base import CandidateRunner, Prepared
+from ..run.base import Prepared
+from ..run.probe import ProbeContext, ProbeJob
 from .rules import Judgement, judge_command, judge_patches, judge_threshold
 
 
@@ -23,18 +24,19 @@ def threshold_regress(recipe: Recipe) -> str:
     return "garbage" if recipe.regress.mode == "diverges" else str(recipe.regress)
 
 
-def judge(recipe: Recipe, runner: CandidateRunner, prepared: Prepared, env: dict[str, str] | None,
-          args: list[str] | None, oracle: Any = None,
-          focus: list[int] | None = None) -> tuple[Judgement, dict[str, Any]]:
-    """Run the reproducer on a prepared candidate and decide the verdict (regress mode).
+def judge(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgement, dict[str, Any]]:
+    """Run the recipe's reproducer on ``prepared`` (``job``'s candidate) and decide the verdict
+    by the regress mode. ``ctx``: the stage's recipe, runner and oracle; ``job.env``/``job.args``:
+    a triage toggle's extra environment and arguments.
 
     Returns the judgement and extra evidence (``threshold``, ``table``, ``returncode``...).
-    ``oracle`` is the run's reference (:class:`bisectbot.reproduce.oracle.Oracle`, issue 18).
-    ``focus``: sizes (tokens) where the bisection's bad end failed, asked first by a threshold
+    ``ctx.oracle`` is the run's reference (:class:`bisectbot.reproduce.oracle.Oracle`, issue 18).
+    ``job.focus``: sizes (tokens) where the bisection's bad end failed, asked first by a threshold
     search (:mod:`bisectbot.reproduce.focus`, issue 23).
     Raises BadInput (recipe without a command in command mode), ServerError (not a verdict).
     """
-    r = recipe
+    r, runner, oracle = ctx.recipe, ctx.runner, ctx.oracle
+    env, args, focus = job.env, job.args, (list(job.focus) or None)
     if is_patch_mode(r.regress):
         return judge_patches(r.regress, prepared.patches), {}
     # a fix bisection (regress: success) with a command that takes no {size} is judged from the

@@ -6,7 +6,7 @@ nightly result stands, instead of the night's exit 2.
 
 Real parts: a real git repository cloned through a ``file://`` URL, the real ledger holding the two
 nightlies' introspection (as ``nightlies record --introspect`` leaves it; pinned references need no
-Docker), the real :class:`~bisectbot.session.components.ComponentStage`. The stage's prober is
+Docker), the real :class:`~bisectbot.session.stages.components.ComponentStage`. The stage's prober is
 only asked for its ledger on these paths.
 """
 
@@ -21,7 +21,7 @@ import pytest
 from bisectbot.ledger import Ledger
 from bisectbot.models import Candidate, CandidateKind, RunResult, Status
 from bisectbot.recipe import parse_recipe
-from bisectbot.session.components import ComponentStage
+from bisectbot.session.stages.components import ComponentStage
 
 LG, FB = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 

@@ -272,7 +272,7 @@ def test_next_candidates_are_the_two_branches_likely_first() -> None:
     verdict, the more probable branch first (issue 15)."""
     from bisectbot.bisect import Bisection
     from bisectbot.models import Verdict
-    from bisectbot.session.prefetch import next_candidates
+    from bisectbot.session.probing.prefetch import next_candidates
 
     b = Bisection(33, check_boundary=False, verify=False)
     (i,) = b.next_probes(1)

@@ -68,7 +68,7 @@ def test_last_good_reference_needs_a_gpu_slot_beside_every_candidate(tmp_path):
     from bisectbot.run.container import ContainerRunner
     from bisectbot.runner_profile import load_profile
     from bisectbot.session import Session
-    from bisectbot.session.oracles import reference_up
+    from bisectbot.session.probing.oracles import reference_up
 
     recipe = parse_recipe(BASE + "runner: mi355x\nreproducer: {reference: {candidate: last-good}}\n"
                           "regress: diverges\nbisect: {parallel: 2}\n")

@@ -10,7 +10,7 @@ import pytest
 
 from bisectbot.bisect import Bisection
 from bisectbot.models import Status, Verdict
-from bisectbot.session.rounds import feed_order
+from bisectbot.session.rounds.loop import feed_order
 
 
 def drive(b: Bisection, k: int, truth, rng: random.Random | None = None, p: float = 0.0) -> list[list[int]]:

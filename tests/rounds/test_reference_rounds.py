@@ -17,7 +17,7 @@ from bisectbot.session.oracle import UNCALIBRATED
 
 from bisectbot.cli.demo_cmd import concrete_recipe, subtle_recipe
 from bisectbot.demo import history as H
-from bisectbot.session.oracles import ROUNDS_UNCALIBRATED
+from bisectbot.session.probing.oracles import ROUNDS_UNCALIBRATED
 from tests.rounds.test_scope_rounds import drive
 
 

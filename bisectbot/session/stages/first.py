@@ -10,13 +10,13 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-from ..errors import BadInput
-from ..models import StageResult
-from ..recipe import Recipe
-from .oracles import reference_up
-from .prober import Prober
-from .rounds import RoundLoop
-from .sources import CandidateSource, make_source, resolve_ends
+from ...errors import BadInput
+from ...models import StageResult
+from ...recipe import Recipe
+from ..probing.oracles import reference_up
+from ..probing.prober import Prober
+from ..rounds.loop import RoundLoop
+from ..sources import CandidateSource, make_source, resolve_ends
 
 
 class Stage1:

@@ -2,7 +2,7 @@
 
 Every stage asks it for verdicts (:meth:`Prober.probe`, :meth:`Prober.probe_batch`): a
 maintainer's verdict, a replayed one or a cached one is answered at once, the rest run
-through an :class:`bisectbot.session.executor.Executor` and are stored as each finishes.
+through an :class:`bisectbot.session.probing.executor.Executor` and are stored as each finishes.
 Session rows and events (``bisectbot bisect log``) go through it too, so no stage writes
 the ledger itself.
 """
@@ -14,16 +14,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..ledger import Ledger
-from ..models import Candidate, ProbeResult, Verdict
-from ..provenance import CACHED_KEY, SESSION_KEY, mark_cached
-from ..recipe import Recipe, TriageToggle
-from ..run.base import CandidateRunner
+from ...ledger import Ledger
+from ...models import Candidate, ProbeResult, Verdict
+from ...provenance import CACHED_KEY, SESSION_KEY, mark_cached
+from ...recipe import Recipe, TriageToggle
+from ...run.base import CandidateRunner
+from ...run.probe import ProbeContext, ProbeJob
+from ..replay import LogLine
 from .executor import (
     Echo,
     Executor,
     LocalExecutor,
-    ProbeJob,
     build_key,
     focused_key,
     probe_key,
@@ -31,7 +32,6 @@ from .executor import (
     run_probe,
 )
 from .prefetch import Prefetcher
-from .replay import LogLine
 
 
 class Prober:
@@ -45,7 +45,7 @@ class Prober:
     they hold for every probe of the candidates they name and are never overridden by a probe.
     ``executor`` runs each round's probes (None: a :class:`LocalExecutor` per round, see
     :meth:`executor_for`). ``oracle`` is the run's reference while it is up
-    (:func:`bisectbot.session.oracles.reference_up` sets it, issue 18).
+    (:func:`bisectbot.session.probing.oracles.reference_up` sets it, issue 18).
 
     Caching policy (issue 11): only deterministic outcomes are cached -- a verdict, a
     failed build, a server that never became healthy (each costs 15-40 minutes to redo on
@@ -104,6 +104,12 @@ class Prober:
     def _repro_key(self) -> str:
         """The reproducer key of the next probes: with ``focus``, the sizes asked first too."""
         return focused_key(self.repro_key, self.focus)
+
+    @property
+    def context(self) -> ProbeContext:
+        """What every probe of the current stage shares: recipe, runner and the run's oracle
+        (while it is up); the per-candidate rest travels as a :class:`bisectbot.run.probe.ProbeJob`."""
+        return ProbeContext(self.recipe, self.runner, self.oracle)
 
     def start(self, stage: str, good: str, bad: str) -> str:
         """Make the session of ``stage`` between refs ``good`` and ``bad`` the current one; its id
@@ -197,8 +203,7 @@ class Prober:
         if self.executor is not None:
             yield self.executor
             return
-        executor = LocalExecutor(self.recipe, self.runner, self.recipe.bisect.parallel, prefetch,
-                                 oracle=self.oracle)
+        executor = LocalExecutor(self.context, self.recipe.bisect.parallel, prefetch)
         try:
             yield executor
         finally:
@@ -207,8 +212,7 @@ class Prober:
     def run_probe(self, c: Candidate, key: str, attempt: int = 1, toggle: TriageToggle | None = None,
                   prefetcher: Prefetcher | None = None) -> ProbeResult:
         """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe)."""
-        return run_probe(self.recipe, self.runner, c, key, attempt, toggle, prefetcher, oracle=self.oracle,
-                         focus=list(self.focus) or None)
+        return run_probe(self.context.with_prefetcher(prefetcher), ProbeJob(c, key, attempt, toggle, self.focus))
 
     def probe(self, c: Candidate, attempt: int = 1, toggle: TriageToggle | None = None,
               prefetcher: Prefetcher | None = None) -> tuple[ProbeResult, str]:

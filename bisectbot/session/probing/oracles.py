@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import BadInput
-from ..models import Candidate, ProbeResult, StageResult
-from ..recipe import Recipe
-from ..reproduce.oracle import Oracle
-from ..run.base import CandidateRunner, PrepareFailed
+from ...errors import BadInput
+from ...models import Candidate, ProbeResult, StageResult
+from ...recipe import Recipe
+from ...reproduce.oracle import Oracle
+from ...run.base import CandidateRunner, PrepareFailed
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,8 @@ def _partner(recipe: Recipe, good: Candidate, source: Any) -> tuple[Candidate | 
 
 def _calibrate_against(runner: CandidateRunner, recipe: Recipe, reference: Any, partner: Candidate,
                        label: str, echo: Any) -> Any:
-    from ..reproduce.client import Client
-    from ..reproduce.reference import Noise, calibrate, calibration_sizes
+    from ...reproduce.client import Client
+    from ...reproduce.reference import Noise, calibrate, calibration_sizes
 
     spec = recipe.reproducer
     prepared = runner.prepare(partner)
@@ -82,8 +82,8 @@ def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle 
     """Start the run's reference (see the module docstring) for the duration of the block and
     set ``session.oracle``; yields ``None`` when the recipe has none. Raises :class:`BadInput`
     when the good end cannot serve as the reference (it does not build or never gets healthy)."""
-    from ..reproduce.client import Client
-    from ..reproduce.reference import Noise, reference_client
+    from ...reproduce.client import Client
+    from ...reproduce.reference import Noise, reference_client
 
     recipe: Recipe = session.recipe
     ref = recipe.reproducer.reference
@@ -119,7 +119,7 @@ def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle 
             noise = Noise(between=label, notes=[f"the good end does not build: {prepared.reason[:200]}; "
                                                 "the floors apply"])
         else:
-            from ..reproduce.reference import calibrate, calibration_sizes
+            from ...reproduce.reference import calibrate, calibration_sizes
 
             try:
                 with runner.server(prepared) as srv:
@@ -171,7 +171,7 @@ def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle 
 
 
 def _control_of(stage: StageResult, c: Candidate | None) -> Any:
-    from ..reproduce.control import ControlResult
+    from ...reproduce.control import ControlResult
 
     if c is None:
         return None
@@ -190,7 +190,7 @@ def oracle_notes(recipe: Recipe, stage: StageResult, oracle: Oracle | None = Non
     out: list[str] = []
     spec = recipe.reproducer
     if spec.control is not None and spec.control.enabled and stage.first_bad is not None:
-        from ..reproduce.control import decode_path
+        from ...reproduce.control import decode_path
 
         good = _control_of(stage, stage.candidates[0] if stage.candidates else None)
         _, line = decode_path(_control_of(stage, stage.first_bad), good)

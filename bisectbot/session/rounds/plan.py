@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
-from ..models import Candidate, CandidateKind, ProbeResult, Verdict
-from ..recipe import Recipe
-from .executor import ProbeJob
+from ...errors import BadInput
+from ...models import Candidate, CandidateKind, ProbeResult, Verdict
+from ...recipe import Recipe
+from ...run.probe import ProbeJob
 
 VERDICT_FORMAT = "bisectbot-verdict/1"
 
@@ -66,7 +66,7 @@ class RoundPending(Exception):  # noqa: N818 -- control flow, not an error
 class PlanningExecutor:
     """An executor that runs nothing: the first batch with a missing probe raises :class:`RoundPending`.
     ``runs_probes`` False: the run's reference is not started here either (issue 23, input 7,
-    :func:`bisectbot.session.oracles.reference_up`)."""
+    :func:`bisectbot.session.probing.oracles.reference_up`)."""
 
     runs_probes = False
 
@@ -357,17 +357,17 @@ def candidate_for(recipe: Recipe, ref: str, base_dir: Path | None = None) -> Can
     (no ledger): a commit of the git source, a nightly digest of the registry source, or
     pinned component commits ``comp=SHA,...``. BadInput when the ref cannot be resolved."""
     if "=" in ref:
-        from .components import parse_pins
+        from ...pins import parse_pins
 
         pins = parse_pins(ref)
         return Candidate(CandidateKind.COMMIT, ref, ref, "+".join(sorted(pins)), {"commits": pins})
     kind = recipe.source.kind
     if kind == "git":
-        from .sources import GitCandidates
+        from ..sources import GitCandidates
 
         return GitCandidates(recipe.source, base_dir).repo.candidate(ref)  # type: ignore[arg-type]
     if kind == "registry":
-        from ..sources.registry import image_ref
+        from ...sources.registry import image_ref
 
         src = recipe.source
         img = image_ref(src.registry, src.repository, ref)  # type: ignore[union-attr]

@@ -23,8 +23,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ..models import Candidate, Verdict
-from ..run.base import CandidateRunner, Prepared, PrepareFailed
+from ...models import Candidate, Verdict
+from ...run.base import CandidateRunner, Prepared, PrepareFailed
 
 log = logging.getLogger(__name__)
 

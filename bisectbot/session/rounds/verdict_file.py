@@ -23,8 +23,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
-from ..secrets import redact_data
+from ...errors import BadInput
+from ...secrets import redact_data
 
 #: Largest verdict file accepted (bytes). A probe's file is a few KiB (threshold table, log
 #: tails of 4,000 characters each); 4 MiB leaves room for a long table and refuses a flood.

@@ -3,7 +3,7 @@
 Each round asks :meth:`bisectbot.bisect.Bisection.next_probes` for as many probes as the
 executor has slots (``recipe.bisect.parallel``); verdicts known without probing (replay,
 maintainers, the probe cache) are fed at once, the others run through a
-:class:`bisectbot.session.executor.Executor` and are stored in the ledger as each
+:class:`bisectbot.session.probing.executor.Executor` and are stored in the ledger as each
 finishes, so an interrupted run resumes without repeating a finished probe.
 
 :class:`RoundLoop` is handed to every stage that searches (stage 1, the component commits,
@@ -18,18 +18,18 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..bisect import Bisection, budget_text, search_settings
-from ..models import Candidate, ProbeResult, StageResult, Status, Verdict
-from ..patch_watch import RequiredPatchWatch
-from ..provenance import cached_from, measured_text
-from ..recipe import Recipe
-from ..reproduce.search import counted_by
-from ..verdict.badend import clean, sequential_end
-from ..verdict.honesty import adapt_rates, check_runnable, derived_rates_note
-from ..verdict.scope import Scope, learn
-from .executor import Echo
-from .prefetch import next_candidates
-from .prober import Prober
+from ...bisect import Bisection, budget_text, search_settings
+from ...models import Candidate, ProbeResult, StageResult, Status, Verdict
+from ...patch_watch import RequiredPatchWatch
+from ...provenance import cached_from, measured_text
+from ...recipe import Recipe
+from ...reproduce.search import counted_by
+from ...verdict.badend import clean, sequential_end
+from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
+from ...verdict.scope import Scope, learn
+from ..probing.executor import Echo
+from ..probing.prefetch import next_candidates
+from ..probing.prober import Prober
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class RoundLoop:
         #: what the known-failing end's sequential test found in the current search (issue 23)
         self.end_notes: list[str] = []
         self.t0 = time.monotonic()
-        from ..progress import Eta
+        from ...progress import Eta
 
         self.eta = Eta()  # measured fresh probe times: the ETA after the first (issue 24, input 7)
         self.lines: list[str] = []
@@ -328,7 +328,7 @@ class RoundLoop:
         return st
 
     def _progress(self, b: Bisection, c: Candidate, res: ProbeResult, eff: Verdict, origin: str) -> None:
-        from ..report.words import verdict_word  # fixed / still broken in a fix bisection (newuser defect 6)
+        from ...report.words import verdict_word  # fixed / still broken in a fix bisection (newuser defect 6)
 
         r = self.recipe
         kind = "fix" if r.regress.is_fix else "regression"
@@ -346,7 +346,7 @@ class RoundLoop:
                 f"({res.duration_s:.1f}s, elapsed {time.monotonic() - self.t0:.0f}s){src}"
                 + ("" if b.done else f"; ~{left} probe{'' if left == 1 else 's'} left") + (f"; {eta}" if eta else ""))
         self.echo(line)
-        from .. import progress
+        from ... import progress
 
         self.lines.append(line)
         progress.summary(self.lines)

@@ -18,16 +18,16 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from ..errors import ServerError
-from ..models import Candidate, ProbeResult, Verdict
-from ..recipe import Recipe, TriageToggle
-from ..run.base import CandidateRunner, Prepared, PrepareFailed
-from ..run.starts import START_RETRIES, backoff_s, is_start_failure, transient_cause
-from ..verdict.judge import judge
+from ...errors import ServerError
+from ...models import Candidate, ProbeResult, Verdict
+from ...recipe import Recipe
+from ...run.base import CandidateRunner, Prepared, PrepareFailed
+from ...run.probe import ProbeContext, ProbeJob
+from ...run.starts import START_RETRIES, backoff_s, is_start_failure, transient_cause
+from ...verdict.judge import judge
 from .prefetch import Prefetcher
 
 Echo = Callable[[str], None]  # receives progress lines
@@ -74,11 +74,10 @@ def build_key(runner: CandidateRunner, c: Candidate) -> str:
     return fn(c) if callable(fn) else ""
 
 
-def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int = 1,
-              toggle: TriageToggle | None = None, prefetcher: Prefetcher | None = None,
-              oracle: Any = None, focus: list[int] | None = None) -> ProbeResult:
-    """Prepare, reproduce, judge and release one candidate (no ledger access: thread-safe).
-    ``focus``: sizes (tokens) a threshold search asks first (:func:`judge`).
+def run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
+    """Prepare, reproduce, judge and release ``job``'s candidate with what the stage shares
+    (``ctx``: recipe, runner, oracle, prefetcher); no ledger access: thread-safe.
+    ``job.focus``: sizes (tokens) a threshold search asks first (:func:`bisectbot.verdict.judge.judge`).
 
     A candidate that cannot be prepared, or whose server fails, is a SKIP with the reason. A
     server start that fails with a transient cause in its log (HTTP 429/5xx, a reset
@@ -88,21 +87,21 @@ def run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, a
     ``duration_s`` is wall-clock seconds of the whole probe. Every process of the probe (marked
     by :func:`bisectbot.reaper.probe_scope`) is killed before the result is returned.
     """
-    from .. import progress
-    from ..reaper import probe_scope
+    from ... import progress
+    from ...reaper import probe_scope
 
     # the probe's processes (setsid'd ones too) are killed before its verdict returns; its phases
     # report progress under its label (issue 24, input 7)
+    c = job.candidate
     with probe_scope(), progress.probe((c.label or c.ref)[:40]):
-        return _run_probe(recipe, runner, c, key, attempt, toggle, prefetcher, oracle, focus)
+        return _run_probe(ctx, job)
 
 
-def _run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, attempt: int,
-               toggle: TriageToggle | None, prefetcher: Prefetcher | None, oracle: Any,
-               focus: list[int] | None) -> ProbeResult:
+def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
+    c, runner = job.candidate, ctx.runner
     t0 = time.monotonic()
-    prepared = prefetcher.get(c) if prefetcher else runner.prepare(c)
-    res = ProbeResult(c, Verdict.SKIP, cache_key=key)
+    prepared = ctx.prepare(c)
+    res = ProbeResult(c, Verdict.SKIP, cache_key=job.key)
     try:
         if isinstance(prepared, PrepareFailed):
             res.reason = prepared.reason
@@ -113,8 +112,7 @@ def _run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, 
             retry = 0
             while True:
                 try:
-                    j, extra = judge(recipe, runner, prepared, toggle.env if toggle else None,
-                                     toggle.args if toggle else None, oracle=oracle, focus=focus)
+                    j, extra = judge(ctx, prepared, job)
                     res.verdict, res.reason = j.verdict, j.reason
                     res.signature = str(j.signature) if j.signature else ""
                     res.threshold = extra.pop("threshold", None)
@@ -139,25 +137,10 @@ def _run_probe(recipe: Recipe, runner: CandidateRunner, c: Candidate, key: str, 
         if isinstance(prepared, Prepared):
             runner.release(prepared)
     res.duration_s = time.monotonic() - t0
-    res.extra["attempt"] = attempt
-    if toggle:
-        res.extra["toggle"] = toggle.name
+    res.extra["attempt"] = job.attempt
+    if job.toggle:
+        res.extra["toggle"] = job.toggle.name
     return res
-
-
-@dataclass
-class ProbeJob:
-    """One probe to run: the candidate, its probe key (:func:`probe_key`), attempt number, toggle,
-    and the sizes (tokens) its threshold search asks first (``focus``, issue 23; empty: none).
-    ``again``: the key's cached verdict (a skip at an end of the search) is probed once more and
-    the new verdict replaces it (issue 23, input 3)."""
-
-    candidate: Candidate
-    key: str
-    attempt: int = 1
-    toggle: TriageToggle | None = None
-    focus: tuple[int, ...] = ()
-    again: bool = False
 
 
 class Executor(Protocol):
@@ -181,13 +164,10 @@ class Executor(Protocol):
 class LocalExecutor:
     """Probes in ``slots`` threads of this host with one runner (one slot: serial, prefetching)."""
 
-    def __init__(self, recipe: Recipe, runner: CandidateRunner, slots: int = 1, prefetch: bool = True,
-                 oracle: Any = None):
-        self.recipe = recipe
-        self.oracle = oracle  # the run's reference (issue 18), shared by every probe
-        self.runner = runner
+    def __init__(self, ctx: ProbeContext, slots: int = 1, prefetch: bool = True):
         self.slots = max(1, slots)
-        self.prefetcher = Prefetcher(runner) if prefetch and self.slots == 1 else None
+        self.prefetcher = Prefetcher(ctx.runner) if prefetch and self.slots == 1 else None
+        self.ctx = ctx.with_prefetcher(self.prefetcher)  # the stage's context (issue 18: its oracle)
         self.pool = ThreadPoolExecutor(max_workers=self.slots) if self.slots > 1 else None
 
     def prefetch(self, keep: list[Candidate], want: list[Candidate]) -> None:
@@ -198,16 +178,12 @@ class LocalExecutor:
     def run(self, jobs: list[ProbeJob]) -> Iterator[tuple[int, ProbeResult]]:
         if self.pool is None:
             for n, j in enumerate(jobs):
-                res = run_probe(self.recipe, self.runner, j.candidate, j.key, j.attempt, j.toggle, self.prefetcher,
-                                oracle=self.oracle, focus=list(j.focus) or None)
+                res = run_probe(self.ctx, j)
                 if self.prefetcher is not None:
                     self.prefetcher.observe_probe(res.duration_s)
                 yield n, res
             return
-        futs: dict[Future, int] = {self.pool.submit(run_probe, self.recipe, self.runner, j.candidate, j.key,
-                                                    j.attempt, j.toggle, None, self.oracle,
-                                                    list(j.focus) or None): n
-                                   for n, j in enumerate(jobs)}
+        futs: dict[Future, int] = {self.pool.submit(run_probe, self.ctx, j): n for n, j in enumerate(jobs)}
         pending = set(futs)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

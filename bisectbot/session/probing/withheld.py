@@ -14,8 +14,8 @@ import os
 import re
 from collections.abc import Mapping
 
-from ..recipe import Recipe
-from ..secrets import BASE_ENV, is_secret_name
+from ...recipe import Recipe
+from ...secrets import BASE_ENV, is_secret_name
 
 #: Name prefixes of variables that configure a serving stack (vLLM, ROCm/HIP/HSA, aiter, CUDA,
 #: NCCL, PyTorch, Hugging Face).
@@ -43,8 +43,8 @@ def withheld(recipe: Recipe, environ: Mapping[str, str] | None = None) -> list[s
 def _profile_host_names(recipe: Recipe) -> set[str]:
     """Variables the recipe's runner profile expands on the host (devices, mounts, cache dirs);
     none when the profile is not found here."""
-    from ..errors import BadInput
-    from ..runner_profile import load_profile
+    from ...errors import BadInput
+    from ...runner_profile import load_profile
 
     try:
         prof = load_profile(recipe.runner)

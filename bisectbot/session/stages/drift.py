@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..bisect import Bisection, Drift
-from ..models import ProbeResult, StageResult, Status
-from ..recipe import Recipe
-from ..verdict import judge_drift
-from .rounds import RoundLoop
+from ...bisect import Bisection, Drift
+from ...models import ProbeResult, StageResult, Status
+from ...recipe import Recipe
+from ...verdict import judge_drift
+from ..rounds.loop import RoundLoop
 
 
 def _tokens(n: int) -> str:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..components import ComponentChange
-from ..errors import BadInput
-from ..models import Candidate, ChainLink, StageResult, Status
-from ..pins import PinMove, match_component, short_ref
-from ..recipe import GitSource, Recipe
-from ..sources.git import GitRepo, local_repo
-from ..sources.pinned import PinRange, pin_diff, pin_range
+from ...components import ComponentChange
+from ...errors import BadInput
+from ...models import Candidate, ChainLink, StageResult, Status
+from ...pins import PinMove, match_component, short_ref
+from ...recipe import GitSource, Recipe
+from ...sources.git import GitRepo, local_repo
+from ...sources.pinned import PinRange, pin_diff, pin_range
 
 PIN_BUMP_FLAG = "pin-bump"
 """Flag of a first-bad whose change only moves pins that cannot be bisected (see ``FLAG_TEXT``)."""
@@ -191,7 +191,7 @@ class DescentStage:
         return self._repos[component]
 
     def _flags(self, component: str) -> Callable[[Candidate, Candidate], list[str]]:
-        from ..bisect import plausibility_flags
+        from ...bisect import plausibility_flags
 
         src = self.components.get(component)
         repo = self.repo_of(component)

@@ -11,11 +11,11 @@ sides), the merge stays the culprit and is flagged as one.
 
 from __future__ import annotations
 
-from ..bisect import merge_descent
-from ..models import StageResult, Status
-from .executor import Echo
-from .rounds import RoundLoop
-from .sources import CandidateSource, GitCandidates
+from ...bisect import merge_descent
+from ...models import StageResult, Status
+from ..probing.executor import Echo
+from ..rounds.loop import RoundLoop
+from ..sources import CandidateSource, GitCandidates
 
 
 class MergeStage:

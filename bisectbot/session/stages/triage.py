@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..models import Candidate, Verdict
-from ..provenance import cached_from, measured_text
-from ..recipe import Recipe
-from .executor import Echo
-from .prober import Prober
+from ...models import Candidate, Verdict
+from ...provenance import cached_from, measured_text
+from ...recipe import Recipe
+from ..probing.executor import Echo
+from ..probing.prober import Prober
 
 
 class Triage:

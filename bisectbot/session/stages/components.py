@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..bisect import attribute_components, plausibility_flags
-from ..errors import BadInput
-from ..models import Candidate, RunResult, StageResult, Status, Verdict
-from ..recipe import Recipe
-from .executor import Echo
-from .prober import Prober
-from .rounds import RoundLoop
+from ...bisect import attribute_components, plausibility_flags
+from ...errors import BadInput
+from ...models import Candidate, RunResult, StageResult, Status, Verdict
+from ...recipe import Recipe
+from ..probing.executor import Echo
+from ..probing.prober import Prober
+from ..rounds.loop import RoundLoop
 
 
 class ComponentStage:
@@ -56,7 +56,7 @@ class ComponentStage:
         first-bad commit), so the others stay at their bad-end versions. Without it such a
         stage is refused with a message.
         """
-        from ..models import CandidateKind
+        from ...models import CandidateKind
 
         repos = repos or getattr(self.prober.runner, "repos", {})
         changed = [c for c in new if old.get(c) != new[c]]
@@ -137,7 +137,7 @@ class ComponentStage:
     def image_pair(self, lg: Candidate, fb: Candidate, result: RunResult) -> tuple[dict[str, Any], dict[str, Any]]:
         """The :func:`bisectbot.components.image_info` of the last-good and first-bad nightlies
         (cached in the ledger by digest); their vLLM/aiter/torch versions go to ``result.environment``."""
-        from ..components import image_info
+        from ...components import image_info
 
         ledger = self.prober.ledger  # image introspection is cached there by digest
         a = image_info(str(lg.meta["image"]), ledger)
@@ -156,7 +156,7 @@ class ComponentStage:
         range in the images, or whose repository cannot be cloned or lacks the commits (GitHub
         down: the night keeps its nightly result) are reported in the notes, not bisected.
         """
-        from ..components import diff_images
+        from ...components import diff_images
 
         a, b = self.image_pair(lg, fb, result)
         old: dict[str, str] = {}
@@ -185,20 +185,6 @@ class ComponentStage:
         return self.run(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb)
 
     def _open(self, component: str) -> Any:
-        from ..sources.git import GitRepo, local_repo
+        from ...sources.git import GitRepo, local_repo
 
         return GitRepo(local_repo(self.recipe.bisect.components[component].repo), component)
-
-
-
-def parse_pins(text: str) -> dict[str, str]:
-    """``vllm=SHA,aiter=SHA`` -> ``{"vllm": "SHA", "aiter": "SHA"}``; BadInput when malformed."""
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        name, eq, ref = part.partition("=")
-        if not eq or not name.strip() or not ref.strip():
-            raise BadInput(f"expected component=commit[,component=commit], got {text!r}")
-        out[name.strip()] = ref.strip()
-    return out
-
-
