@@ -122,6 +122,9 @@ class Ledger:
     def __init__(self, state_dir: str | Path | None = None):
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        from .sandbox import protect
+
+        protect(self.state_dir, "hide")  # no candidate reads or rewrites the state (issue 36, input 5)
         self.path = self.state_dir / "ledger.sqlite3"
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)

@@ -30,7 +30,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, TextIO
 
 from .terminal import guard, visible
@@ -97,6 +97,7 @@ _QUERY_SECRET = re.compile(
     r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in QUERY_SECRET_PARAMS) + r")=)[^&;#\s'\"<>]+")
 
 _registered: set[str] = set()
+_held: dict[str, str] = {}  # secrets taken out of os.environ at start-up (take_secrets)
 
 
 def is_secret_name(name: str) -> bool:
@@ -138,6 +139,83 @@ def register_secret(value: str | None) -> None:
     its percent-encoded and JSON-escaped forms are redacted too."""
     if value and len(value) >= MIN_SECRET_LEN:
         _registered.update(_forms(value))
+
+
+def is_secret_var(name: str, value: str) -> bool:
+    """True when the variable ``name=value`` holds a secret: a secret name (:func:`is_secret_name`)
+    or a value shaped like a GitHub / Hugging Face token whatever its name."""
+    return is_secret_name(name) or any(p.search(value) for p in _TOKEN_SHAPES)
+
+
+def take_secrets(environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """Move every secret variable (:func:`is_secret_var`) out of ``environ`` (default ``os.environ``)
+    into this process's memory, once, at start-up (issue 36, input 1): from then on no process the
+    bot starts -- its git (GitPython's long-lived ``cat-file`` processes included), docker, patch,
+    a candidate -- inherits one, whatever environment it is given. The values stay known to
+    :func:`redact` and readable by name through :func:`secret_env`. Returns the names taken, sorted."""
+    env = os.environ if environ is None else environ
+    taken = []
+    for k in list(env):
+        v = env[k]
+        if is_secret_var(k, v):
+            _held[k] = env.pop(k)
+            if (k in SECRET_ENV and len(v) >= MIN_SECRET_LEN) or len(v) >= MIN_NAMED_SECRET_LEN \
+                    or any(p.search(v) for p in _TOKEN_SHAPES):
+                register_secret(v)
+            taken.append(k)
+    if environ is None and taken:
+        _wipe_initial_environ(set(taken))
+    return sorted(taken)
+
+
+def _wipe_initial_environ(names: set[str]) -> int:
+    """Overwrite the values of ``names`` in this process's *initial* environment block with ``*``.
+
+    ``/proc/PID/environ`` shows the block the kernel wrote at ``exec``, not the live environment:
+    removing a variable (``unsetenv``) leaves its value readable there -- by root, and by the same
+    uid once the process is dumpable again. The block lies at ``env_start``..``env_end``
+    (``/proc/self/stat`` fields 50-51); it is checked against ``/proc/self/environ`` before any byte
+    is written. Returns the number of values overwritten (0 where ``/proc`` is missing)."""
+    import ctypes
+
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # fields 50, 51 of the whole line
+        with open("/proc/self/environ", "rb") as fh:
+            block = fh.read()
+    except (OSError, IndexError, ValueError):
+        return 0
+    if end - start < len(block) or ctypes.string_at(start, len(block)) != block:
+        return 0
+    done, off = 0, 0
+    for item in block.split(b"\0"):
+        name, eq, value = item.partition(b"=")
+        if eq and value and name.decode("utf-8", "replace") in names:
+            at = start + off + len(name) + 1
+            ctypes.memset(at, ord("*"), len(value))
+            done += 1
+        off += len(item) + 1
+    return done
+
+
+def secret_env(name: str) -> str | None:
+    """The value of the secret variable ``name``: taken at start-up (:func:`take_secrets`), else
+    still in ``os.environ`` (library use without the CLI's start-up); None when unset or empty."""
+    return _held.get(name) or os.environ.get(name) or None
+
+
+def host_env(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The host variables among ``names`` that are set, secrets taken at start-up included
+    (a recipe's ``env_passthrough``, a profile's ``pass_env``: named on purpose)."""
+    env_in = os.environ if environ is None else environ
+    out = {}
+    for k in names:
+        if k in env_in:
+            out[k] = env_in[k]
+        elif environ is None and k in _held:
+            out[k] = _held[k]
+    return out
 
 
 def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -228,9 +306,7 @@ def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] 
             else:  # index URLs (PIP_INDEX_URL, ...): keep the index, not its credentials
                 v = strip_url_credentials(v)
             out[k] = v
-    for k in passthrough:
-        if k in env_in:
-            out[k] = env_in[k]
+    out.update(host_env(passthrough, environ))
     for layer in layers:
         for k, v in (layer or {}).items():
             out[str(k)] = str(v)
@@ -243,8 +319,7 @@ def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] 
 def passthrough_env(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The host variables named by a recipe's ``env_passthrough`` that are set (containers: no
     host basics are added, the image has its own ``PATH``/``HOME``)."""
-    env_in = os.environ if environ is None else environ
-    return {k: env_in[k] for k in names if k in env_in}
+    return host_env(names, environ)
 
 
 class RedactingStream(io.TextIOBase):

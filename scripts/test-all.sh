@@ -17,8 +17,9 @@ ROOT=$PWD
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 need=()
-# chromium + chromedriver: tests/dashboard open the rendered site in a real headless browser
-for pair in dockerd:docker.io docker-registry:docker-registry debootstrap:debootstrap patch:patch git:git curl:curl \
+# chromium + chromedriver: tests/dashboard open the rendered site in a real headless browser;
+# bubblewrap: candidates of the local runner run in its sandbox (bisectbot/sandbox.py)
+for pair in dockerd:docker.io docker-registry:docker-registry debootstrap:debootstrap patch:patch git:git curl:curl bwrap:bubblewrap \
             chromium:chromium chromedriver:chromium-driver; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done

@@ -86,3 +86,12 @@ def ledger(tmp_path: Path) -> Iterator[Any]:
     with Ledger(tmp_path / "state") as led:
         yield led
 
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sandbox_writable(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Candidates run in a sandbox whose /tmp is private (bisectbot.sandbox): the tests' candidates
+    read and write files of their tests' tmp_path (scripts, ENV_DUMP, ENGINE_STARTS), so the tests'
+    base temporary directory is a writable path of the sandbox (state and git dirs inside it stay
+    hidden / read-only). tests/sandbox narrows it per test."""
+    os.environ.setdefault("BISECTBOT_SANDBOX_WRITABLE", str(tmp_path_factory.getbasetemp()))

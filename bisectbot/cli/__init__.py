@@ -113,10 +113,13 @@ def main(argv: list[str] | None = None) -> None:
     processes included, goes to stderr. Everything the process prints passes
     :func:`bisectbot.secrets.redact`.
     """
+    from .. import gitenv
     from ..reaper import harden_process
-    from ..secrets import RedactingStream
+    from ..secrets import RedactingStream, take_secrets
 
     harden_process()  # non-dumpable, child subreaper (issue 24, input 2: bisectbot.reaper)
+    take_secrets()  # tokens leave os.environ: no child of the bot inherits one (issue 36, input 1)
+    gitenv.install()  # the bot's git runs no hook, fsmonitor or driver a repository chose (input 2)
     args = list(sys.argv[1:] if argv is None else argv)
     args = json_anywhere(args)
     as_json = bool(args) and args[0] == "--json"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +9,7 @@ import click
 
 from .. import terminal
 from ..errors import EXIT_GARBAGE, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_SERVER_ERROR
+from ..secrets import secret_env
 from .base import Ctx, cli, pass_ctx
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         raise click.UsageError("give --endpoint URL (or a --recipe whose reproducer is a command)")
     if not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter(f"expected http://HOST:PORT, got {endpoint!r}", param_hint="--endpoint")
-    api_key = os.environ.get("BISECTBOT_API_KEY") or None  # sent as a bearer token, never printed
+    api_key = secret_env("BISECTBOT_API_KEY")  # sent as a bearer token, never printed
     if spec.reference is None:
         if regress_mode not in (None, "garbage"):
             raise click.UsageError(f"--regress {regress_mode} needs --reference-endpoint")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 
 from ..models import RunResult
@@ -54,7 +53,9 @@ def fingerprint(result: RunResult) -> str:
     """16 lower-case hex characters: SHA-256 of :func:`identity`, or HMAC-SHA-256 under
     ``$BISECTBOT_MARKER_KEY`` when set. Stable across runs and machines (with the same key)."""
     data = identity(result).encode("utf-8")
-    key = os.environ.get(MARKER_KEY_ENV)
+    from ..secrets import secret_env
+
+    key = secret_env(MARKER_KEY_ENV)
     if key:
         return hmac.new(key.encode("utf-8"), data, hashlib.sha256).hexdigest()[:16]
     return hashlib.sha256(data).hexdigest()[:16]

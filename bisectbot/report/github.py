@@ -100,9 +100,11 @@ def _by(obj: Any, login: str) -> bool:
 
 def token_from_env() -> str | None:
     """The GitHub token from :data:`TOKEN_ENV` (first one set), or None for a dry run."""
+    from ..secrets import secret_env
+
     for name in TOKEN_ENV:
-        if os.environ.get(name):
-            return os.environ[name]
+        if secret_env(name):
+            return secret_env(name)
     return None
 
 T = TypeVar("T")

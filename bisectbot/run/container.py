@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import os
 import signal
 import threading
 import time
@@ -37,7 +36,7 @@ from ..confine import check_mount
 from ..errors import BisectbotError, ServerError
 from ..models import Candidate, CandidateKind
 from ..runner_profile import RunnerProfile, docker_run_kwargs, merge_mounts
-from ..secrets import passthrough_env
+from ..secrets import host_env, passthrough_env
 from ..slots import gpu_slot
 from ..sources.git import local_repo
 from .base import CommandRun, Prepared, PrepareFailed, Server
@@ -138,9 +137,7 @@ def container_env(profile: RunnerProfile, slot: str | None, *envs: dict[str, str
     then each of ``envs`` in order (later wins). Values are never logged."""
     env = dict(profile.env)
     env.update(profile.slot_env(slot))
-    for k in profile.pass_env:
-        if os.environ.get(k):
-            env[k] = os.environ[k]
+    env.update({k: v for k, v in host_env(profile.pass_env).items() if v})  # secrets taken at start-up too
     for e in envs:
         env.update(e or {})
     return env

@@ -37,7 +37,7 @@ from typing import Any
 
 import requests
 
-from .. import bounded, progress
+from .. import bounded, gitenv, progress, sandbox
 from ..bounded import run_process
 from ..errors import PatchError, ServerError
 from ..models import Candidate
@@ -170,6 +170,8 @@ class LocalRunner:
         self.stack_path = Path(stack_path) if stack_path else None
         self._stack: Any = None
         self._pins_cache: dict[tuple[str, str], list[Any]] = {}  # (component, sha) -> its pins
+        if sandbox.enabled():
+            sandbox.require()  # fail closed before any candidate runs (issue 36, input 3)
 
     # ------------------------------------------------------------------ identity
     def commits_of(self, candidate: Candidate) -> dict[str, str]:
@@ -273,6 +275,7 @@ class LocalRunner:
             for comp, sha in commits.items():
                 wt = root / comp
                 with _worktree_lock(self.repos[comp]):
+                    gitenv.neutralise_repo(self.repos[comp].path)  # commands planted since (sandbox off)
                     self.repos[comp].repo.git.worktree("add", "--detach", "--force", str(wt), sha)
                 worktrees[comp] = wt
             prepared.source = worktrees[self.primary(candidate)]
@@ -294,8 +297,9 @@ class LocalRunner:
                 argv = self.substitute(self.recipe.server.build_command, prepared, port=0)
                 try:  # output streams (redacted, capped) to the log; the process group is killed on timeout
                     with progress.phase("build"):
+                        argv, benv = self.sandboxed(argv, prepared, self.env(prepared))
                         rc = run_process(argv, timeout_s=self.recipe.server.health_timeout_s, cwd=prepared.source,
-                                         env=self.env(prepared), log_path=log_path).returncode
+                                         env=benv, log_path=log_path).returncode
                 except OSError as e:
                     log_path.write_text(f"cannot run build command: {e}\n")
                     rc = 127
@@ -380,6 +384,16 @@ class LocalRunner:
         return candidate_env(self.profile_env, self.recipe.server.env, extra, own,
                              passthrough=self.recipe.env_passthrough)
 
+    def sandboxed(self, argv: list[str], prepared: Prepared, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """``(argv, env)`` of a candidate process inside its sandbox (:func:`bisectbot.sandbox.wrap`):
+        the candidate's directory (all its components' worktrees) writable, the work and log
+        directories and the repositories' git directories read-only. Unchanged with
+        ``BISECTBOT_SANDBOX=off``. Raises :class:`bisectbot.sandbox.SandboxUnavailable` and, when
+        ``argv[0]`` cannot be run, ``OSError`` (as ``Popen``)."""
+        tree = prepared.meta.get("root") or prepared.source or self.workdir
+        return sandbox.wrap(argv, tree=tree, env=env, cwd=prepared.source,
+                            readonly=[self.workdir, self.log_dir])
+
     @contextmanager
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,
                args: list[str] | None = None) -> Iterator[Server]:
@@ -395,8 +409,8 @@ class LocalRunner:
         log_path = self.log_dir / f"server-{prepared.candidate.ref[:12]}-{port}.log"
         prepared.log_paths.append(str(log_path))
         try:  # output streams to the log, redacted line by line and capped (bisectbot.bounded)
-            proc, finish_log = bounded.spawn_logged(argv, log_path=log_path, cwd=prepared.source,
-                                                    env=self.env(prepared, env))
+            wargv, wenv = self.sandboxed(argv, prepared, self.env(prepared, env))
+            proc, finish_log = bounded.spawn_logged(wargv, log_path=log_path, cwd=prepared.source, env=wenv)
         except OSError as e:
             raise ServerError(f"cannot start server {argv[0]!r}: {e}") from None
         pidfile = self._track(proc)
@@ -440,7 +454,8 @@ class LocalRunner:
         pidfiles: list[Path] = []
         log_path = self.log_dir / f"command-{prepared.candidate.ref[:12]}-{time.time_ns()}.log"
         try:
-            r = run_process(argv, timeout_s=timeout_s, cwd=prepared.source, env=self.env(prepared, env),
+            wargv, wenv = self.sandboxed(argv, prepared, self.env(prepared, env))
+            r = run_process(wargv, timeout_s=timeout_s, cwd=prepared.source, env=wenv,
                             log_path=log_path, tail_bytes=_TAIL, grace_s=2,
                             on_start=lambda proc: pidfiles.append(self._track(proc)))
         except OSError as e:  # as a shell reports it: 126 found but not executable, 127 not found

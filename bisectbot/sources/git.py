@@ -188,6 +188,11 @@ class GitRepo:
             self.repo = git.Repo(self.path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise BadInput(f"{self.path}: not a git repository (source.repo)") from None
+        from .. import gitenv, sandbox
+
+        gitenv.neutralise_repo(self.path)  # its own config's commands never run (issue 36, input 2)
+        gitenv.install()
+        sandbox.protect(self.repo.common_dir, "ro")  # candidates plant no hook, config or ref (input 3)
         self.component = component or self.path.name
         self.lock = threading.RLock()
         self._resolved: dict[str, str] = {}

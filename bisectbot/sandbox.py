@@ -1,0 +1,220 @@
+"""Every candidate process the bot starts on the host runs inside a sandbox (issue 36, input 3).
+
+The local runner builds, serves and runs the commits under test on the host. Each such process
+(build command, server, command reproducer) is started through **bubblewrap** (``bwrap``,
+Debian's ``bubblewrap``): the small, kept tool that Flatpak and GNOME use for exactly this --
+unprivileged namespaces, one command line, no daemon, no image to build, starts in
+milliseconds. ``unshare(1)`` gives the namespaces but no way to lay out a file system view
+without a script of ``mount`` calls running as root; systemd-run needs systemd as PID 1, which
+CI containers lack. What a candidate gets (:func:`wrap`):
+
+* **its own PID namespace** (``--unshare-pid``, plus IPC, UTS and cgroup): it sees neither the
+  bot, nor the bot's git children, nor other probes (``/proc`` is the namespace's own), and when
+  the probe's process ends -- or the bot kills it, or the bot dies (``--die-with-parent``) --
+  the kernel kills everything it started: no ``setsid`` survivor outlives the probe.
+* **its own mount namespace**: the host read-only (``--ro-bind / /``); a fresh ``/tmp``,
+  ``/var/tmp`` and ``/dev/shm``; writable only the candidate's own tree, the user's cache
+  directory (``$XDG_CACHE_HOME`` or ``~/.cache``: model weights, compiler caches) and the paths
+  of ``$BISECTBOT_SANDBOX_WRITABLE`` (``:``-separated); hidden (an empty directory or file in
+  their place) the bot's state directories (every ledger the process opened), the credential
+  files of ``$HOME`` (:data:`HIDDEN_HOME`), the Actions runner's credential files and the
+  directories of the job's ``GITHUB_ENV``/``GITHUB_OUTPUT``/``GITHUB_STEP_SUMMARY``/
+  ``GITHUB_PATH``/``GITHUB_STATE`` files; read-only the repositories' git directories (no
+  hook, config or ref a candidate could plant), the bot's work directory (other probes'
+  trees), its logs and its cache (``~/.cache/bisectbot``).
+* **the network of the host**: a candidate's server must answer the bot on 127.0.0.1, and a
+  network namespace would need a forwarder between the two; the sandbox does not restrict the
+  network (README, "Not contained").
+* the same uid as the bot (its tree is the bot's files); no secret in its environment
+  (:func:`bisectbot.secrets.candidate_env`, and :func:`bisectbot.secrets.take_secrets` emptied
+  the bot's own).
+
+Fail closed: where ``bwrap`` is missing or the host refuses namespaces (no user namespaces for
+an unprivileged user, a seccomp profile that blocks ``clone``), :func:`require` raises
+:class:`SandboxUnavailable` naming the missing capability, before any candidate runs.
+``BISECTBOT_SANDBOX=off`` opts out explicitly (candidates then run as before, on the host).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from .errors import BisectbotError
+
+MODE_ENV = "BISECTBOT_SANDBOX"
+"""``off`` (also ``0``, ``no``, ``false``) runs candidates without the sandbox; anything else, or
+unset, requires it."""
+WRITABLE_ENV = "BISECTBOT_SANDBOX_WRITABLE"
+"""More host paths a candidate may write (``:``-separated, absolute)."""
+
+HIDDEN_HOME = (".netrc", ".git-credentials", ".config/git/credentials", ".docker", ".ssh", ".gnupg",
+               ".config/gh", ".aws", ".azure", ".kube", ".pypirc", ".huggingface", ".cache/huggingface/token",
+               ".config/gcloud", ".local/state/bisectbot", ".env")
+"""Paths below ``$HOME`` a candidate never sees (credentials, the bot's default state directory)."""
+
+RUNNER_FILES = (".credentials", ".credentials_rsaparams", ".runner", ".env", ".path")
+"""Files of a self-hosted Actions runner's directory (above ``$RUNNER_TEMP``/../..) that a candidate never sees."""
+
+JOB_FILES = ("GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_PATH", "GITHUB_STATE")
+"""Variables naming the job's command files; their directories are hidden."""
+
+
+class SandboxUnavailable(BisectbotError):
+    """The host cannot give candidates their own namespaces; the message names what is missing
+    and how to opt out. Exit code 1 (an error of the host, never a verdict)."""
+
+
+_hidden: set[Path] = set()
+_readonly: set[Path] = set()
+_lock = threading.Lock()
+_checked: str | None = None
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """False only when ``$BISECTBOT_SANDBOX`` opts out (``off``/``0``/``no``/``false``)."""
+    env = os.environ if environ is None else environ
+    return env.get(MODE_ENV, "").strip().lower() not in ("off", "0", "no", "false")
+
+
+def protect(path: str | Path, how: str = "hide") -> None:
+    """Keep ``path`` from every later candidate: ``hide`` (an empty directory or file in its place)
+    or ``ro`` (visible, read-only). Called for each ledger's state directory and each repository's
+    git directory. Raises ``ValueError`` for another ``how``."""
+    if how not in ("hide", "ro"):
+        raise ValueError(f"protect: how must be 'hide' or 'ro', not {how!r}")
+    p = Path(path).resolve()
+    with _lock:
+        (_hidden if how == "hide" else _readonly).add(p)
+
+
+def require() -> str:
+    """The ``bwrap`` executable, checked once per process by starting ``true`` in the namespaces
+    candidates get. Raises :class:`SandboxUnavailable` naming the missing tool or capability."""
+    global _checked
+    if _checked:
+        return _checked
+    exe = shutil.which("bwrap")
+    hint = f"; or run candidates unconfined on purpose with {MODE_ENV}=off (README, 'Sandbox')"
+    if exe is None:
+        raise SandboxUnavailable("candidates run in a bubblewrap sandbox, and bwrap is not installed "
+                                 "(Debian/Ubuntu: apt-get install bubblewrap)" + hint)
+    argv = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--unshare-pid",
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--", "true"]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SandboxUnavailable(f"cannot start bwrap: {e}" + hint) from None
+    if p.returncode != 0:
+        why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise SandboxUnavailable(f"this host refuses the namespaces a candidate's sandbox needs (PID and mount "
+                                 f"namespaces; below root also user namespaces: kernel.unprivileged_userns_clone, "
+                                 f"user.max_user_namespaces, or the container's seccomp profile): {why}" + hint)
+    _checked = exe
+    return exe
+
+
+def _under(p: Path, roots: Iterable[Path]) -> bool:
+    return any(p == r or r in p.parents for r in roots)
+
+
+def _home() -> Path | None:
+    h = os.environ.get("HOME") or os.path.expanduser("~")
+    return Path(h).resolve() if h and h != "/" else None
+
+
+def writable_paths(tree: Path, extra: Iterable[str | Path] = ()) -> list[Path]:
+    """The host paths a candidate may write: its tree, the user's cache directory,
+    ``$BISECTBOT_SANDBOX_WRITABLE`` and ``extra`` (those that exist)."""
+    out = [Path(tree).resolve()]
+    cache = os.environ.get("XDG_CACHE_HOME") or (str(_home() / ".cache") if _home() else "")
+    more = [cache, *os.environ.get(WRITABLE_ENV, "").split(":"), *map(str, extra)]
+    for m in more:
+        if m and os.path.isabs(m) and os.path.exists(m):
+            out.append(Path(m).resolve())
+    return out
+
+
+def hidden_paths() -> list[Path]:
+    """The paths a candidate never sees: :func:`protect`-ed ones, credentials below ``$HOME``,
+    the runner's credential files and the job's command-file directories (those that exist)."""
+    out = set(_hidden)
+    home = _home()
+    if home:
+        out.update(home / h for h in HIDDEN_HOME)
+    temp = os.environ.get("RUNNER_TEMP")
+    if temp:
+        runner_root = Path(temp).resolve().parent.parent
+        out.update(runner_root / f for f in RUNNER_FILES)
+    for name in JOB_FILES:
+        f = os.environ.get(name)
+        if f:
+            out.add(Path(f).resolve().parent)
+    return sorted(p for p in out if os.path.lexists(p))
+
+
+def readonly_paths(extra: Iterable[str | Path] = ()) -> list[Path]:
+    """The paths a candidate sees read-only although they may lie below a writable one: the
+    repositories' git directories, the bot's cache directory and ``extra`` (its work and log
+    directories)."""
+    out = set(_readonly) | {Path(e).resolve() for e in extra}
+    cache = os.environ.get("BISECTBOT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or str((_home() or Path("/nonexistent")) / ".cache"), "bisectbot")
+    out.add(Path(cache).resolve())
+    return sorted(p for p in out if os.path.exists(p))
+
+
+def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
+         readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = ()) -> tuple[list[str], dict[str, str]]:
+    """``(argv, env)`` that run ``argv`` inside the sandbox (module docstring), its tree ``tree``
+    writable. ``env`` is the candidate's (allow-listed) environment; ``TMPDIR`` becomes ``/tmp``
+    unless it lies in a writable path. ``readonly``: more paths seen read-only (the bot's work and
+    log directories; the tree itself stays writable even below them). Returns them unchanged when
+    :func:`enabled` is False. Raises :class:`SandboxUnavailable` (see :func:`require`) and
+    ``FileNotFoundError`` / ``PermissionError`` when ``argv[0]`` cannot be run (as ``Popen`` would)."""
+    if not enabled():
+        return argv, env
+    exe = require()
+    prog = argv[0]
+    if "/" in prog:  # as Popen: relative to the working directory
+        path = os.path.join(str(cwd or "."), prog)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(2, "No such file or directory", prog)
+        if not os.access(path, os.X_OK):
+            raise PermissionError(13, "Permission denied", prog)
+    elif shutil.which(prog, path=env.get("PATH")) is None:
+        raise FileNotFoundError(2, "No such file or directory", prog)
+    rw = writable_paths(Path(tree), writable)
+    hide = hidden_paths()
+    ro = readonly_paths(readonly)
+    out = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
+           "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
+           "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
+    # a deeper path's rule wins over its ancestors' (mounts made later cover earlier ones): the
+    # tree lies below the read-only work directory, which may lie below a hidden state directory;
+    # a repository's git directory or a state directory below a writable one. Same depth:
+    # writable, then read-only, then hidden.
+    remount: list[str] = []  # hidden directories become read-only once every mount point below them exists
+    ops = [(p, 0) for p in rw] + [(p, 1) for p in ro] + [(p, 2) for p in hide]
+    for p, kind in sorted(set(ops), key=lambda o: (len(o[0].parts), o[1], str(o[0]))):
+        if kind == 0:
+            out += ["--bind", str(p), str(p)]
+        elif kind == 1:
+            out += ["--ro-bind", str(p), str(p)]
+        elif p.is_dir() and not p.is_symlink():
+            out += ["--tmpfs", str(p)]
+            remount += ["--remount-ro", str(p)]
+        else:
+            out += ["--ro-bind", "/dev/null", str(p)]
+    out += remount
+    env = dict(env)
+    tmp = env.get("TMPDIR")
+    if not tmp or not _under(Path(tmp).resolve(), rw) or _under(Path(tmp).resolve(), hide):
+        env["TMPDIR"] = "/tmp"
+    if cwd is not None:
+        out += ["--chdir", str(Path(cwd).resolve())]
+    return out + ["--", *argv], env
