@@ -62,3 +62,17 @@ def test_a_planted_circle_or_upward_import_is_refused(tmp_path: Path, kind: str)
     p = _lint(copy)
     assert p.returncode != 0, p.stdout[-3000:]
     assert "BROKEN" in p.stdout and named in p.stdout, p.stdout[-3000:]
+
+
+def test_every_top_level_module_has_a_layer() -> None:
+    # a module on no layer is checked by nothing: a new one must be placed (import-linter's
+    # `exhaustive` needs containers, which this flat layout has not)
+    import tomllib
+
+    layers = tomllib.loads(CONFIG.read_text())["tool"]["importlinter"]["contracts"][0]["layers"]
+    named = {m.strip() for layer in layers for m in layer.replace("|", ":").split(":")}
+    pkg = Path(bisectbot.__file__).parent
+    tops = {f"bisectbot.{p.stem}" for p in pkg.glob("*.py") if p.stem != "__init__"}
+    tops |= {f"bisectbot.{p.parent.name}" for p in pkg.glob("*/__init__.py")}
+    assert tops - named == set(), f"modules on no layer in pyproject.toml: {sorted(tops - named)}"
+    assert named - tops == set(), f"layers name modules that do not exist: {sorted(named - tops)}"
