@@ -70,9 +70,11 @@ def _steps_text(job: dict) -> str:
 
 
 def test_no_job_that_runs_candidates_holds_a_secret():
-    """Issue 24, input 2: every job on the GPU runners (where candidate code runs) gets no secret but
-    HF_TOKEN (the candidate's own download credential), no github.token and only contents: read;
-    it installs bisectbot into a virtualenv of its own (input 5)."""
+    """Issue 24, input 2, and issue 36, input 6: every job on the GPU runners (where candidate code
+    runs) gets no secret in its job environment, no github.token and only contents: read; it installs
+    bisectbot into a virtualenv of its own (issue 24, input 5). HF_TOKEN reaches exactly one step,
+    the stage-weights action (huggingface_hub's `hf download`, no candidate code), before the step
+    that runs candidates; that step and the job run with HF_HUB_OFFLINE=1."""
     seen = 0
     for wf in sorted(WF.glob("*.yml")):
         for name, job in _load(wf.name)["jobs"].items():
@@ -80,13 +82,25 @@ def test_no_job_that_runs_candidates_holds_a_secret():
                 continue
             seen += 1
             text = yaml.safe_dump(job)
-            secrets = set(re.findall(r"secrets\.([A-Za-z0-9_]+)", text))
-            assert secrets <= {"HF_TOKEN"}, (wf.name, name, secrets)
+            assert "secrets." not in yaml.safe_dump(job.get("env", {})), (wf.name, name, job.get("env"))
+            assert str(job.get("env", {}).get("HF_HUB_OFFLINE")) == "1", (wf.name, name)
+            holders = [n for n, st in enumerate(job["steps"]) if "secrets." in yaml.safe_dump(st)]
+            assert len(holders) == 1, (wf.name, name, holders)
+            stage = job["steps"][holders[0]]
+            assert stage.get("uses") == "./.github/actions/stage-weights", (wf.name, name, stage)
+            assert set(re.findall(r"secrets\.([A-Za-z0-9_]+)", text)) == {"HF_TOKEN"}, (wf.name, name)
+            runs = [n for n, st in enumerate(job["steps"])
+                    if re.search(r"bisectbot (run|round probe)\b", str(st.get("run", "")))]
+            assert runs and all(n > holders[0] for n in runs), (wf.name, name, runs, holders)
             assert "github.token" not in text and "GITHUB_TOKEN" not in text, (wf.name, name)
             assert job["permissions"] == {"contents": "read"}, (wf.name, name)
             install = [s for s in job["steps"] if "install-bisectbot" in s.get("uses", "")]
             assert install and "fresh" in install[0].get("with", {}), (wf.name, name)
     assert seen == 3  # nightly, bisect, the fan-out's probe
+    action = (WF.parent / "actions" / "stage-weights" / "action.yml").read_text()
+    steps = yaml.safe_load(action)["runs"]["steps"]
+    assert len(steps) == 1 and '/bin/hf" download' in steps[0]["run"] and "bisectbot run" not in steps[0]["run"]
+    assert "round probe" not in steps[0]["run"]
 
 
 def test_nightly_shape():
