@@ -44,7 +44,9 @@ the labelled corpus ``tests/data/outputs``; ``benchmarks/classifier.py`` measure
                          >= 4 repeats running into the cut and covering >= half of the reply; a flood
                          of one non-alphanumeric character (``!!!!!!``, ``,,,,``). Measured, like
                          ``compression``, without formatting rules: lines of dash/symbol/punctuation
-                         characters of any script (``━━━``, ``＊＊＊``, ``┌──┬──┐``), by Unicode category
+                         characters of any script (``━━━``, ``＊＊＊``, ``┌──┬──┐``), by Unicode category;
+                         the same rules over characters (issue 37): a unit inside one token or with
+                         any separator or none (``microsecondmicrosecond``, ``ab,ab,``) is a loop too
 ``whitespace-flood``     on the raw reply: a run of blank characters (whitespace and ``Cf``: zero-width
                          spaces) of >= 120 characters or >= 24 line breaks, or >= 64 / 8 up to the
                          ``max_tokens`` cut; weak: >= 4 completion tokens per visible character
@@ -79,6 +81,7 @@ from ..models import Outcome
 from ..recipe import ClassifierSettings, ReproducerSpec
 from .client import Reply
 from .rawtext import (
+    char_loop,
     detokenizer_residue,
     layout_text,
     longest_blank_run,
@@ -439,8 +442,38 @@ def _repeat_signal(layout: str, cs: ClassifierSettings, cut: bool) -> Signal:
         tu = tail.unit if len(tail.unit) <= 60 else tail.unit[:57] + "..."
         return Signal("repeat-run", float(tail.repeats), f"{tu!r} ({tail.period} tokens) repeated {tail.repeats} "
                       f"times up to the max_tokens cut ({tail_share:.0%} of the reply)", True)
+    char = _char_repeat_signal(layout, cs, cut)
+    if char is not None:
+        return char
     return Signal("repeat-run", float(most.repeats), f"{unit!r} repeated {most.repeats} times in a row "
                   f"(>= {cs.max_repeat_run})", False)
+
+
+def _char_repeat_signal(layout: str, cs: ClassifierSettings, cut: bool) -> Signal | None:
+    """``repeat-run`` at the granularity of characters (issue 37): the rules of the token loop
+    (:func:`_repeat_signal`: >= ``max_repeat_run`` repeats, or >= 15 repeats covering >= 60 % of
+    the reply, or -- cut by ``max_tokens`` -- >= 4 repeats running into the cut and covering
+    >= half of it) applied to back-to-back repeats of one character string
+    (:func:`~bisectbot.reproduce.rawtext.char_loop`), so a loop inside one token
+    (``microsecondmicrosecond...``) or with no separator at all is judged as a word loop is.
+    No new constant: a unit that is a whole word with a separator repeats as often at both
+    granularities, so the token rule's limits carry over unchanged (healthy text -- lists, code,
+    CSV -- varies at least one character per item; rules and blank runs are skipped). Shares
+    count characters. ``None`` when no loop is found."""
+    most, tail = char_loop(layout)
+    size = max(1, len(layout))
+    share = most.covered / size
+    unit = most.unit if len(most.unit) <= 60 else most.unit[:57] + "..."
+    if most.repeats >= cs.max_repeat_run or (most.repeats >= 15 and share >= 0.6):
+        return Signal("repeat-run", float(most.repeats), f"{unit!r} ({most.period} characters) repeated "
+                      f"{most.repeats} times back to back (" + (f">= {cs.max_repeat_run}" if most.repeats >= cs.max_repeat_run
+                                                 else f"{share:.0%} of the reply") + ")", True)
+    tail_share = tail.covered / size
+    if cut and tail.repeats >= 4 and tail_share >= 0.5:
+        tu = tail.unit if len(tail.unit) <= 60 else tail.unit[:57] + "..."
+        return Signal("repeat-run", float(tail.repeats), f"{tu!r} ({tail.period} characters) repeated "
+                      f"{tail.repeats} times up to the max_tokens cut ({tail_share:.0%} of the reply)", True)
+    return None
 
 
 def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classification:
