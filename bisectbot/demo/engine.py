@@ -38,7 +38,9 @@ least that long, like a GPU fault), ``garbage_kinds`` (subset of :data:`GARBAGE_
 ``delay_s`` (seconds added to every chat reply), ``answer`` (fixed coherent answer),
 ``tokenize_endpoint`` (false: no ``/tokenize``, like a server without it),
 ``report_max_model_len`` (false: ``/v1/models`` omits ``max_model_len``), ``error_above``
-(tokens: HTTP 500 for prompts at least that long, like an out-of-memory error).
+(tokens: HTTP 500 for prompts at least that long, like an out-of-memory error), ``truncate_to``
+(tokens: a longer prompt silently loses its first tokens until it is that long, and ``usage``
+reports the kept count -- ollama#3839's silent truncation, issue 37).
 
 Odd-but-real servers (issue 11): ``terse`` (probability 0..1 that a coherent reply is
 just the answer -- ``4``, one completion token -- as healthy servers sometimes answer),
@@ -113,6 +115,8 @@ DEFAULTS: dict[str, Any] = {
     "subtle": False,
     "numerics": None,
     "decode_broken_after": None,
+    # issue 37: odd-but-real servers whose faults are not corruption
+    "truncate_to": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
@@ -162,6 +166,24 @@ def _truncate(text: str, max_tokens: int) -> tuple[str, int, bool]:
             cut = text[: m.end()]
             return cut, count, m.end() < len(text.rstrip())
     return text, count, False
+
+
+def _drop_front(messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """``messages`` without their first ``n`` content tokens (:func:`tokenize`), as a server that
+    keeps the end of an over-long prompt does; a message emptied entirely keeps its role."""
+    out = []
+    for m in messages:
+        text = message_text(m.get("content"))
+        if n > 0:
+            toks = list(TOKEN_RE.finditer(text))
+            if len(toks) <= n:
+                n -= len(toks)
+                text = ""
+            else:
+                text = text[toks[n].start():]
+                n = 0
+        out.append({**m, "content": text})
+    return out
 
 
 class Engine:
@@ -299,6 +321,10 @@ class Engine:
         if transient is not None:
             return int(transient), _error("server busy, retry later", "ServiceUnavailableError", int(transient))
         ptoks = chat_prompt_tokens(messages)
+        keep = self.s.get("truncate_to")
+        if keep is not None and ptoks > int(keep):
+            messages = _drop_front(messages, ptoks - int(keep))
+            ptoks = chat_prompt_tokens(messages)
         limit = int(self.s["max_model_len"])
         if ptoks + max_tokens > limit:
             return 400, _error(
