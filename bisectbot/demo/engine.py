@@ -40,7 +40,12 @@ least that long, like a GPU fault), ``garbage_kinds`` (subset of :data:`GARBAGE_
 ``report_max_model_len`` (false: ``/v1/models`` omits ``max_model_len``), ``error_above``
 (tokens: HTTP 500 for prompts at least that long, like an out-of-memory error), ``truncate_to``
 (tokens: a longer prompt silently loses its first tokens until it is that long, and ``usage``
-reports the kept count -- ollama#3839's silent truncation, issue 37).
+reports the kept count -- ollama#3839's silent truncation, issue 37), ``sampling_defaults`` (an
+object, e.g. ``{"repetition_penalty": 1.3}``: values a request that omits those fields gets, as vLLM
+fills them from ``generation_config.json``; any penalty away from neutral -- ``repetition_penalty``
+!= 1, ``frequency_penalty``/``presence_penalty`` != 0 -- turns every reply into salad, as measured on
+real vLLM), ``reject_fields`` (a list: a request carrying one of them is answered HTTP 400
+"Unrecognized request argument supplied: NAME", as OpenAI's API and strict gateways do).
 
 Odd-but-real servers (issue 11): ``terse`` (probability 0..1 that a coherent reply is
 just the answer -- ``4``, one completion token -- as healthy servers sometimes answer),
@@ -117,6 +122,8 @@ DEFAULTS: dict[str, Any] = {
     "decode_broken_after": None,
     # issue 37: odd-but-real servers whose faults are not corruption
     "truncate_to": None,
+    "sampling_defaults": None,
+    "reject_fields": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
@@ -166,6 +173,23 @@ def _truncate(text: str, max_tokens: int) -> tuple[str, int, bool]:
             cut = text[: m.end()]
             return cut, count, m.end() < len(text.rstrip())
     return text, count, False
+
+
+#: Neutral values of the penalties (:func:`_penalised`).
+_NEUTRAL = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
+
+def _penalised(body: dict[str, Any], defaults: dict[str, Any]) -> bool:
+    """True when the effective penalties of a request (its own fields, else the server's
+    ``defaults``) are not all neutral."""
+    for name, neutral in _NEUTRAL.items():
+        value = body.get(name, defaults.get(name, neutral))
+        try:
+            if float(value) != neutral:
+                return True
+        except (TypeError, ValueError):
+            return True
+    return False
 
 
 def _drop_front(messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -320,6 +344,10 @@ class Engine:
             transient = self.transient_left.pop(0) if self.transient_left else None
         if transient is not None:
             return int(transient), _error("server busy, retry later", "ServiceUnavailableError", int(transient))
+        for name in self.s.get("reject_fields") or []:
+            if name in body:
+                return 400, _error(f"Unrecognized request argument supplied: {name}", "invalid_request_error", 400)
+        penalised = _penalised(body, self.s.get("sampling_defaults") or {})
         ptoks = chat_prompt_tokens(messages)
         keep = self.s.get("truncate_to")
         if keep is not None and ptoks > int(keep):
@@ -354,6 +382,9 @@ class Engine:
         special = oracles.reply(self.s, messages, bad, message_text)
         if special is not None:
             reasoning, content = special
+        elif penalised:
+            rng = random.Random(f"{self.s['seed']}:penalised:{ptoks}")
+            reasoning, content = "", " ".join(rng.choice(_WORDS) for _ in range(max(8, min(max_tokens, 200))))
         elif bad:
             rng = random.Random(f"{self.s['seed']}:garbage:{ptoks}:{index if self.s.get('flaky') else 0}")
             reasoning, content = self.garbage(messages, rng, max_tokens)

@@ -26,7 +26,7 @@ from typing import Any
 from ..models import Outcome
 from ..recipe import ReproducerSpec
 from .classify import Classification, classify
-from .client import Client, Reply
+from .client import Client, Reply, sampling_fields
 from .prompts import Prompt, PromptBuilder
 from .search import SizeResult, ThresholdResult, effective_repeats, search, vote
 
@@ -382,7 +382,10 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
         res = focused_search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, focus, log=say)
     else:
         res = search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, log=say)
-    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes + [probe.cache_note()]
+    res.sampling = sampling_fields(spec.temperature, spec.seed)
+    sent = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in res.sampling.items())
+    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes + [probe.cache_note()] + \
+        [f"sampling sent with every request: {sent} (none left to the server's defaults)"]
     res.model = name
     res.endpoint = client.base_url
     res.wall_s = time.monotonic() - t0
