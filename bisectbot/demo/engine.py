@@ -45,7 +45,11 @@ object, e.g. ``{"repetition_penalty": 1.3}``: values a request that omits those 
 fills them from ``generation_config.json``; any penalty away from neutral -- ``repetition_penalty``
 != 1, ``frequency_penalty``/``presence_penalty`` != 0 -- turns every reply into salad, as measured on
 real vLLM), ``reject_fields`` (a list: a request carrying one of them is answered HTTP 400
-"Unrecognized request argument supplied: NAME", as OpenAI's API and strict gateways do).
+"Unrecognized request argument supplied: NAME", as OpenAI's API and strict gateways do),
+``think_in_content`` (``"tags"`` or ``"plain"``: a reasoning model served without a reasoning
+parser writes its thinking into ``content`` -- inside ``<think>...</think>`` or bare -- before the
+answer, 60 tokens of it per 1,000 prompt tokens, so long prompts outgrow ``max_tokens`` before any
+answer; vllm#31045).
 
 Odd-but-real servers (issue 11): ``terse`` (probability 0..1 that a coherent reply is
 just the answer -- ``4``, one completion token -- as healthy servers sometimes answer),
@@ -124,6 +128,7 @@ DEFAULTS: dict[str, Any] = {
     "truncate_to": None,
     "sampling_defaults": None,
     "reject_fields": None,
+    "think_in_content": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
@@ -173,6 +178,25 @@ def _truncate(text: str, max_tokens: int) -> tuple[str, int, bool]:
             cut = text[: m.end()]
             return cut, count, m.end() < len(text.rstrip())
     return text, count, False
+
+
+_THOUGHTS = ("Let me read the question again and check which part of the document it refers to.",
+             "The document lists many functions, so I should scan each section before answering.",
+             "I will note every access code I find and keep the order in which they appear.",
+             "Before writing the answer I want to be sure nothing later in the text changes it.")
+
+
+def _thinking(prompt_tokens: int, tags: bool) -> str:
+    """Fluent thinking of 60 tokens (:func:`tokenize`) per 1,000 prompt tokens, in ``<think>`` tags or bare."""
+    want = prompt_tokens * 60 // 1000
+    out: list[str] = []
+    n = 0
+    while n < want:
+        s = _THOUGHTS[len(out) % len(_THOUGHTS)] + f" Step {len(out) + 1} done."
+        out.append(s)
+        n += len(tokenize(s))
+    body = " ".join(out)
+    return f"<think>\n{body}\n</think>\n\n" if tags else f"{body}\n\n"
 
 
 #: Neutral values of the penalties (:func:`_penalised`).
@@ -395,6 +419,8 @@ class Engine:
             if self.s.get("misroute"):
                 reasoning, content = (reasoning + " " + content).strip(), ""
         content = oracles.finish(self.s, content)
+        if self.s.get("think_in_content") and not bad and not penalised:
+            content = _thinking(ptoks, self.s["think_in_content"] == "tags") + content
         r_text, r_tok, r_cut = _truncate(reasoning, max_tokens)
         finish = "stop"
         if r_cut or (reasoning and r_tok >= max_tokens):

@@ -531,9 +531,28 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
     ntok = reported if reported is not None else len(_TOKEN.findall(text))
     signals.append(Signal("too-short", float(ntok), f"{ntok} completion tokens (< {cs.min_reply_tokens})",
                           ntok < cs.min_reply_tokens, weak=checked))
+    if cut and not collapse and not any(s.strong for s in signals if s.classifier not in ANSWER_CHECKS):
+        missing = [s.classifier for s in signals if s.strong]
+        fw, nwords = function_word_share(" ".join(_THINK_TAG.sub(" ", answer).split()))
+        if missing and nwords >= 20 and fw >= cs.function_word_share_min:  # prose, as the salad check reads it
+            think = "thinking in <think> tags" if _THINK_OPEN.search(answer) else "fluent text"
+            return Classification(Outcome.INCONCLUSIVE, signals,
+                                  f"cut before answering: {think} cut by max_tokens (finish 'length', {ntok} "
+                                  f"completion tokens) with no answer yet ({', '.join(missing)}) and no collapse "
+                                  "signal -- a model thinking in content, not corruption; raise max_tokens")
     if any(s.strong for s in signals):
         return Classification(Outcome.GARBAGE, signals)
     return Classification(Outcome.OK, signals)
+
+
+#: Signals that say the answer is missing or short -- not that the text collapsed. A reply cut by
+#: ``max_tokens`` with only these flagged, that reads as prose (>= 20 words, a function-word share
+#: of at least ``function_word_share_min``: the salad check's own measure, thinking tags and line
+#: breaks ignored), is "cut before answering" (issue 37): ``INCONCLUSIVE``, asked again with more room.
+ANSWER_CHECKS = ("known-answer", "needles", "too-short", "empty", "tail-salad")
+#: An opening thinking marker of reasoning models served without a reasoning parser.
+_THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_TAG = re.compile(r"</?(?:think|thinking|reasoning)>", re.IGNORECASE)
 
 
 #: A run of blank characters (whitespace, ``Cf``) at least this long is a flood: indentation
