@@ -38,7 +38,18 @@ least that long, like a GPU fault), ``garbage_kinds`` (subset of :data:`GARBAGE_
 ``delay_s`` (seconds added to every chat reply), ``answer`` (fixed coherent answer),
 ``tokenize_endpoint`` (false: no ``/tokenize``, like a server without it),
 ``report_max_model_len`` (false: ``/v1/models`` omits ``max_model_len``), ``error_above``
-(tokens: HTTP 500 for prompts at least that long, like an out-of-memory error).
+(tokens: HTTP 500 for prompts at least that long, like an out-of-memory error), ``truncate_to``
+(tokens: a longer prompt silently loses its first tokens until it is that long, and ``usage``
+reports the kept count -- ollama#3839's silent truncation, issue 37), ``sampling_defaults`` (an
+object, e.g. ``{"repetition_penalty": 1.3}``: values a request that omits those fields gets, as vLLM
+fills them from ``generation_config.json``; any penalty away from neutral -- ``repetition_penalty``
+!= 1, ``frequency_penalty``/``presence_penalty`` != 0 -- turns every reply into salad, as measured on
+real vLLM), ``reject_fields`` (a list: a request carrying one of them is answered HTTP 400
+"Unrecognized request argument supplied: NAME", as OpenAI's API and strict gateways do),
+``think_in_content`` (``"tags"`` or ``"plain"``: a reasoning model served without a reasoning
+parser writes its thinking into ``content`` -- inside ``<think>...</think>`` or bare -- before the
+answer, 60 tokens of it per 1,000 prompt tokens, so long prompts outgrow ``max_tokens`` before any
+answer; vllm#31045).
 
 Odd-but-real servers (issue 11): ``terse`` (probability 0..1 that a coherent reply is
 just the answer -- ``4``, one completion token -- as healthy servers sometimes answer),
@@ -113,6 +124,11 @@ DEFAULTS: dict[str, Any] = {
     "subtle": False,
     "numerics": None,
     "decode_broken_after": None,
+    # issue 37: odd-but-real servers whose faults are not corruption
+    "truncate_to": None,
+    "sampling_defaults": None,
+    "reject_fields": None,
+    "think_in_content": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
@@ -162,6 +178,60 @@ def _truncate(text: str, max_tokens: int) -> tuple[str, int, bool]:
             cut = text[: m.end()]
             return cut, count, m.end() < len(text.rstrip())
     return text, count, False
+
+
+_THOUGHTS = ("Let me read the question again and check which part of the document it refers to.",
+             "The document lists many functions, so I should scan each section before answering.",
+             "I will note every access code I find and keep the order in which they appear.",
+             "Before writing the answer I want to be sure nothing later in the text changes it.")
+
+
+def _thinking(prompt_tokens: int, tags: bool) -> str:
+    """Fluent thinking of 60 tokens (:func:`tokenize`) per 1,000 prompt tokens, in ``<think>`` tags or bare."""
+    want = prompt_tokens * 60 // 1000
+    out: list[str] = []
+    n = 0
+    while n < want:
+        s = _THOUGHTS[len(out) % len(_THOUGHTS)] + f" Step {len(out) + 1} done."
+        out.append(s)
+        n += len(tokenize(s))
+    body = " ".join(out)
+    return f"<think>\n{body}\n</think>\n\n" if tags else f"{body}\n\n"
+
+
+#: Neutral values of the penalties (:func:`_penalised`).
+_NEUTRAL = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
+
+def _penalised(body: dict[str, Any], defaults: dict[str, Any]) -> bool:
+    """True when the effective penalties of a request (its own fields, else the server's
+    ``defaults``) are not all neutral."""
+    for name, neutral in _NEUTRAL.items():
+        value = body.get(name, defaults.get(name, neutral))
+        try:
+            if float(value) != neutral:
+                return True
+        except (TypeError, ValueError):
+            return True
+    return False
+
+
+def _drop_front(messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """``messages`` without their first ``n`` content tokens (:func:`tokenize`), as a server that
+    keeps the end of an over-long prompt does; a message emptied entirely keeps its role."""
+    out = []
+    for m in messages:
+        text = message_text(m.get("content"))
+        if n > 0:
+            toks = list(TOKEN_RE.finditer(text))
+            if len(toks) <= n:
+                n -= len(toks)
+                text = ""
+            else:
+                text = text[toks[n].start():]
+                n = 0
+        out.append({**m, "content": text})
+    return out
 
 
 class Engine:
@@ -298,7 +368,15 @@ class Engine:
             transient = self.transient_left.pop(0) if self.transient_left else None
         if transient is not None:
             return int(transient), _error("server busy, retry later", "ServiceUnavailableError", int(transient))
+        for name in self.s.get("reject_fields") or []:
+            if name in body:
+                return 400, _error(f"Unrecognized request argument supplied: {name}", "invalid_request_error", 400)
+        penalised = _penalised(body, self.s.get("sampling_defaults") or {})
         ptoks = chat_prompt_tokens(messages)
+        keep = self.s.get("truncate_to")
+        if keep is not None and ptoks > int(keep):
+            messages = _drop_front(messages, ptoks - int(keep))
+            ptoks = chat_prompt_tokens(messages)
         limit = int(self.s["max_model_len"])
         if ptoks + max_tokens > limit:
             return 400, _error(
@@ -328,6 +406,9 @@ class Engine:
         special = oracles.reply(self.s, messages, bad, message_text)
         if special is not None:
             reasoning, content = special
+        elif penalised:
+            rng = random.Random(f"{self.s['seed']}:penalised:{ptoks}")
+            reasoning, content = "", " ".join(rng.choice(_WORDS) for _ in range(max(8, min(max_tokens, 200))))
         elif bad:
             rng = random.Random(f"{self.s['seed']}:garbage:{ptoks}:{index if self.s.get('flaky') else 0}")
             reasoning, content = self.garbage(messages, rng, max_tokens)
@@ -338,6 +419,8 @@ class Engine:
             if self.s.get("misroute"):
                 reasoning, content = (reasoning + " " + content).strip(), ""
         content = oracles.finish(self.s, content)
+        if self.s.get("think_in_content") and not bad and not penalised:
+            content = _thinking(ptoks, self.s["think_in_content"] == "tags") + content
         r_text, r_tok, r_cut = _truncate(reasoning, max_tokens)
         finish = "stop"
         if r_cut or (reasoning and r_tok >= max_tokens):

@@ -223,6 +223,7 @@ def kit(result: RunResult) -> Kit | None:
         bad_row = _row_of(result, ev.bad.candidate.ref, ev.bad.requested, "GARBAGE")
         words = (bad_row.get("evidence") or {}).get("prompt_words") if bad_row else None
         if isinstance(words, int):
+            from ..reproduce.client import sampling_fields
             from ..reproduce.prompts import build_messages, needle_codes
 
             seed = _seed_of(bad_row or {}, int(rep.get("seed") or 0))
@@ -230,7 +231,7 @@ def kit(result: RunResult) -> Kit | None:
             question = str(rep.get("question") or "")
             body: dict[str, Any] = {"model": result.model or f.get("model") or "", "messages": [],
                                     "max_tokens": int(rep.get("max_tokens") or 256),
-                                    "temperature": float(rep.get("temperature") or 0.0), "seed": int(rep.get("seed") or 0)}
+                                    **sampling_fields(float(rep.get("temperature") or 0.0), int(rep.get("seed") or 0))}
             body["messages"] = build_messages(seed, words, question, needle_codes(seed, n) if n else [])
             k.request = body
             k.make_request = make_request_script(body, seed, words, question, n)

@@ -44,7 +44,9 @@ the labelled corpus ``tests/data/outputs``; ``benchmarks/classifier.py`` measure
                          >= 4 repeats running into the cut and covering >= half of the reply; a flood
                          of one non-alphanumeric character (``!!!!!!``, ``,,,,``). Measured, like
                          ``compression``, without formatting rules: lines of dash/symbol/punctuation
-                         characters of any script (``━━━``, ``＊＊＊``, ``┌──┬──┐``), by Unicode category
+                         characters of any script (``━━━``, ``＊＊＊``, ``┌──┬──┐``), by Unicode category;
+                         the same rules over characters (issue 37): a unit inside one token or with
+                         any separator or none (``microsecondmicrosecond``, ``ab,ab,``) is a loop too
 ``whitespace-flood``     on the raw reply: a run of blank characters (whitespace and ``Cf``: zero-width
                          spaces) of >= 120 characters or >= 24 line breaks, or >= 64 / 8 up to the
                          ``max_tokens`` cut; weak: >= 4 completion tokens per visible character
@@ -79,6 +81,7 @@ from ..models import Outcome
 from ..recipe import ClassifierSettings, ReproducerSpec
 from .client import Reply
 from .rawtext import (
+    char_loop,
     detokenizer_residue,
     layout_text,
     longest_blank_run,
@@ -439,8 +442,38 @@ def _repeat_signal(layout: str, cs: ClassifierSettings, cut: bool) -> Signal:
         tu = tail.unit if len(tail.unit) <= 60 else tail.unit[:57] + "..."
         return Signal("repeat-run", float(tail.repeats), f"{tu!r} ({tail.period} tokens) repeated {tail.repeats} "
                       f"times up to the max_tokens cut ({tail_share:.0%} of the reply)", True)
+    char = _char_repeat_signal(layout, cs, cut)
+    if char is not None:
+        return char
     return Signal("repeat-run", float(most.repeats), f"{unit!r} repeated {most.repeats} times in a row "
                   f"(>= {cs.max_repeat_run})", False)
+
+
+def _char_repeat_signal(layout: str, cs: ClassifierSettings, cut: bool) -> Signal | None:
+    """``repeat-run`` at the granularity of characters (issue 37): the rules of the token loop
+    (:func:`_repeat_signal`: >= ``max_repeat_run`` repeats, or >= 15 repeats covering >= 60 % of
+    the reply, or -- cut by ``max_tokens`` -- >= 4 repeats running into the cut and covering
+    >= half of it) applied to back-to-back repeats of one character string
+    (:func:`~bisectbot.reproduce.rawtext.char_loop`), so a loop inside one token
+    (``microsecondmicrosecond...``) or with no separator at all is judged as a word loop is.
+    No new constant: a unit that is a whole word with a separator repeats as often at both
+    granularities, so the token rule's limits carry over unchanged (healthy text -- lists, code,
+    CSV -- varies at least one character per item; rules and blank runs are skipped). Shares
+    count characters. ``None`` when no loop is found."""
+    most, tail = char_loop(layout)
+    size = max(1, len(layout))
+    share = most.covered / size
+    unit = most.unit if len(most.unit) <= 60 else most.unit[:57] + "..."
+    if most.repeats >= cs.max_repeat_run or (most.repeats >= 15 and share >= 0.6):
+        return Signal("repeat-run", float(most.repeats), f"{unit!r} ({most.period} characters) repeated "
+                      f"{most.repeats} times back to back (" + (f">= {cs.max_repeat_run}" if most.repeats >= cs.max_repeat_run
+                                                 else f"{share:.0%} of the reply") + ")", True)
+    tail_share = tail.covered / size
+    if cut and tail.repeats >= 4 and tail_share >= 0.5:
+        tu = tail.unit if len(tail.unit) <= 60 else tail.unit[:57] + "..."
+        return Signal("repeat-run", float(tail.repeats), f"{tu!r} ({tail.period} characters) repeated "
+                      f"{tail.repeats} times up to the max_tokens cut ({tail_share:.0%} of the reply)", True)
+    return None
 
 
 def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classification:
@@ -498,9 +531,28 @@ def classify(reply: Reply, spec: ReproducerSpec, needles: list[str]) -> Classifi
     ntok = reported if reported is not None else len(_TOKEN.findall(text))
     signals.append(Signal("too-short", float(ntok), f"{ntok} completion tokens (< {cs.min_reply_tokens})",
                           ntok < cs.min_reply_tokens, weak=checked))
+    if cut and not collapse and not any(s.strong for s in signals if s.classifier not in ANSWER_CHECKS):
+        missing = [s.classifier for s in signals if s.strong]
+        fw, nwords = function_word_share(" ".join(_THINK_TAG.sub(" ", answer).split()))
+        if missing and nwords >= 20 and fw >= cs.function_word_share_min:  # prose, as the salad check reads it
+            think = "thinking in <think> tags" if _THINK_OPEN.search(answer) else "fluent text"
+            return Classification(Outcome.INCONCLUSIVE, signals,
+                                  f"cut before answering: {think} cut by max_tokens (finish 'length', {ntok} "
+                                  f"completion tokens) with no answer yet ({', '.join(missing)}) and no collapse "
+                                  "signal -- a model thinking in content, not corruption; raise max_tokens")
     if any(s.strong for s in signals):
         return Classification(Outcome.GARBAGE, signals)
     return Classification(Outcome.OK, signals)
+
+
+#: Signals that say the answer is missing or short -- not that the text collapsed. A reply cut by
+#: ``max_tokens`` with only these flagged, that reads as prose (>= 20 words, a function-word share
+#: of at least ``function_word_share_min``: the salad check's own measure, thinking tags and line
+#: breaks ignored), is "cut before answering" (issue 37): ``INCONCLUSIVE``, asked again with more room.
+ANSWER_CHECKS = ("known-answer", "needles", "too-short", "empty", "tail-salad")
+#: An opening thinking marker of reasoning models served without a reasoning parser.
+_THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_TAG = re.compile(r"</?(?:think|thinking|reasoning)>", re.IGNORECASE)
 
 
 #: A run of blank characters (whitespace, ``Cf``) at least this long is a flood: indentation

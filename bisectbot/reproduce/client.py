@@ -18,6 +18,11 @@ Timeouts are not retried -- a timed-out 100K-token prefill is too expensive to s
 twice. A reply that still failed transiently has :attr:`Reply.transient` set: callers
 must never cache it as a verdict.
 
+Every chat request pins its sampling (issue 37): besides ``temperature`` and ``seed`` it sends
+:data:`PINNED_SAMPLING` (``top_p`` 1, ``top_k`` -1, ``min_p`` 0, ``repetition_penalty`` 1,
+``frequency_penalty`` 0, ``presence_penalty`` 0); a server that rejects one of them is an ``ERROR``
+naming the field.
+
 Every chat request is a **cold prefill** (issue 22; issue 23, input 6): it carries its own
 ``cache_salt`` (:func:`cold_fields`; vLLM's per-request prefix-cache isolation, ignored by servers
 that do not know it), and :meth:`Client.prefix_cache` reads the server's prefix-cache counters
@@ -60,6 +65,36 @@ METRICS_MAX_BYTES = 4 * 1024 * 1024
 #: vLLM's prefix-cache counters on ``/metrics`` (Prometheus text; tokens, summed over label sets).
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+
+
+#: Sampling fields every chat request carries besides ``temperature`` and ``seed`` (issue 37): each
+#: at the value that switches it off, so a server's own defaults (vLLM fills omitted fields from the
+#: model's ``generation_config.json``, vllm#12622; a ``repetition_penalty`` of 1.3 there read as
+#: "GARBAGE at every size" on the CPU lane) cannot change what is measured. ``top_k`` -1: vLLM's
+#: ``SamplingParams`` has accepted -1 as "disabled" in every version (older ones reject 0: "top_k must
+#: be -1 (disable), or at least 1"; newer ones "quietly accept -1 as disabled, but prefer 0").
+PINNED_SAMPLING: dict[str, float | int] = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0,
+                                           "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
+
+def sampling_fields(temperature: float, seed: int | None) -> dict[str, float | int]:
+    """The sampling fields of one chat request: ``temperature``, ``seed`` (when given) and
+    :data:`PINNED_SAMPLING`."""
+    out: dict[str, float | int] = {"temperature": temperature}
+    if seed is not None:
+        out["seed"] = seed
+    out.update(PINNED_SAMPLING)
+    return out
+
+
+def rejected_field(status: int, message: str) -> str | None:
+    """The pinned sampling field an HTTP 400/422 rejection names (``min_p``, ``top_k``...), or ``None``."""
+    if status not in (400, 422):
+        return None
+    for name in (*PINNED_SAMPLING, "seed"):
+        if re.search(rf"(?<![A-Za-z_]){re.escape(name)}(?![A-Za-z_])", message):
+            return name
+    return None
 
 
 def cold_fields() -> dict[str, str]:
@@ -387,9 +422,8 @@ class Client:
              seed: int | None = None) -> Reply:
         """``POST /v1/chat/completions``; never raises for server trouble (see :class:`Reply`)."""
         body: dict[str, Any] = {"model": self.model_name() if self.model is None else self.model,
-                                "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
-        if seed is not None:
-            body["seed"] = seed
+                                "messages": messages, "max_tokens": max_tokens,
+                                **sampling_fields(temperature, seed)}
         t0 = time.monotonic()
         attempt = 0
         while True:
@@ -424,6 +458,13 @@ class Client:
         if r.status_code != 200:
             msg = _error_message(r)
             kind = "over-limit" if r.status_code in (400, 413, 422) and _OVER_LIMIT.search(msg) else "http"
+            pinned = rejected_field(r.status_code, msg) if kind == "http" else None
+            if pinned:
+                return Reply(seconds=dt, status_code=r.status_code, error_kind="http",
+                             error=f"the server rejects the pinned sampling field {pinned!r} "
+                                   f"({pinned}={body.get(pinned)!r}; HTTP {r.status_code}: {msg}): the reproducer "
+                                   "sends every sampling field it does not vary, so the server's defaults cannot "
+                                   "change the replies; use a server that accepts it")
             return Reply(seconds=dt, status_code=r.status_code, error_kind=kind,
                          error=f"HTTP {r.status_code}: {msg}", retry_after_s=retry_after(r))
         try:

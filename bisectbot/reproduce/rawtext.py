@@ -273,3 +273,47 @@ def longest_loop(tokens: list[str], max_candidates: int = 32) -> tuple[Loop, Loo
             if loop.covered > tail.covered:
                 tail = loop
     return most, tail
+
+
+def _unit_counts(unit: str) -> bool:
+    """A character unit worth judging as a loop: not only blank characters (whitespace floods
+    are :func:`longest_blank_run`'s, with their own limits) and not only rule characters
+    (:func:`is_rule_char`: ``-=-=-=``, ``·─·─`` are layout, :func:`layout_text`'s)."""
+    return any(not is_blank(c) and not is_rule_char(c) for c in unit)
+
+
+def char_loop(text: str, max_candidates: int = 32) -> tuple[Loop, Loop]:
+    """Back-to-back repeats of one **character** string of any period in ``text`` (lower-cased):
+    (the loop with the most repeats, the loop that reaches the end of ``text`` with the most
+    characters covered), as :func:`longest_loop` over characters instead of tokens.
+
+    A loop is the same at every granularity here (issue 37): a unit inside one token
+    (``microsecondmicrosecond``, ``ingingingi``), a word with any separator or none (``word word``,
+    ``word,word``, ``word\\nword``, ``词词词``), a line, a sentence. Units made only of blank
+    characters or only of rule characters are skipped (:func:`_unit_counts`): those have their own
+    judges. ``Loop.period``, ``start`` and ``end`` count characters; ``Loop.unit`` is the text
+    unit as written. In the tail loop a last unit cut short (by ``max_tokens``, or its trailing
+    separator stripped) counts as a repeat. Cost O(len(text) x (6 + max_candidates)), the inner scans in C."""
+    chars = list(text.lower())
+    n = len(chars)
+    ids = [ord(c) for c in chars]
+    most, tail = _NO_LOOP, _NO_LOOP
+    for p in _periods(chars, max_candidates):
+        if 2 * p > n:
+            continue
+        eq = bytes(map(operator.eq, ids, ids[p:]))
+        for m in re.finditer(b"\x01{%d,}" % p, eq):
+            reps = len(m.group(0)) // p + 1
+            if reps > most.repeats:
+                end = m.end() + p
+                unit = text[end - p:end]
+                if _unit_counts(unit):
+                    most = Loop(reps, p, m.start(), end, unit)
+        run = len(eq) - len(eq.rstrip(b"\x01"))
+        if run >= p:
+            start = n - p - run
+            unit = text[start:start + p]
+            loop = Loop(-(-(run + p) // p), p, start, n, unit)  # a last unit cut short counts: the reply ends in it
+            if loop.covered > tail.covered and _unit_counts(unit):
+                tail = loop
+    return most, tail

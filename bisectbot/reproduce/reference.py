@@ -43,7 +43,7 @@ from rapidfuzz.distance import Levenshtein
 
 from ..models import Outcome
 from ..recipe import ReferenceSpec, ReproducerSpec
-from .client import BadReply, Client, cold_fields, parse_chat
+from .client import BadReply, Client, cold_fields, parse_chat, sampling_fields
 from .prompts import PromptBuilder
 from .search import SizeResult, ThresholdResult
 from .threshold import HttpProbe, search_threshold
@@ -103,7 +103,7 @@ def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: in
     from .. import bounded
 
     body: dict[str, Any] = {"model": client.model_name(), "messages": messages, "max_tokens": tokens,
-                            "temperature": 0.0, "seed": seed}
+                            **sampling_fields(0.0, seed)}  # pinned as the probe's own requests (issue 37)
     if prompt_logprobs:
         body["prompt_logprobs"] = 0
     if client.cold:

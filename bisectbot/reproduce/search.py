@@ -177,6 +177,8 @@ class ThresholdResult:
     transient: bool = False
     flaky: list[int] = field(default_factory=list)
     second_finding: str | None = None
+    #: The sampling fields every request carried (issue 37; empty for a command reproducer).
+    sampling: dict[str, Any] = field(default_factory=dict)
 
     @property
     def interval(self) -> tuple[int | None, int | None]:
@@ -193,7 +195,7 @@ class ThresholdResult:
                 "requests": self.requests, "wall_s": round(self.wall_s, 3), "reasons": self.reasons,
                 "error": self.error, "notes": self.notes, "model": self.model, "endpoint": self.endpoint,
                 "min_size": self.min_size, "max_size": self.max_size, "transient": self.transient,
-                "flaky": self.flaky, "second_finding": self.second_finding}
+                "flaky": self.flaky, "second_finding": self.second_finding, "sampling": self.sampling}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ThresholdResult:
@@ -204,7 +206,7 @@ class ThresholdResult:
                    notes=list(d.get("notes") or []), model=d.get("model"), endpoint=d.get("endpoint"),
                    min_size=d.get("min_size"), max_size=d.get("max_size"),
                    transient=bool(d.get("transient", False)), flaky=list(d.get("flaky") or []),
-                   second_finding=d.get("second_finding"))
+                   second_finding=d.get("second_finding"), sampling=dict(d.get("sampling") or {}))
 
 
 # --------------------------------------------------------------------------- pure search

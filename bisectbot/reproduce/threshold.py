@@ -26,7 +26,7 @@ from typing import Any
 from ..models import Outcome
 from ..recipe import ReproducerSpec
 from .classify import Classification, classify
-from .client import Client, Reply
+from .client import Client, Reply, sampling_fields
 from .prompts import Prompt, PromptBuilder
 from .search import SizeResult, ThresholdResult, effective_repeats, search, vote
 
@@ -40,6 +40,15 @@ DEFAULT_MAX_SIZE_CAP = 128 * 1024
 USAGE_AGREEMENT = 0.03
 #: Plausible characters per token of the filler prompts (real BPE tokenizers: ~1.5-6).
 CHARS_PER_TOKEN_RANGE = (0.5, 16.0)
+#: Two prompts whose lengths in characters differ by at least this factor cannot measure (nearly)
+#: the same ``usage.prompt_tokens`` (within :data:`USAGE_AGREEMENT`) unless the server cut one
+#: (issue 37, silent truncation: ollama#3839 reports the longer prompt as exactly the limit). The
+#: filler is one text, so its characters per token vary by a few percent between sizes (the
+#: tolerance of :data:`USAGE_AGREEMENT`); 1.25 is 8x that, far from any sizing noise and far
+#: below the factor between two sizes of a search (at least 1 + ``tolerance``, usually 1.5-16).
+PLATEAU_CHARS_RATIO = 1.25
+#: Start of the reason of a size whose prompt the server cut silently (``ERROR``).
+PLATEAU_REASON = "silent truncation"
 #: Start of the reason of a size whose reply came from the server's prefix cache (``INCONCLUSIVE``).
 CACHED_REASON = "served from the prefix cache"
 
@@ -72,6 +81,8 @@ class HttpProbe:
         #: ``[hits, queries]`` prompt tokens ``/metrics`` counted over them.
         self.cache_checked = 0
         self.cache_totals = [0, 0]
+        #: (prompt characters, ``usage.prompt_tokens``) of every size measured, for :meth:`_plateau`.
+        self._measured: list[tuple[int, int]] = []
 
     def cache_note(self) -> str:
         """One line for the result's notes: whether the probe's prefills were checked cold."""
@@ -175,7 +186,7 @@ class HttpProbe:
                 return self._redo(size, usable, res)
         usage = res.evidence.get("usage_prompt_tokens")
         if usage:
-            bad = self._cross_check(prompt, usage)
+            bad = self._plateau(prompt, usage) or self._cross_check(prompt, usage)
             if bad:
                 res = SizeResult(size, usage, Outcome.ERROR, [bad], 1.0, res.votes, res.requests, res.seconds,
                                  error_kind="bad-response", evidence=res.evidence)
@@ -188,6 +199,29 @@ class HttpProbe:
             self.notes.append(f"prompt measured {usage} tokens for {size} asked: re-sent after calibration")
             return self._redo(size, size, res)
         return self._finish(size, prompt, res)
+
+    def _plateau(self, prompt: Prompt, usage: int) -> str | None:
+        """The reason of an ``ERROR`` when this prompt and an earlier one differ in length by at least
+        :data:`PLATEAU_CHARS_RATIO` (characters) but measured the same ``usage.prompt_tokens`` (within
+        :data:`USAGE_AGREEMENT`, at least 2 tokens): the server keeps at most that many tokens of a prompt
+        and drops the rest without saying so (issue 37; ollama#3839, #17427), so no size above it is
+        the size asked. ``None`` otherwise; the pair is remembered either way."""
+        chars = max(1, prompt.chars)
+        hit = None
+        for c0, u0 in self._measured:
+            if abs(u0 - usage) <= max(USAGE_AGREEMENT * usage, 2) and \
+                    max(c0, chars) / max(1, min(c0, chars)) >= PLATEAU_CHARS_RATIO:
+                hit = (c0, u0)
+                break
+        self._measured.append((chars, usage))
+        if hit is None:
+            return None
+        limit = max(usage, hit[1])
+        short, long_ = sorted((hit[0], chars))
+        return (f"{PLATEAU_REASON}: prompts of {short} and {long_} characters both measured about {limit} prompt "
+                f"tokens (usage.prompt_tokens {hit[1]} and {usage}): the server keeps at most {limit} tokens of a "
+                f"prompt and silently drops the rest, so sizes above {limit} tokens are never tested; raise the "
+                f"server's context limit or set max_size below {limit}")
 
     def _cross_check(self, prompt: Prompt, usage: int) -> str | None:
         """Compare the server's ``usage.prompt_tokens`` with ``/tokenize`` and with the prompt's
@@ -210,8 +244,11 @@ class HttpProbe:
             return (f"prompt size disagreement: /tokenize counts {tok} tokens, usage.prompt_tokens {usage} "
                     f"({chars} characters)")
         if not plausible(usage):
+            low = chars / max(1, usage) > CHARS_PER_TOKEN_RANGE[1]
             return (f"usage.prompt_tokens {usage} is implausible for a prompt of {chars} characters "
-                    f"(expected {chars // CHARS_PER_TOKEN_RANGE[1]}..{chars // CHARS_PER_TOKEN_RANGE[0]})")
+                    f"(expected {chars // CHARS_PER_TOKEN_RANGE[1]}..{chars // CHARS_PER_TOKEN_RANGE[0]})"
+                    + (f"; a server that silently truncates long prompts reports its limit ({usage}?) here"
+                       if low else ""))
         return None
 
     def confirm(self, size: int) -> SizeResult:
@@ -226,7 +263,7 @@ class HttpProbe:
             prompt = self._alt.build(size + slack)
             res = self._ask(size, prompt, self.spec.max_tokens)
             res.evidence["confirmation"] = f"seed {self.spec.seed + 1}"
-            return self._finish(size, prompt, res)
+            return self._truncated(prompt, res) or self._finish(size, prompt, res)
         except Exception as e:  # noqa: BLE001 - never a traceback
             return SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
                               error_kind="bad-response")
@@ -236,7 +273,16 @@ class HttpProbe:
         res = self._ask(size, prompt, self.spec.max_tokens)
         res.requests += before.requests
         res.seconds += before.seconds
-        return self._finish(size, prompt, res)
+        return self._truncated(prompt, res) or self._finish(size, prompt, res)
+
+    def _truncated(self, prompt: Prompt, res: SizeResult) -> SizeResult | None:
+        """``res`` turned ``ERROR`` when its usage shows a silent truncation (:meth:`_plateau`), else ``None``."""
+        usage = res.evidence.get("usage_prompt_tokens")
+        bad = self._plateau(prompt, usage) if usage else None
+        if bad is None:
+            return None
+        return SizeResult(res.requested, usage, Outcome.ERROR, [bad], 1.0, res.votes, res.requests, res.seconds,
+                          error_kind="bad-response", evidence=res.evidence)
 
     def _finish(self, size: int, prompt: Prompt, res: SizeResult) -> SizeResult:
         # more room changes nothing for a misrouted reply or one served from the prefix cache
@@ -336,7 +382,10 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
         res = focused_search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, focus, log=say)
     else:
         res = search(wrap_probe(probe) if wrap_probe else probe, spec, lo, hi, log=say)
-    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes + [probe.cache_note()]
+    res.sampling = sampling_fields(spec.temperature, spec.seed)
+    sent = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in res.sampling.items())
+    res.notes = notes + client.problems + builder.problems + probe.notes + res.notes + [probe.cache_note()] + \
+        [f"sampling sent with every request: {sent} (none left to the server's defaults)"]
     res.model = name
     res.endpoint = client.base_url
     res.wall_s = time.monotonic() - t0

@@ -14,7 +14,9 @@ Shapes (:data:`SHAPES`): ``sp-markers`` (SentencePiece word marks left in the te
 then a 13-token sentence repeated until ``max_tokens``), ``tail-salad`` (the answer, then 13
 salad words), ``unicode-rule`` (the answer between rules of ``━``, a legitimate layout),
 ``cjk-loop`` (a Chinese answer, then a clause repeated without punctuation until ``max_tokens``),
-``mojibake`` (the answer's UTF-8 read as Windows-1252).
+``mojibake`` (the answer's UTF-8 read as Windows-1252), ``unit-loop`` (issue 37: the answer,
+then ``--unit`` -- any string, its separator included or none -- repeated ``--repeats`` times;
+``--cut``: finish ``length``, as at a ``max_tokens`` cut).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from typing import Any
 from bisectbot.demo import engine as demo
 from bisectbot.reproduce.rawtext import misdecoded
 
-SHAPES = ("sp-markers", "bpe-markers", "flood", "loop", "tail-salad", "unicode-rule", "cjk-loop", "mojibake")
+SHAPES = ("sp-markers", "bpe-markers", "flood", "loop", "tail-salad", "unicode-rule", "cjk-loop", "mojibake",
+          "unit-loop")
 #: 13 tokens of the engine's tokenizer (12 words and a full stop).
 LOOP_SENTENCE = "I hope this answer helps you understand the codes in the document."
 SALAD = "ward Officer blessed Chronicle slot Manuel pigment referral Fab gaz whilst boutique Kyle".split()
@@ -52,10 +55,16 @@ def answer_text(messages: list[dict[str, Any]]) -> str:
     return out + (f" The codes are {' and '.join(needles)}." if needles else "")
 
 
-def shaped(shape: str, messages: list[dict[str, Any]], max_tokens: int, flood: str) -> tuple[str, int, str]:
-    """(content, completion_tokens, finish_reason) of one reply in ``shape``."""
+def shaped(shape: str, messages: list[dict[str, Any]], max_tokens: int, flood: str,
+           loop: tuple[str, int, bool] = ("", 0, False)) -> tuple[str, int, str]:
+    """(content, completion_tokens, finish_reason) of one reply in ``shape``; ``loop`` is the
+    unit-loop shape's (unit, repeats, cut)."""
     ans = answer_text(messages)
     n = len(demo.tokenize(ans))
+    if shape == "unit-loop":
+        unit, repeats, cut = loop
+        text = ans + " " + unit * repeats
+        return text, n + max(1, len(unit) * repeats // 4), "length" if cut else "stop"  # ~4 characters a token
     if shape == "sp-markers":
         return "".join("\u2581" + w for w in ans.split(" "))[1:], n, "stop"
     if shape == "bpe-markers":
@@ -84,9 +93,10 @@ def shaped(shape: str, messages: list[dict[str, Any]], max_tokens: int, flood: s
 class ShapeEngine(demo.Engine):
     """The demo engine; replies to prompts of at least ``shape_from`` tokens come out in ``shape``."""
 
-    def __init__(self, settings: dict[str, Any], shape: str, shape_from: int, flood: str):
+    def __init__(self, settings: dict[str, Any], shape: str, shape_from: int, flood: str,
+                 loop: tuple[str, int, bool] = ("", 0, False)):
         super().__init__(settings)
-        self.shape, self.shape_from, self.flood = shape, shape_from, flood
+        self.shape, self.shape_from, self.flood, self.loop = shape, shape_from, flood, loop
 
     def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         code, reply = super().chat(body)
@@ -94,7 +104,7 @@ class ShapeEngine(demo.Engine):
         if not usage or usage["prompt_tokens"] < self.shape_from:
             return code, reply
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
-        content, ntok, finish = shaped(self.shape, body["messages"], max_tokens, self.flood)
+        content, ntok, finish = shaped(self.shape, body["messages"], max_tokens, self.flood, self.loop)
         choice = reply["choices"][0]
         choice["message"]["content"], choice["finish_reason"] = content, finish
         usage.update(completion_tokens=ntok, total_tokens=usage["prompt_tokens"] + ntok)
@@ -106,10 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shape", choices=SHAPES, required=True)
     p.add_argument("--shape-from", type=int, required=True, help="prompt tokens from which replies are shaped")
     p.add_argument("--flood", default='"\\n"', help="the whitespace unit of the flood shape (a JSON string)")
+    p.add_argument("--unit", default='""', help="the unit-loop shape's unit (a JSON string)")
+    p.add_argument("--repeats", type=int, default=0, help="the unit-loop shape's repeats")
+    p.add_argument("--cut", action="store_true", help="the unit-loop shape ends with finish_reason length")
     a, rest = p.parse_known_args(argv)
     settings, args = demo.load_settings(rest)
     settings["threshold"] = None  # the engine's own garbage is off: only the shape is under test
-    engine = ShapeEngine(settings, a.shape, a.shape_from, json.loads(a.flood))
+    engine = ShapeEngine(settings, a.shape, a.shape_from, json.loads(a.flood),
+                         (json.loads(a.unit), a.repeats, a.cut))
     server = ThreadingHTTPServer((args.host, args.port), demo.make_handler(engine))
     server.daemon_threads = True
     if args.port_file:
@@ -122,14 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def start_shape_engine(shape: str, shape_from: int, flood: str = "\n", timeout_s: float = 20.0) -> demo.EngineProcess:
+def start_shape_engine(shape: str, shape_from: int, flood: str = "\n", timeout_s: float = 20.0, unit: str = "",
+                       repeats: int = 0, cut: bool = False) -> demo.EngineProcess:
     """Start this module in its own process on a free port; returns the engine's
     :class:`~bisectbot.demo.engine.EngineProcess` once ``/health`` answers (``RuntimeError`` with
     its output otherwise). ``shape_from`` is prompt tokens; ``flood`` the flood shape's unit."""
     tmp = tempfile.TemporaryDirectory(prefix="bisectbot-shape-engine-")
     port_file, log_path = os.path.join(tmp.name, "port"), os.path.join(tmp.name, "engine.log")
     argv = [sys.executable, os.path.abspath(__file__), "--shape", shape, "--shape-from", str(shape_from),
-            "--flood", json.dumps(flood), "--port", "0", "--port-file", port_file]
+            "--flood", json.dumps(flood), "--unit", json.dumps(unit), "--repeats", str(repeats),
+            "--port", "0", "--port-file", port_file] + (["--cut"] if cut else [])
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s

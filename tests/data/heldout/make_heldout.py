@@ -547,6 +547,32 @@ case("hk139-numbered-list", "ok", "list",
      "2. SISKIN-3308", question=QN2, needles=N2, note="a list whose lines repeat but for the number")
 
 
+# ---- issue 37: a loop at every granularity (units inside one token, separators of any kind). Units,
+# separators and counts differ from tests/reproduce/test_repetition_kind.py; no constant was chosen on them.
+case("hg129-subword-loop-nosep", "garbage", "char-loop", "SPACE z has" + "nanosecond" * 31, source=RS,
+     expected=None, question=QSUM, min_reply=3,
+     note="random-weight model on an H200: one sub-word repeated without a space (issue 37)")
+case("hg130-greek-loop-nosep", "garbage", "char-loop", "2 + 2 = 4. " + "Ωμέγα" * 27, lang="el")
+case("hg131-slash-loop", "garbage", "char-loop", "The answer is 4. " + "kv/" * 40, finish="length",
+     completion_tokens=1000)
+case("hg132-tab-loop", "garbage", "char-loop", "4\t" + "xyzzy\t" * 18)
+case("hg133-devanagari-danda-loop", "garbage", "char-loop", "2 + 2 = 4। " + "लगभग।" * 26, lang="hi",
+     question="2+2 कितना होता है?")
+case("hg134-method-chain-loop", "garbage", "char-loop",
+     "```python\nx = " + ".ToString()" * 12 + "\n```", question=QCODE, expected=None, min_reply=3,
+     finish="length", completion_tokens=60, note="a call chain repeated until max_tokens inside one line")
+case("hg135-double-colon-loop", "garbage", "char-loop", "Four. " + "std::" * 33, lang="en")
+case("hk140-pi-digits", "ok", "char-loop-lookalike", "2 + 2 = 4, and pi is 3.14159265358979323846.")
+case("hk141-hawaiian-fish", "ok", "char-loop-lookalike",
+     "2 + 2 = 4. The state fish of Hawaii is the humuhumunukunukuapuaa; the bonbon and the tutu are 4 words "
+     "of other kinds.", note="reduplicated words are not loops")
+case("hk142-hex-dump", "ok", "char-loop-lookalike",
+     "2 + 2 = 4.\n```\n" + "\n".join(f"{i * 16:08x}: " + " ".join(f"{(i * 7 + j) % 256:02x}" for j in range(16))
+                                       for i in range(8)) + "\n```")
+case("hk143-cjk-reduplication", "ok", "char-loop-lookalike", "2加2等于4。大家高高兴兴，天天向上，常常练习。",
+     lang="zh", question=Q4_ZH)
+
+
 def main() -> None:
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"

@@ -397,6 +397,11 @@ case("k69-code-indent-deep", "ok", "code",
      "```python\n" + "".join("    " * d + f"if x > {d}:\n" for d in range(12)) + "    " * 12 + "return 4\n```",
      question=QN3.split(" Also")[0], note="deeply nested code: long indentation runs")
 
+case("g61-subword-loop-nosep", "garbage", "char-loop", "2 + 2 = 4. " + "millisecond" * 26,
+     note="issue 37: one sub-word repeated with no separator (a loop inside one token)")
+case("g62-cjk-ideographic-loop", "garbage", "char-loop", "2加2等于4。" + "秒秒钟" * 20, question="2加2等于几？")
+case("k70-word-reduplication", "ok", "char-loop-lookalike",
+     "2 + 2 = 4. Murmur, tsetse, bonbon, couscous and Baden-Baden repeat a syllable; that is not a loop.")
 
 def main() -> None:
     for old in HERE.glob("*.json"):
