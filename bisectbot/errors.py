@@ -85,6 +85,13 @@ class UpstreamUnreachable(BisectbotError):
     exit_code = EXIT_UNREACHABLE
 
 
+class HostFailure(BisectbotError):
+    """This host cannot probe any candidate: the Docker daemon is unreachable, the disk is full, a
+    directory the bot writes is read-only, a device the runner profile requires is missing
+    (:mod:`bisectbot.run.host`). Never a verdict: the run stops before anything is recorded or
+    filed. Exit code 1."""
+
+
 class GitHubError(BisectbotError):
     """A GitHub API call failed. Never contains a token."""
 

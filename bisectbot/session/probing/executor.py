@@ -21,10 +21,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Protocol
 
-from ...errors import ServerError
+from ...errors import HostFailure, ServerError
 from ...models import Candidate, ProbeResult, Verdict
 from ...recipe import Recipe
 from ...run.base import CandidateRunner, Prepared, PrepareFailed
+from ...run.host import check_host, exception_cause, host_message
 from ...run.probe import ProbeContext, ProbeJob
 from ...run.starts import START_RETRIES, backoff_s, is_start_failure, transient_cause
 from ...verdict.judge import judge
@@ -99,11 +100,19 @@ def run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
 
 def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
     c, runner = job.candidate, ctx.runner
+    name = c.label or c.ref[:12]
     t0 = time.monotonic()
-    prepared = ctx.prepare(c)
+    try:
+        prepared = ctx.prepare(c)
+    except Exception as e:  # a full disk under the worktrees, a daemon gone: the host, never a verdict
+        cause = exception_cause(e)
+        if cause is None:
+            raise
+        raise HostFailure(host_message(f"preparing {name}", cause)) from None
     res = ProbeResult(c, Verdict.SKIP, cache_key=job.key)
     try:
         if isinstance(prepared, PrepareFailed):
+            check_host(f"preparing {name}", prepared.reason, prepared.log_paths)  # issue 35: no skip of the host
             res.reason = prepared.reason
             res.log_paths = list(prepared.log_paths)
             res.patches = list(prepared.patches)
@@ -119,6 +128,7 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
                     res.table = extra.pop("table", [])
                     res.extra = extra
                 except ServerError as e:
+                    check_host(f"starting {name}", str(e), prepared.log_paths)
                     cause = transient_cause(str(e), prepared.log_paths) if is_start_failure(str(e)) else None
                     if cause is not None and retry < START_RETRIES:
                         retry += 1  # issue 23, input 3: a hub rate limit at start passes on its own
