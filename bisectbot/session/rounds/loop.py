@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...bisect import Bisection, budget_text, search_settings
+from ...errors import MissingPin
 from ...models import Candidate, ProbeResult, StageResult, Status, Verdict
 from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
@@ -216,6 +217,13 @@ class RoundLoop:
                     # a command that cannot run is checked on the good end (git bisect run, 2.36)
                     check_runnable(r, res, good, lambda c: prober.probe(c, 1)[0], self.recipe_path)
                 end_note = ""
+                if (phase_of(b, i) == "boundary" and res.verdict is Verdict.SKIP
+                        and res.reason.startswith(MissingPin.prefix)):
+                    # issue 35, item 5: an end that pins a ref its component lacks is bad input, never
+                    # "the bad end is not bad" (its component would run at another commit)
+                    which = "good" if i == 0 else "bad"
+                    raise MissingPin(f"the {which} end {candidates[i].label or candidates[i].ref[:12]}: "
+                                     f"{res.reason.removeprefix(MissingPin.prefix)}")
                 if (phase_of(b, i) == "boundary" and res.verdict is Verdict.SKIP and verdict_fn is None
                         and "scope" not in res.extra):
                     if origin == "cache" and not prober.retry_errors and not prober.answered_here(res):
