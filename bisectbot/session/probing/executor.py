@@ -102,18 +102,23 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
     c, runner = job.candidate, ctx.runner
     name = c.label or c.ref[:12]
     t0 = time.monotonic()
-    try:
-        prepared = ctx.prepare(c)
-    except Exception as e:  # a full disk under the worktrees, a daemon gone: the host, never a verdict
-        cause = exception_cause(e)
-        if cause is None:
-            raise
-        raise HostFailure(host_message(f"preparing {name}", cause)) from None
+    prepared = _prepare(ctx, c, name)
+    builds, build_cause = 0, None
+    while isinstance(prepared, PrepareFailed):
+        check_host(f"preparing {name}", prepared.reason, prepared.log_paths)  # issue 35: no skip of the host
+        build_cause = transient_cause(prepared.reason, prepared.log_paths, ("build-",))
+        if build_cause is None or builds >= START_RETRIES:
+            break
+        builds += 1  # issue 35: a build whose output names a 429/5xx, a reset, a timeout is tried again
+        time.sleep(backoff_s(builds))
+        prepared = _prepare(ctx, c, name)
     res = ProbeResult(c, Verdict.SKIP, cache_key=job.key)
     try:
         if isinstance(prepared, PrepareFailed):
-            check_host(f"preparing {name}", prepared.reason, prepared.log_paths)  # issue 35: no skip of the host
-            res.reason = prepared.reason
+            if build_cause is not None:
+                res.extra["transient"] = True  # never cached: a later run builds it again
+            res.reason = prepared.reason + (f" (transient build failure after {builds + 1} builds: {build_cause})"
+                                            if build_cause is not None else "")
             res.log_paths = list(prepared.log_paths)
             res.patches = list(prepared.patches)
         else:
@@ -148,9 +153,23 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
             runner.release(prepared)
     res.duration_s = time.monotonic() - t0
     res.extra["attempt"] = job.attempt
+    if builds:
+        res.extra["build_retries"] = builds
     if job.toggle:
         res.extra["toggle"] = job.toggle.name
     return res
+
+
+def _prepare(ctx: ProbeContext, c: Candidate, name: str) -> Prepared | PrepareFailed:
+    """``ctx.prepare(c)``; an exception that names a host failure (a full disk under the worktrees, a
+    daemon gone) becomes :class:`bisectbot.errors.HostFailure`: the host, never a verdict (issue 35)."""
+    try:
+        return ctx.prepare(c)
+    except Exception as e:
+        cause = exception_cause(e)
+        if cause is None:
+            raise
+        raise HostFailure(host_message(f"preparing {name}", cause)) from None
 
 
 class Executor(Protocol):

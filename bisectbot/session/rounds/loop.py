@@ -321,6 +321,8 @@ class RoundLoop:
         if sr.first_bad is not None:
             st.first_bad = candidates[sr.first_bad]
         st.culprits = [candidates[i] for i in sr.culprits]
+        if st.status in (Status.RANGE, Status.INCONCLUSIVE):
+            st.message = _retry_hint(st.message, st.culprits, probes, self.prober.retry_errors)
         if st.status is Status.CULPRIT and flags_fn and st.first_bad and st.last_good:
             try:
                 st.flags = flags_fn(st.first_bad, st.last_good)
@@ -358,6 +360,26 @@ class RoundLoop:
 
         self.lines.append(line)
         progress.summary(self.lines)
+
+
+def _retry_hint(message: str, inside: list[Candidate], probes: list[ProbeResult], retried: bool) -> str:
+    """``message`` of a range, plus what to do about skips inside it that came from the ledger cache
+    (issue 35: a transient failure cached as a skip is repeated by every later run): which, measured
+    when, and that ``bisectbot run --retry-errors`` probes them again (unless this run did)."""
+    refs = {c.ref for c in inside}
+    last: dict[str, ProbeResult] = {}
+    for p in probes:
+        if p.candidate.ref in refs:
+            last[p.candidate.ref] = p
+    cached = [p for p in last.values() if p.verdict is Verdict.SKIP and cached_from(p) is not None]
+    if not cached or retried:
+        return message
+    which = ", ".join(f"{p.candidate.label or p.candidate.ref[:12]} ({p.reason[:80]}; "
+                      f"{measured_text(p).removeprefix('ledger cache: ')})" for p in cached[:3])
+    hint = (f"the skip{'s' if len(cached) > 1 else ''} inside the range come{'' if len(cached) > 1 else 's'} from the "
+            f"ledger cache: {which}; if that failure passes on its own, `bisectbot run --retry-errors` probes "
+            "cached skips again")
+    return f"{message}; {hint}" if message else hint
 
 
 __all__ = ["RoundLoop", "phase_of"]
