@@ -323,6 +323,11 @@ class RoundLoop:
         st.culprits = [candidates[i] for i in sr.culprits]
         if st.status in (Status.RANGE, Status.INCONCLUSIVE):
             st.message = _retry_hint(st.message, st.culprits, probes, self.prober.retry_errors)
+        if "contradict" in st.message:
+            what = contradiction_text(probes, self.prober.session_id)
+            if what:
+                st.message = f"{st.message}; {what}"
+                self.echo(what)
         if st.status is Status.CULPRIT and flags_fn and st.first_bad and st.last_good:
             try:
                 st.flags = flags_fn(st.first_bad, st.last_good)
@@ -360,6 +365,47 @@ class RoundLoop:
 
         self.lines.append(line)
         progress.summary(self.lines)
+
+
+def _measured(p: ProbeResult, session: str) -> str:
+    """``good in session S, 2026-12-02 05:04:57 UTC, image sha256:..``: one side of a contradiction."""
+    from ...provenance import when_text
+
+    mark = cached_from(p)
+    where = (f"cached from session {mark['session'] or '?'} of {when_text(mark['measured_at'])}" if mark else
+             f"measured in this run (session {session})")
+    digest = p.candidate.ref if p.candidate.ref.startswith("sha256:") else str(p.extra.get("build_key") or "")
+    return f"{p.verdict.value} {where}" + (f", image {digest[:80]}" if digest.startswith("sha256:") else "")
+
+
+def contradiction_text(probes: list[ProbeResult], session: str) -> str:
+    """What differs between the verdicts of one candidate that contradict each other (issue 35, item 3):
+    both sides (verdict, session, date, image digest) and the host facts recorded with each probe
+    that differ, then "something outside the recipe changed, or the probe is flaky"; ``""`` when no
+    candidate has both a good and a bad verdict."""
+    from ...provenance import HOST_KEY, facts_diff, host_facts
+
+    by_ref: dict[str, list[ProbeResult]] = {}
+    for p in probes:
+        if p.verdict in (Verdict.GOOD, Verdict.BAD):
+            by_ref.setdefault(p.candidate.ref, []).append(p)
+    for ps in by_ref.values():
+        goods = [p for p in ps if p.verdict is Verdict.GOOD]
+        bads = [p for p in ps if p.verdict is Verdict.BAD]
+        if not goods or not bads:
+            continue
+        a, b = (goods[0], bads[-1]) if ps.index(goods[0]) < ps.index(bads[-1]) else (bads[0], goods[-1])
+        fa = a.extra.get(HOST_KEY) or {}
+        fb = b.extra.get(HOST_KEY) or (host_facts(str(fa.get("runner", ""))) if cached_from(b) is None else {})
+        diff = facts_diff(fa, fb) if fa and fb else []
+        name = a.candidate.label or a.candidate.ref[:12]
+        facts = ("; host facts that differ: " + ", ".join(diff) if diff else
+                 "; the host facts recorded with both probes are the same" if fa and fb else
+                 "; the earlier probe recorded no host facts")
+        return (f"{name} was {_measured(a, session)} and {_measured(b, session)}{facts}: something outside the "
+                "recipe changed (the host, its packages, the image behind a tag), or the probe is flaky "
+                "(then set bisect.flake rates)")
+    return ""
 
 
 def _retry_hint(message: str, inside: list[Candidate], probes: list[ProbeResult], retried: bool) -> str:
