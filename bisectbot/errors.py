@@ -63,6 +63,15 @@ class PatchError(BadInput):
     """A patch of the stack does not apply; the message names the patch and the hunk."""
 
 
+class MissingPin(BadInput):
+    """A commit pins a ref (tag, branch, SHA, version) its component's repository lacks (issue 35,
+    item 5). The message names the pinning file, the pin and the repository. At an end of the range
+    it is bad input (exit 2); inside the range the candidate is a skip whose reason is :attr:`prefix`
+    and this text."""
+
+    prefix = "missing pin: "
+
+
 class ServerError(BisectbotError):
     """The server under test died, timed out or never became healthy. Exit code 4."""
 
@@ -83,6 +92,13 @@ class UpstreamUnreachable(BisectbotError):
     spent. Exit code 5 (:data:`EXIT_UNREACHABLE`) wherever it happens."""
 
     exit_code = EXIT_UNREACHABLE
+
+
+class HostFailure(BisectbotError):
+    """This host cannot probe any candidate: the Docker daemon is unreachable, the disk is full, a
+    directory the bot writes is read-only, a device the runner profile requires is missing
+    (:mod:`bisectbot.run.host`). Never a verdict: the run stops before anything is recorded or
+    filed. Exit code 1."""
 
 
 class GitHubError(BisectbotError):

@@ -21,6 +21,37 @@ CACHED_KEY = "cached"
 """``ProbeResult.extra`` key of a verdict taken from the ledger cache."""
 SESSION_KEY = "session"
 """``ProbeResult.extra`` key: the session that measured the result."""
+HOST_KEY = "host"
+"""``ProbeResult.extra`` key: the host facts recorded with a fresh probe (:func:`host_facts`, issue 35)."""
+
+
+def host_facts(runner_profile: str, versions: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the ledger records about the host with each probe (issue 35, item 3): bisectbot's version,
+    the runner profile, this host's name, Python and kernel, and the server environment's package
+    versions where the probe knows them (``versions``). A contradiction between a cached and a fresh
+    verdict names the facts that differ."""
+    import platform
+
+    from . import __version__
+
+    facts: dict[str, Any] = {"bisectbot": __version__, "runner": runner_profile, "host": platform.node(),
+                             "python": platform.python_version(), "kernel": platform.release()}
+    if versions:
+        facts["packages"] = dict(versions)
+    return facts
+
+
+def facts_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """``key: A -> B`` for each host fact that differs between two probes' :func:`host_facts`."""
+    out = []
+    for k in sorted(set(a) | set(b)):
+        if k == "packages":
+            pa, pb = a.get(k) or {}, b.get(k) or {}
+            out += [f"{n}: {pa.get(n, '-')} -> {pb.get(n, '-')}" for n in sorted(set(pa) | set(pb))
+                    if pa.get(n) != pb.get(n)]
+        elif a.get(k) != b.get(k):
+            out.append(f"{k}: {a.get(k, '-')} -> {b.get(k, '-')}")
+    return out
 
 
 def mark_cached(res: ProbeResult, stored_at: str) -> ProbeResult:

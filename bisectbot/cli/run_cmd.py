@@ -64,16 +64,60 @@ def _stack_path(recipe, recipe_path: Path) -> Path | None:
     return find_stack(None, recipe_path)
 
 
+def runner_kind_of(recipe, kind: str) -> str:
+    """``kind`` as given, or for ``auto`` the recipe's: ``local`` for a git source, ``release`` for a
+    patch question on a pypi source, else ``container``."""
+    from ..models import is_patch_mode
+
+    if kind != "auto":
+        return kind
+    return ("local" if recipe.source.kind == "git" else
+            "release" if recipe.source.kind == "pypi" and is_patch_mode(recipe.regress) else "container")
+
+
+#: Checks of ``runner check`` that only warn before a run: a forecast, not a failure (the images may fit).
+PREFLIGHT_WARN_ONLY = ("disk docker",)
+
+
+def preflight(ctx: Ctx, recipe, recipe_path: Path, kind: str, echo) -> None:
+    """``bisectbot runner check``'s checks (:func:`bisectbot.cli.runner_cmd.run_checks`) before the first
+    probe (issue 35): a required check that fails ends the run with :class:`bisectbot.errors.HostFailure`
+    (exit 1) naming each failure, before anything is probed, recorded or filed. The container runner
+    needs the Docker daemon; the local runner checks its profile's devices and GPUs when the profile
+    is found (the local runner runs without one) and the state directory; the release runner only the
+    state directory. ``disk docker`` below the profile's ``min_free_gb`` is a warning here."""
+    from ..errors import HostFailure
+    from .runner_cmd import run_checks, state_writable
+
+    kind = runner_kind_of(recipe, kind)
+    state = ctx.ledger().state_dir
+    try:
+        if kind == "release":
+            raise BadInput("no profile")
+        checks = run_checks(recipe.runner, state, str(recipe_path), docker=kind == "container")
+    except BadInput:
+        if kind == "container":
+            raise
+        ok, detail = state_writable(Path(state))
+        checks = [{"name": "state writable", "ok": ok, "detail": detail, "required": True}]
+    failed = [c for c in checks if not c["ok"] and c["required"] and c["name"] not in PREFLIGHT_WARN_ONLY]
+    for c in checks:
+        if not c["ok"] and c not in failed:
+            echo(f"runner check: warning: {c['name']}: {c['detail']}")
+    if failed:
+        raise HostFailure(
+            f"this host cannot probe with runner profile {recipe.runner!r} ({kind} runner): "
+            + "; ".join(f"{c['name']}: {c['detail']}" for c in failed)
+            + ". Nothing was probed, recorded or filed: fix the host (`bisectbot runner check --recipe "
+            f"{recipe_path}` shows every check) and run the same command again")
+
+
 def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str,
                  workdir: Path | None = None):  # -> CandidateRunner
     """The runner for a recipe: ``local`` (git worktrees), ``container`` (images) or
     ``release`` (patch questions on package releases: pypi source, patch regress mode).
     ``workdir``: the local runner's worktree directory (default ``STATE/worktrees/<recipe>``)."""
-    from ..models import is_patch_mode
-
-    if kind == "auto":
-        kind = ("local" if recipe.source.kind == "git" else
-                "release" if recipe.source.kind == "pypi" and is_patch_mode(recipe.regress) else "container")
+    kind = runner_kind_of(recipe, kind)
     if kind == "release":
         from ..patches import load_stack
         from ..run.release import ReleaseRunner
@@ -201,8 +245,9 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         if not lines:  # an empty log would silently resume the old session (issue 25, input 6)
             raise BadInput(f"{replay}: no verdict lines ('good|bad|skip REF', as `bisectbot bisect log` prints "
                            "them): nothing to replay")
-    runner = _make_runner(ctx, recipe, path, runner_kind)
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
+    preflight(ctx, recipe, path, runner_kind, echo)  # the host's failures are never verdicts (issue 35)
+    runner = _make_runner(ctx, recipe, path, runner_kind)
     from .. import progress
 
     progress.enable(None if ctx.verbosity < 0 else echo)  # each probe's phases, heartbeats, requests

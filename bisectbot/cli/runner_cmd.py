@@ -48,11 +48,16 @@ def gpu_count() -> tuple[int | None, str]:
     return None, ""
 
 
-def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | None = None) -> list[dict[str, Any]]:
+def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | None = None, *,
+               docker: bool = True) -> list[dict[str, Any]]:
     """One dict per check: ``name``, ``ok`` (bool), ``detail``, ``required`` (a failed required check
     makes ``runner check`` exit 1). ``recipe_file`` (a path or a shipped recipe's name) adds a
     ``mounts`` check: its ``server.mounts`` against the profile's (a clash is a warning: the run
-    keeps the recipe's, issue 24 input 1)."""
+    keeps the recipe's, issue 24 input 1). ``docker`` False leaves out the Docker daemon and its
+    disk (``run`` with the local runner, which starts no container).
+
+    The same checks run before ``bisectbot run`` probes anything (:func:`bisectbot.cli.run_cmd.preflight`,
+    issue 35): the host's failures are never verdicts."""
     from ..ledger import default_state_dir
     from ..runner_profile import load_profile
 
@@ -82,13 +87,17 @@ def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | Non
             add("mounts", True, f"recipe {recipe.name}: {binds}")
     docker_root = None
     try:
-        import docker
+        if not docker:
+            raise LookupError
+        import docker as docker_py
 
-        client = docker.from_env()
+        client = docker_py.from_env()
         client.ping()
         v = client.version()
         docker_root = client.info().get("DockerRootDir")
         add("docker", True, f"daemon {v.get('Version')} (API {v.get('ApiVersion')}), root {docker_root}")
+    except LookupError:
+        pass
     except Exception as e:  # docker.errors.DockerException, requests errors
         add("docker", False, f"cannot reach the Docker daemon: {str(e).splitlines()[0][:200]}")
     for path, _, _ in profile.expanded_devices():
@@ -114,11 +123,39 @@ def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | Non
                 required=label == "disk docker")
         except OSError as e:
             add(label, False, f"{path}: {e}", required=False)
+    ok, detail = state_writable(Path(state_dir or default_state_dir()))
+    add("state writable", ok, detail)
     for c in profile.expanded_cache_dirs():
         p = Path(c)
         ok = p.is_dir() and os.access(p, os.W_OK)
         add(f"cache {c}", ok, "writable" if ok else "missing or not writable (created on first use)", required=False)
     return checks
+
+
+STATE_PROBE_BYTES = 1024 * 1024
+"""Bytes written (and removed) in the state directory to see that the ledger, logs and worktrees fit."""
+
+
+def state_writable(state_dir: Path) -> tuple[bool, str]:
+    """Whether the bot can write ``state_dir`` (created if missing): a file of :data:`STATE_PROBE_BYTES`
+    is written, synced and removed. ``(ok, detail)``; the detail names the error (no space left on
+    device, read-only file system, permission denied) and what to do."""
+    import tempfile
+
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".preflight-", dir=state_dir)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(b"\0" * STATE_PROBE_BYTES)
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            os.unlink(name)
+    except OSError as e:
+        return False, (f"{state_dir}: cannot write {STATE_PROBE_BYTES // 1024} KiB: {e.strerror or e}; free space "
+                       "there or give another directory with --state")
+    return True, f"{state_dir}: writable"
 
 
 def _gpus(slot: str) -> list[int]:

@@ -33,7 +33,7 @@ from .. import bounded, progress
 from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image, stack_file
 from ..components import container_labels
 from ..confine import check_mount
-from ..errors import BisectbotError, ServerError
+from ..errors import BisectbotError, HostFailure, ServerError
 from ..models import Candidate, CandidateKind
 from ..runner_profile import RunnerProfile, docker_run_kwargs, merge_mounts
 from ..secrets import host_env, passthrough_env
@@ -54,7 +54,7 @@ def _client(client: Any = None) -> Any:
     try:
         return docker.from_env()
     except docker.errors.DockerException as e:
-        raise BisectbotError(f"cannot reach the Docker daemon: {e}") from None
+        raise HostFailure(f"cannot reach the Docker daemon: {e}") from None
 
 
 class _LogPump(threading.Thread):

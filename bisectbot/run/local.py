@@ -39,7 +39,7 @@ import requests
 
 from .. import bounded, gitenv, progress, sandbox
 from ..bounded import run_process
-from ..errors import PatchError, ServerError
+from ..errors import MissingPin, PatchError, ServerError
 from ..models import Candidate
 from ..recipe import GitSource, Recipe
 from ..secrets import candidate_env
@@ -175,7 +175,8 @@ class LocalRunner:
 
     # ------------------------------------------------------------------ identity
     def commits_of(self, candidate: Candidate) -> dict[str, str]:
-        """``{component: sha}`` that make up the candidate (pins filled in)."""
+        """``{component: sha}`` that make up the candidate (pins filled in). Raises
+        :class:`bisectbot.errors.MissingPin` when a commit pins a ref its component's repository lacks."""
         commits = dict(candidate.meta.get("commits") or {})
         if not commits:
             comp = candidate.component if candidate.component in self.repos else next(iter(self.repos))
@@ -228,10 +229,13 @@ class LocalRunner:
         found.sort(key=lambda p: (p.kind != "submodule", p.path, p.line))
         if not found:
             return None
-        ref = resolve_pin(self.repos[other], found[0].ref)
-        if ref is None:
-            log.warning("%s at %s pins %s %s (%s), which %s does not have; %s stays at its default",
-                        comp, sha[:12], other, found[0].ref, found[0].path, self.repos[other].path, other)
+        pin = found[0]
+        ref = resolve_pin(self.repos[other], pin.ref)
+        if ref is None:  # issue 35: never run the candidate with another commit than it pins
+            raise MissingPin(f"{comp} {sha[:12]} pins {other} {pin.ref!r} in {pin.path}, which the repository "
+                             f"{self.repos[other].path} lacks (no such tag, branch or commit): fetch its tags "
+                             f"(git -C {self.repos[other].path} fetch --tags) or point bisect.components.{other}.repo "
+                             "at a clone that has it")
         return ref
 
     def primary(self, candidate: Candidate) -> str:
@@ -250,7 +254,11 @@ class LocalRunner:
         """What will run, computed without a checkout: component trees + patch-stack hash + build
         command, then ``|env:<SHA-256, 16 hex>`` of the runner profile's ``env`` when it sets any
         (the recipe names its profile, whose variables can change a verdict)."""
-        trees = ",".join(f"{c}:{self.repos[c].tree(s)}" for c, s in sorted(self.commits_of(candidate).items()))
+        try:
+            commits = self.commits_of(candidate)
+        except MissingPin as e:  # a skip (prepare says why); fetching the ref later gives another key
+            return f"local|missing-pin:{hashlib.sha256(str(e).encode()).hexdigest()[:16]}"
+        trees = ",".join(f"{c}:{self.repos[c].tree(s)}" for c, s in sorted(commits.items()))
         _, sh = self._stack_and_hash()
         build = " ".join(self.recipe.server.build_command or [])
         env = ""
@@ -266,7 +274,10 @@ class LocalRunner:
         A patch conflict of a required patch or a failed build is a :class:`PrepareFailed`
         (verdict ``skip``) with the reason and the log path.
         """
-        commits = self.commits_of(candidate)
+        try:
+            commits = self.commits_of(candidate)
+        except MissingPin as e:  # inside the range a skip naming file, pin and repository (issue 35)
+            return PrepareFailed(candidate, MissingPin.prefix + str(e))
         root = Path(tempfile.mkdtemp(prefix=f"cand-{candidate.ref[:10]}-", dir=self.workdir))
         worktrees: dict[str, Path] = {}
         prepared = Prepared(candidate=candidate, build_key=self.build_key(candidate),

@@ -1,4 +1,4 @@
-"""Failed server starts that may pass on their own (issue 23, input 3).
+"""Failed server starts and builds that may pass on their own (issue 23, input 3; builds: issue 35).
 
 A server that exits before it is healthy because the model hub rate-limited its download
 (``429 Too Many Requests``, pytorch#170150), a gateway answered 502/503, a connection was
@@ -44,12 +44,14 @@ def is_start_failure(message: str) -> bool:
                                       "before its port was published", "cannot start server"))
 
 
-def transient_cause(message: str, log_paths: Sequence[str]) -> str | None:
+def transient_cause(message: str, log_paths: Sequence[str], kinds: Sequence[str] = ("server-", "container-")
+                    ) -> str | None:
     """The transient cause (one line of the log, or of ``message``) of a failed start, or None.
-    ``log_paths`` are the probe's logs; the newest server log's last :data:`LOG_TAIL_BYTES` are read."""
+    ``log_paths`` are the probe's logs; the newest log whose name has one of ``kinds`` (server logs;
+    ``("build-",)`` for a failed build, issue 35) is read, its last :data:`LOG_TAIL_BYTES`."""
     texts = [message]
     for p in reversed(list(log_paths)):
-        if "server-" in Path(p).name or "container-" in Path(p).name:
+        if any(k in Path(p).name for k in kinds):
             try:
                 with open(p, "rb") as fh:
                     fh.seek(0, 2)

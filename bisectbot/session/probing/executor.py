@@ -21,10 +21,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Protocol
 
-from ...errors import ServerError
+from ...errors import HostFailure, ServerError
 from ...models import Candidate, ProbeResult, Verdict
 from ...recipe import Recipe
 from ...run.base import CandidateRunner, Prepared, PrepareFailed
+from ...run.host import check_host, exception_cause, host_message
 from ...run.probe import ProbeContext, ProbeJob
 from ...run.starts import START_RETRIES, backoff_s, is_start_failure, transient_cause
 from ...verdict.judge import judge
@@ -99,12 +100,25 @@ def run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
 
 def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
     c, runner = job.candidate, ctx.runner
+    name = c.label or c.ref[:12]
     t0 = time.monotonic()
-    prepared = ctx.prepare(c)
+    prepared = _prepare(ctx, c, name)
+    builds, build_cause = 0, None
+    while isinstance(prepared, PrepareFailed):
+        check_host(f"preparing {name}", prepared.reason, prepared.log_paths)  # issue 35: no skip of the host
+        build_cause = transient_cause(prepared.reason, prepared.log_paths, ("build-",))
+        if build_cause is None or builds >= START_RETRIES:
+            break
+        builds += 1  # issue 35: a build whose output names a 429/5xx, a reset, a timeout is tried again
+        time.sleep(backoff_s(builds))
+        prepared = _prepare(ctx, c, name)
     res = ProbeResult(c, Verdict.SKIP, cache_key=job.key)
     try:
         if isinstance(prepared, PrepareFailed):
-            res.reason = prepared.reason
+            if build_cause is not None:
+                res.extra["transient"] = True  # never cached: a later run builds it again
+            res.reason = prepared.reason + (f" (transient build failure after {builds + 1} builds: {build_cause})"
+                                            if build_cause is not None else "")
             res.log_paths = list(prepared.log_paths)
             res.patches = list(prepared.patches)
         else:
@@ -119,6 +133,7 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
                     res.table = extra.pop("table", [])
                     res.extra = extra
                 except ServerError as e:
+                    check_host(f"starting {name}", str(e), prepared.log_paths)
                     cause = transient_cause(str(e), prepared.log_paths) if is_start_failure(str(e)) else None
                     if cause is not None and retry < START_RETRIES:
                         retry += 1  # issue 23, input 3: a hub rate limit at start passes on its own
@@ -138,9 +153,23 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
             runner.release(prepared)
     res.duration_s = time.monotonic() - t0
     res.extra["attempt"] = job.attempt
+    if builds:
+        res.extra["build_retries"] = builds
     if job.toggle:
         res.extra["toggle"] = job.toggle.name
     return res
+
+
+def _prepare(ctx: ProbeContext, c: Candidate, name: str) -> Prepared | PrepareFailed:
+    """``ctx.prepare(c)``; an exception that names a host failure (a full disk under the worktrees, a
+    daemon gone) becomes :class:`bisectbot.errors.HostFailure`: the host, never a verdict (issue 35)."""
+    try:
+        return ctx.prepare(c)
+    except Exception as e:
+        cause = exception_cause(e)
+        if cause is None:
+            raise
+        raise HostFailure(host_message(f"preparing {name}", cause)) from None
 
 
 class Executor(Protocol):

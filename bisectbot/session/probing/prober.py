@@ -16,7 +16,7 @@ from typing import Any
 
 from ...ledger import Ledger
 from ...models import Candidate, ProbeResult, Verdict
-from ...provenance import CACHED_KEY, SESSION_KEY, mark_cached
+from ...provenance import CACHED_KEY, HOST_KEY, SESSION_KEY, host_facts, mark_cached
 from ...recipe import Recipe, TriageToggle
 from ...run.base import CandidateRunner
 from ...run.probe import ProbeContext, ProbeJob
@@ -182,6 +182,8 @@ class Prober:
         res.extra.pop(CACHED_KEY, None)  # measured now: never stored as a cache hit
         if self.session_id:
             res.extra.setdefault(SESSION_KEY, self.session_id)  # which run measured it (a later cache hit names it)
+        # the host it was measured on (issue 35, item 3): a later contradiction names what differs
+        res.extra.setdefault(HOST_KEY, host_facts(self.recipe.runner, res.extra.get("versions")))
         self.ledger.put_probe(res)
 
     def needs_probe(self, c: Candidate, attempts: dict[int, int], i: int) -> bool:

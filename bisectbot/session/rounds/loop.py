@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...bisect import Bisection, budget_text, search_settings
+from ...errors import MissingPin
 from ...models import Candidate, ProbeResult, StageResult, Status, Verdict
 from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
@@ -216,6 +217,13 @@ class RoundLoop:
                     # a command that cannot run is checked on the good end (git bisect run, 2.36)
                     check_runnable(r, res, good, lambda c: prober.probe(c, 1)[0], self.recipe_path)
                 end_note = ""
+                if (phase_of(b, i) == "boundary" and res.verdict is Verdict.SKIP
+                        and res.reason.startswith(MissingPin.prefix)):
+                    # issue 35, item 5: an end that pins a ref its component lacks is bad input, never
+                    # "the bad end is not bad" (its component would run at another commit)
+                    which = "good" if i == 0 else "bad"
+                    raise MissingPin(f"the {which} end {candidates[i].label or candidates[i].ref[:12]}: "
+                                     f"{res.reason.removeprefix(MissingPin.prefix)}")
                 if (phase_of(b, i) == "boundary" and res.verdict is Verdict.SKIP and verdict_fn is None
                         and "scope" not in res.extra):
                     if origin == "cache" and not prober.retry_errors and not prober.answered_here(res):
@@ -313,6 +321,13 @@ class RoundLoop:
         if sr.first_bad is not None:
             st.first_bad = candidates[sr.first_bad]
         st.culprits = [candidates[i] for i in sr.culprits]
+        if st.status in (Status.RANGE, Status.INCONCLUSIVE):
+            st.message = _retry_hint(st.message, st.culprits, probes, self.prober.retry_errors)
+        if "contradict" in st.message:
+            what = contradiction_text(probes, self.prober.session_id)
+            if what:
+                st.message = f"{st.message}; {what}"
+                self.echo(what)
         if st.status is Status.CULPRIT and flags_fn and st.first_bad and st.last_good:
             try:
                 st.flags = flags_fn(st.first_bad, st.last_good)
@@ -350,6 +365,67 @@ class RoundLoop:
 
         self.lines.append(line)
         progress.summary(self.lines)
+
+
+def _measured(p: ProbeResult, session: str) -> str:
+    """``good in session S, 2026-12-02 05:04:57 UTC, image sha256:..``: one side of a contradiction."""
+    from ...provenance import when_text
+
+    mark = cached_from(p)
+    where = (f"cached from session {mark['session'] or '?'} of {when_text(mark['measured_at'])}" if mark else
+             f"measured in this run (session {session})")
+    digest = p.candidate.ref if p.candidate.ref.startswith("sha256:") else str(p.extra.get("build_key") or "")
+    return f"{p.verdict.value} {where}" + (f", image {digest[:80]}" if digest.startswith("sha256:") else "")
+
+
+def contradiction_text(probes: list[ProbeResult], session: str) -> str:
+    """What differs between the verdicts of one candidate that contradict each other (issue 35, item 3):
+    both sides (verdict, session, date, image digest) and the host facts recorded with each probe
+    that differ, then "something outside the recipe changed, or the probe is flaky"; ``""`` when no
+    candidate has both a good and a bad verdict."""
+    from ...provenance import HOST_KEY, facts_diff, host_facts
+
+    by_ref: dict[str, list[ProbeResult]] = {}
+    for p in probes:
+        if p.verdict in (Verdict.GOOD, Verdict.BAD):
+            by_ref.setdefault(p.candidate.ref, []).append(p)
+    for ps in by_ref.values():
+        goods = [p for p in ps if p.verdict is Verdict.GOOD]
+        bads = [p for p in ps if p.verdict is Verdict.BAD]
+        if not goods or not bads:
+            continue
+        a, b = (goods[0], bads[-1]) if ps.index(goods[0]) < ps.index(bads[-1]) else (bads[0], goods[-1])
+        fa = a.extra.get(HOST_KEY) or {}
+        fb = b.extra.get(HOST_KEY) or (host_facts(str(fa.get("runner", ""))) if cached_from(b) is None else {})
+        diff = facts_diff(fa, fb) if fa and fb else []
+        name = a.candidate.label or a.candidate.ref[:12]
+        facts = ("; host facts that differ: " + ", ".join(diff) if diff else
+                 "; the host facts recorded with both probes are the same" if fa and fb else
+                 "; the earlier probe recorded no host facts")
+        return (f"{name} was {_measured(a, session)} and {_measured(b, session)}{facts}: something outside the "
+                "recipe changed (the host, its packages, the image behind a tag), or the probe is flaky "
+                "(then set bisect.flake rates)")
+    return ""
+
+
+def _retry_hint(message: str, inside: list[Candidate], probes: list[ProbeResult], retried: bool) -> str:
+    """``message`` of a range, plus what to do about skips inside it that came from the ledger cache
+    (issue 35: a transient failure cached as a skip is repeated by every later run): which, measured
+    when, and that ``bisectbot run --retry-errors`` probes them again (unless this run did)."""
+    refs = {c.ref for c in inside}
+    last: dict[str, ProbeResult] = {}
+    for p in probes:
+        if p.candidate.ref in refs:
+            last[p.candidate.ref] = p
+    cached = [p for p in last.values() if p.verdict is Verdict.SKIP and cached_from(p) is not None]
+    if not cached or retried:
+        return message
+    which = ", ".join(f"{p.candidate.label or p.candidate.ref[:12]} ({p.reason[:80]}; "
+                      f"{measured_text(p).removeprefix('ledger cache: ')})" for p in cached[:3])
+    hint = (f"the skip{'s' if len(cached) > 1 else ''} inside the range come{'' if len(cached) > 1 else 's'} from the "
+            f"ledger cache: {which}; if that failure passes on its own, `bisectbot run --retry-errors` probes "
+            "cached skips again")
+    return f"{message}; {hint}" if message else hint
 
 
 __all__ = ["RoundLoop", "phase_of"]
