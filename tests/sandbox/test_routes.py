@@ -11,7 +11,7 @@ files, the bot's state directory, ``~/.netrc``/``~/.git-credentials``/``~/.gitco
 root, unmounting or remounting what hides and protects. Each test fails on main 3832fe5 (no
 sandbox, secrets and git configuration inherited) or with ``BISECTBOT_SANDBOX=off``; the routes
 added since (memory, descriptors, home credentials, Docker, mounts) were checked with the
-sandbox off (``tests/sandbox/test_unconfined.py`` keeps that check).
+sandbox off (``test_each_check_fails_without_the_sandbox`` keeps that check).
 """
 
 from __future__ import annotations
