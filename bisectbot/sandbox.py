@@ -25,7 +25,9 @@ CI containers lack. What a candidate gets (:func:`wrap`):
 * **the network of the host**: a candidate's server must answer the bot on 127.0.0.1, and a
   network namespace would need a forwarder between the two; the sandbox does not restrict the
   network (README, "Not contained").
-* the same uid as the bot (its tree is the bot's files); no secret in its environment
+* the same uid as the bot (its tree is the bot's files), without any capability (as root
+  ``--cap-drop ALL``: :func:`_caps`); the credential files, global git configuration and
+  container daemons' sockets hidden (:data:`HIDDEN_HOME`, :data:`DAEMON_SOCKETS`); no secret in its environment
   (:func:`bisectbot.secrets.candidate_env`, and :func:`bisectbot.secrets.take_secrets` emptied
   the bot's own).
 
@@ -37,9 +39,11 @@ an unprivileged user, a seccomp profile that blocks ``clone``), :func:`require` 
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -54,8 +58,16 @@ WRITABLE_ENV = "BISECTBOT_SANDBOX_WRITABLE"
 
 HIDDEN_HOME = (".netrc", ".git-credentials", ".config/git/credentials", ".docker", ".ssh", ".gnupg",
                ".config/gh", ".aws", ".azure", ".kube", ".pypirc", ".huggingface", ".cache/huggingface/token",
-               ".config/gcloud", ".local/state/bisectbot", ".env")
-"""Paths below ``$HOME`` a candidate never sees (credentials, the bot's default state directory)."""
+               ".config/gcloud", ".local/state/bisectbot", ".env", ".gitconfig", ".config/git/config")
+"""Paths below ``$HOME`` a candidate never sees (credentials, the user's global git configuration --
+``credential.*`` helpers, ``url.*.insteadOf`` with a token, ``http.*.extraHeader`` -- and the bot's
+default state directory)."""
+
+DAEMON_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
+                  "/run/podman/podman.sock", "/run/crio/crio.sock", "/run/buildkit/buildkitd.sock")
+"""Container daemons' sockets a candidate never reaches (with one, ``docker inspect`` of its own
+container shows the job's environment, and ``docker run -v /:/host`` is the host); also
+``$DOCKER_HOST`` (``unix://``) and ``$XDG_RUNTIME_DIR/{docker.sock,podman/podman.sock}``."""
 
 RUNNER_FILES = (".credentials", ".credentials_rsaparams", ".runner", ".env", ".path")
 """Files of a self-hosted Actions runner's directory (above ``$RUNNER_TEMP``/../..) that a candidate never sees."""
@@ -73,6 +85,7 @@ _hidden: set[Path] = set()
 _readonly: set[Path] = set()
 _lock = threading.Lock()
 _checked: str | None = None
+_empty: str | None = None
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -104,7 +117,7 @@ def require() -> str:
         raise SandboxUnavailable("candidates run in a bubblewrap sandbox, and bwrap is not installed "
                                  "(Debian/Ubuntu: apt-get install bubblewrap)" + hint)
     argv = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--unshare-pid",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--", "true"]
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", *_caps(), "--", "true"]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -116,6 +129,28 @@ def require() -> str:
                                  f"user.max_user_namespaces, or the container's seccomp profile): {why}" + hint)
     _checked = exe
     return exe
+
+
+def _empty_file() -> str:
+    """An empty read-only regular file, made once per process, bound over each hidden file: not
+    ``/dev/null``, which bwrap's ``--ro-bind`` mounts ``nodev`` (opening it fails with EACCES, and
+    git refuses to run when it cannot read ``~/.gitconfig``)."""
+    global _empty
+    if _empty is None or not os.path.isfile(_empty):
+        fd, path = tempfile.mkstemp(prefix="bisectbot-hidden-")
+        os.close(fd)
+        os.chmod(path, 0o444)
+        atexit.register(os.unlink, path)
+        _empty = path
+    return _empty
+
+
+def _caps() -> list[str]:
+    """``--cap-drop ALL`` when the bot runs as root: bwrap keeps a privileged caller's capabilities,
+    and a candidate with ``CAP_SYS_ADMIN`` unmounts what hides the state directory or remounts
+    ``/`` read-write (with ``CAP_SYS_PTRACE``/``CAP_DAC_OVERRIDE``, more). Below root bwrap grants
+    none outside its own user namespace."""
+    return ["--cap-drop", "ALL"] if os.geteuid() == 0 else []
 
 
 def _under(p: Path, roots: Iterable[Path]) -> bool:
@@ -154,6 +189,14 @@ def hidden_paths() -> list[Path]:
         f = os.environ.get(name)
         if f:
             out.add(Path(f).resolve().parent)
+    socks = [*DAEMON_SOCKETS]
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        socks.append(host.removeprefix("unix://"))
+    run_dir = os.environ.get("XDG_RUNTIME_DIR")
+    if run_dir:
+        socks += [os.path.join(run_dir, "docker.sock"), os.path.join(run_dir, "podman", "podman.sock")]
+    out.update(Path(s).resolve() for s in socks if os.path.isabs(s))
     return sorted(p for p in out if os.path.lexists(p))
 
 
@@ -193,7 +236,7 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     ro = readonly_paths(readonly)
     out = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
-           "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
+           "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", *_caps()]
     # a deeper path's rule wins over its ancestors' (mounts made later cover earlier ones): the
     # tree lies below the read-only work directory, which may lie below a hidden state directory;
     # a repository's git directory or a state directory below a writable one. Same depth:
@@ -209,7 +252,7 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
             out += ["--tmpfs", str(p)]
             remount += ["--remount-ro", str(p)]
         else:
-            out += ["--ro-bind", "/dev/null", str(p)]
+            out += ["--ro-bind", _empty_file(), str(p)]
     out += remount
     env = dict(env)
     tmp = env.get("TMPDIR")
