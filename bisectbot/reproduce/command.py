@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import sandbox
 from ..bounded import run_process
 from ..errors import BadInput
 from ..models import Outcome
@@ -48,6 +49,26 @@ def substitute(argv: list[str], size: int, source: Path | None) -> list[str]:
     return out
 
 
+def _git_dirs(source: Path | None) -> list[Path]:
+    """The git directory of a source tree that is a checkout (``DIR/.git``, or the directories a
+    worktree's ``.git`` file names): read-only to the command, which could plant hooks there."""
+    if source is None:
+        return []
+    dot = Path(source) / ".git"
+    if dot.is_dir():
+        return [dot]
+    if dot.is_file():
+        text = dot.read_text(errors="replace").strip()
+        if text.startswith("gitdir:"):
+            gitdir = (Path(source) / text.removeprefix("gitdir:").strip()).resolve()
+            common = gitdir / "commondir"
+            out = [gitdir]
+            if common.is_file():
+                out.append((gitdir / common.read_text().strip()).resolve())
+            return out
+    return []
+
+
 def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, cwd: str | Path | None = None,
              env: dict[str, str] | None = None, passthrough: list[str] | tuple[str, ...] = (),
              log_path: str | Path | None = None) -> CommandRun:
@@ -59,14 +80,21 @@ def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, 
     allow-listed environment (:func:`bisectbot.secrets.candidate_env`: the bot's tokens never
     reach the command; ``passthrough`` names more host variables). A command that cannot start gives return code 127
     (not found) or 126 (not executable), like a shell. Raises :class:`BadInput` for a
-    ``{source}`` placeholder without a source tree.
+    ``{source}`` placeholder without a source tree, and :class:`bisectbot.sandbox.SandboxUnavailable`
+    when the command cannot be sandboxed (``BISECTBOT_SANDBOX=off`` opts out). The command runs in
+    the candidates' sandbox (:func:`bisectbot.sandbox.wrap`): ``source`` (else ``cwd``, else the
+    working directory) is its writable tree, a checkout's git directory is read-only.
     """
     args = substitute(argv, size, source)
     full_env = candidate_env(env, passthrough=passthrough)
     t0 = time.monotonic()
     try:
+        # the sandbox of every candidate process (issue 36): ``bisectbot probe --recipe R --source DIR``
+        # runs the candidate's code outside any runner; DIR (else the working directory) is its tree
+        wargv, wenv = sandbox.wrap(args, tree=Path(source or cwd or "."), env=full_env, cwd=cwd,
+                                   readonly=_git_dirs(source))
         # output streams through reader threads: only TAIL_BYTES of each stay in memory (issue 13)
-        r = run_process(args, timeout_s=timeout_s, cwd=cwd, env=full_env, log_path=log_path, tail_bytes=TAIL_BYTES)
+        r = run_process(wargv, timeout_s=timeout_s, cwd=cwd, env=wenv, log_path=log_path, tail_bytes=TAIL_BYTES)
     except FileNotFoundError as e:
         return CommandRun(127, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
     except PermissionError as e:

@@ -59,14 +59,17 @@ def test_source_placeholder(tmp_path):
 
 @pytest.mark.parametrize("T", [2500, 25000, 100000])
 def test_command_threshold_search_finds_T_in_fresh_processes(tmp_path, T):
-    s = _script(tmp_path, f"print('pid', os.getpid()); sys.exit(0 if size < {T} else 1)")
+    # a process's identity: its pid (in the candidates' PID namespace every run is pid 2) and its
+    # start time in clock ticks since boot (/proc/self/stat field 22, one clock for every namespace)
+    s = _script(tmp_path, "print('pid', os.getpid(), open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]); "
+                          f"sys.exit(0 if size < {T} else 1)")
     spec = ReproducerSpec(kind="command", command=[PY, str(s), "{size}"], min_size=2000, max_size=120000,
                           tolerance_tokens=32)
     pids = []
 
     def run(size):
         r = run_argv(spec.command, size, None, spec.command_timeout_s)
-        pids.append(r.stdout_tail.split()[-1])
+        pids.append(" ".join(r.stdout_tail.split()[-2:]))
         return r
 
     res = search_threshold_command(run, spec)
