@@ -15,6 +15,7 @@ at, 1 otherwise (the message says what was found instead), 2 bad input.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -26,8 +27,9 @@ from typing import Any
 import click
 import yaml
 
-from .. import terminal
+from .. import sandbox, terminal
 from ..errors import EXIT_ERROR, EXIT_OK, BadInput
+from ..sandbox import SandboxUnavailable
 from .base import Ctx, absolute_path, cli, error_document, pass_ctx
 
 #: Default output directory (relative to the current directory).
@@ -138,6 +140,17 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
     def say(line: str = "", err: bool = False) -> None:  # with --json, the one document says it all
         terminal.echo(line, err=err or ctx.json)
 
+    if sandbox.enabled():
+        try:
+            sandbox.require()
+        except SandboxUnavailable as e:
+            # the demo's candidates are the bot's own reference engine (bisectbot/demo/history.py
+            # writes every commit): no stranger's code runs, so the demo runs them unconfined where
+            # the host has no sandbox; a real recipe still fails closed (README, 'Sandbox')
+            os.environ[sandbox.MODE_ENV] = "off"
+            say(f"bisectbot demo: no candidate sandbox on this host ({str(e).split('; or run candidates unconfined')[0]}); the demo's "
+                f"candidates are the bot's own reference engine, so they run unconfined here. A real recipe "
+                f"stops instead (README, 'Sandbox').", err=True)
     try:
         hist = make_history(work / "engine-history", commits=commits, seed=seed, subtle=subtle)
         data = concrete_recipe(hist.path, out)

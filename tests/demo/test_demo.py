@@ -174,3 +174,30 @@ def test_benchmark_runs_and_reports_the_target(kit) -> None:
                         "--target", "600"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "target: every run finds the planted culprit" in p.stdout and ": met" in p.stdout
+
+
+@pytest.mark.slow
+def test_demo_runs_where_the_host_has_no_sandbox_and_a_real_run_stops(tmp_path) -> None:
+    # command 1 of the quick start on a fresh machine without bubblewrap (issue 36): the demo's
+    # candidates are the bot's own engine, so it runs them unconfined and says so; `run` of the same
+    # recipe fails closed, naming the opt-out. A `bwrap` that refuses (as a host whose seccomp
+    # profile or sysctl forbids namespaces) stands first on PATH.
+    import os
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "BISECTBOT_STATE", "BISECTBOT_SANDBOX")}
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "demo", "--out", str(out), "--keep", "--commits", "16",
+                        "--seed", "3"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "no candidate sandbox on this host" in p.stderr and "No permissions" in p.stderr, p.stderr[-3000:]
+    recipe = next((out / "work").glob("demo-engine-*.yaml"))
+    r = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state2"), "run", str(recipe),
+                        "--runner", "local", "--out", str(tmp_path / "again")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "BISECTBOT_SANDBOX=off" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
