@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...ledger import Ledger
-from ...models import Candidate, ProbeResult, Verdict
+from ...models import Candidate, ProbeResult, PromptKey, Verdict
 from ...provenance import CACHED_KEY, SESSION_KEY, mark_cached
 from ...recipe import Recipe, TriageToggle
 from ...run.base import CandidateRunner
@@ -87,7 +87,7 @@ class Prober:
         self.retry_errors = retry_errors
         self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
         self.oracle: Any = None  # the run's reference while it is up (issue 18)
-        self.focus: tuple[int, ...] = ()  # the bad end's failing sizes (issue 23)
+        self.focus: tuple[PromptKey, ...] = ()  # the bad end's failing prompts (issues 23, 35)
         self.round_session = ""  # the round session replayed (issue 23, input 3)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
         self.round_no = 0  # rounds (batches of probes) so far, cached ones included
