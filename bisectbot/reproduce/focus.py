@@ -70,12 +70,11 @@ def as_key(item: int | PromptKey) -> PromptKey:
 def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: int, max_size: int,
                    focus: Sequence[int | PromptKey], log: Callable[[str], None] | None = None,
                    size_budget: int | None = SIZE_BUDGET) -> ThresholdResult:
-    """The threshold search asking the ``focus`` prompts (the bad end's failing prompts, smallest
-    first) before anything else; see the module docstring. Never raises for server trouble (an
+    """The threshold search asking the ``focus`` prompts (the bad end's failing prompts, its first
+    failing prompt first) before anything else; see the module docstring. Never raises for server trouble (an
     ``error`` status instead), as :func:`search`."""
     say = log or (lambda _m: None)
-    keys = sorted({as_key(k) for k in focus if min_size <= as_key(k).requested <= max_size},
-                  key=lambda k: (k.requested, str(k)))
+    keys = list(dict.fromkeys(as_key(k) for k in focus if min_size <= as_key(k).requested <= max_size))
     if not keys:
         return search(probe, spec, min_size, max_size, log=say, size_budget=size_budget)
     memo = _Memo(probe)
