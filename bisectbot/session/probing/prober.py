@@ -148,7 +148,7 @@ class Prober:
             # a candidate the log lacks (a line dropped from it) is probed again, never answered by
             # the ledger's verdict of the session the log came from
             return None, "cache", key
-        stored = self.ledger.get_probe_stored(key)
+        stored = self._stored(key, c)
         cached = stored[0] if stored is not None else None
         if cached is not None and self._retry(cached, key):
             return None, "cache", key
@@ -157,6 +157,29 @@ class Prober:
             if not self.answered_here(cached):  # measured by another run: the report says so (issue 23)
                 mark_cached(cached, stored[1])
         return cached, "cache", key
+
+    def _stored(self, key: str, c: Candidate, say: bool = True) -> tuple[ProbeResult, str] | None:
+        """The ledger's row under ``key`` when it is evidence (issue 35, input 6): a row that cannot
+        be decoded, or whose verdict contradicts its own recorded evidence
+        (:func:`bisectbot.verdict.record.contradiction`), is dropped (said) and probed again."""
+        from ...verdict.record import contradiction
+
+        try:
+            stored = self.ledger.get_probe_stored(key)
+        except Exception as e:  # noqa: BLE001 - a damaged row is no evidence, never a traceback
+            if say:
+                self.echo(f"{c.label or c.ref[:12]}: its cached verdict cannot be decoded "
+                          f"({type(e).__name__}: {str(e)[:120]}): dropped, probing it again")
+            return None
+        if stored is None:
+            return None
+        why = contradiction(self.recipe, stored[0])
+        if why is not None:
+            if say:
+                self.echo(f"{c.label or c.ref[:12]}: its cached verdict {stored[0].verdict.value} (stored {stored[1]}) "
+                          f"contradicts its own record: {why}; dropped, probing it again")
+            return None
+        return stored
 
     def _retry(self, cached: ProbeResult, key: str) -> bool:
         """True when a cached skip is probed again (``retry_errors``, once per key and run)."""
@@ -192,7 +215,8 @@ class Prober:
         if self.replayed and c.ref not in self.fresh_refs:
             return True
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempts.get(i, 0) + 1)
-        cached = self.ledger.get_probe(key)
+        stored = self._stored(key, c, say=False)
+        cached = stored[0] if stored is not None else None
         return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
 
     # ------------------------------------------------------------------ probing
