@@ -33,6 +33,76 @@ class Outcome(str, enum.Enum):
     INCONCLUSIVE = "INCONCLUSIVE"  # e.g. cut off by max_tokens inside the reasoning
 
 
+@dataclass(frozen=True)
+class PromptKey:
+    """The identity of one prompt a probe sent (issue 35): what makes its text, so that two
+    candidates asked the same key were asked the same question.
+
+    A prompt of the HTTP reproducer is its filler ``seed`` and its number of filler ``words``
+    (with the recipe's question and needle count, fixed by the reproducer key):
+    :func:`bisectbot.reproduce.prompts.build_messages` of them is the text, whatever a
+    candidate's tokenizer then counts. ``requested`` is the size (tokens) it was built for, a
+    label only. A command reproducer's prompt is its ``{size}`` (``seed``/``words`` None; the
+    argv is the recipe's). The per-request ``cache_salt`` is recorded with each size
+    (``evidence["prefix_cache"]``) and is no part of the identity: it only keeps the prefill cold.
+    """
+
+    requested: int
+    seed: int | None = None
+    words: int | None = None
+
+    @property
+    def identity(self) -> tuple[Any, ...]:
+        """What equal prompts share: ``(seed, words)``, or ``("size", requested)`` for a command's."""
+        return (self.seed, self.words) if self.words is not None else ("size", self.requested)
+
+    def __str__(self) -> str:
+        return str(self.requested) if self.words is None else f"{self.requested}@seed{self.seed}w{self.words}"
+
+    def text(self) -> str:
+        """For messages: ``requested 21859 tokens (seed 0, 16,210 filler words)`` or ``{size} 21859``."""
+        if self.words is None:
+            return f"{{size}} {self.requested}"
+        return f"requested {self.requested} tokens (filler seed {self.seed}, {self.words} words)"
+
+    @property
+    def json(self) -> int | str:
+        """As a plan or verdict file holds it: the int of a size, else :meth:`__str__` (``parse`` reads both)."""
+        return self.requested if self.words is None else str(self)
+
+    @classmethod
+    def parse(cls, x: Any) -> PromptKey:
+        """A key from :attr:`json` (or a :class:`PromptKey`); ValueError for anything else."""
+        import re
+
+        if isinstance(x, PromptKey):
+            return x
+        if isinstance(x, int) and not isinstance(x, bool) and x > 0:
+            return cls(x)
+        m = re.fullmatch(r"([0-9]+)(?:@seed(-?[0-9]+)w([0-9]+))?", str(x).strip()) if isinstance(x, str) else None
+        if m is None or int(m.group(1)) <= 0:
+            raise ValueError(f"{str(x)[:80]!r} is not a prompt (N or N@seedSwW)")
+        return cls(int(m.group(1)), int(m.group(2)) if m.group(2) else None, int(m.group(3)) if m.group(3) else None)
+
+    @classmethod
+    def of_row(cls, row: Any, default_seed: int | None = None) -> PromptKey | None:
+        """The key of a size row (``SizeResult.to_dict()`` shape or a ``SizeResult``): ``requested``
+        with the ``prompt_seed``/``prompt_words`` its evidence recorded (``default_seed`` for rows
+        recorded before the seed was); None when the row has no requested size."""
+        d = row.to_dict() if hasattr(row, "to_dict") else row
+        if not isinstance(d, dict) or not isinstance(d.get("requested"), int):
+            return None
+        ev = d.get("evidence") if isinstance(d.get("evidence"), dict) else {}
+        words = ev.get("prompt_words")
+        if not isinstance(words, int):
+            return cls(int(d["requested"]))
+        seed = ev.get("prompt_seed", default_seed)
+        conf = ev.get("confirmation")
+        if "prompt_seed" not in ev and isinstance(conf, str) and conf.startswith("seed "):
+            seed = int(conf[5:]) if conf[5:].isdigit() else None  # rows recorded before prompt_seed
+        return cls(int(d["requested"]), int(seed) if isinstance(seed, int) else None, words)
+
+
 class CandidateKind(str, enum.Enum):
     NIGHTLY = "nightly"
     RELEASE = "release"

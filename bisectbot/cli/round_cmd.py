@@ -16,6 +16,7 @@ import click
 
 from .. import terminal
 from ..errors import EXIT_BAD_INPUT, EXIT_ERROR, BadInput
+from ..models import PromptKey
 from .base import Ctx, cli, pass_ctx
 
 _RUNNER = click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container", "release"]),
@@ -259,7 +260,7 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
                            f"{round_no}: 'round import' would refuse the file as stale; leave --round out (the "
                            f"plan's round) or pass --round {planned['round']}")
         round_no = round_no if round_no is not None else planned.get("round")
-        plan_focus = tuple(int(x) for x in planned.get("focus") or ())
+        plan_focus = tuple(PromptKey.parse(x) for x in planned.get("focus") or ())
         if focus is not None and tuple(focus) != plan_focus:  # refused before the device time is spent
             want, given = (",".join(map(str, f)) or "''" for f in (plan_focus, focus))
             raise BadInput(f"round session {session_id} plans {ref[:40]} with focus {want}, not {given}: "
@@ -304,16 +305,20 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
         terminal.echo(json.dumps(summary, sort_keys=True) if ctx.json else line, err=out_file == "-")
 
 
-def parse_focus(text: str | None) -> tuple[int, ...] | None:
-    """``--focus`` as sizes (tokens): ``"21822,24000"`` -> ``(21822, 24000)``, ``""`` -> ``()``,
-    None (not given) -> None. BadInput for anything but positive integers (ASCII digits: ``str.isdigit``
-    also takes ``²``, which ``int`` refuses) joined by commas."""
+def parse_focus(text: str | None) -> tuple[PromptKey, ...] | None:
+    """``--focus`` as prompts: ``"21822,24000"`` -> sizes (tokens), ``"21859@seed0w16210"`` -> the
+    prompt of that filler seed and words (issue 35), ``""`` -> ``()``, None (not given) -> None.
+    BadInput for anything else (ASCII digits only: ``str.isdigit`` also takes ``²``) joined by commas."""
     if text is None:
         return None
     parts = [x.strip() for x in text.replace(" ", ",").split(",") if x.strip()]
-    if not all(x.isascii() and x.isdigit() and int(x) > 0 for x in parts):
-        raise BadInput(f"--focus {text[:80]!r}: prompt sizes (tokens) joined by commas expected, e.g. 21822,24000")
-    return tuple(int(x) for x in parts)
+    try:
+        if not all(x.isascii() for x in parts):
+            raise ValueError(text)
+        return tuple(PromptKey.parse(int(x) if x.isdigit() else x) for x in parts)
+    except ValueError:
+        raise BadInput(f"--focus {text[:80]!r}: prompt sizes (tokens) or prompts (N@seedSwW, as the plan's "
+                       "'focus' names them) joined by commas expected, e.g. 21822,24000") from None
 
 
 def _planned(ctx: Ctx, recipe, session_id: str, ref: str, toggle: str | None, key: str | None) -> dict | None:

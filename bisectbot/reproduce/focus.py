@@ -1,25 +1,25 @@
-"""A threshold search that asks first where the bad end failed (issue 23, input 2).
+"""A threshold search that asks first the prompts on which the bad end failed (issues 23 and 35).
 
-A bisection compares candidates with its bad end. The ordinary search
-(:func:`bisectbot.reproduce.search.search`) opens at ``max_size``; a candidate whose
-server dies at a large prompt (a crash above the threshold, aiter#5049) then ends as an
-``error`` -- a skip -- although it could answer at the sizes that matter. With ``focus``
-(the bad end's first-garbage size and its confirmation size, tokens) :func:`focused_search`
-probes those sizes first:
+A bisection compares each candidate with its bad end **on the same prompts**
+(:mod:`bisectbot.verdict`). ``focus`` names those prompts
+(:class:`bisectbot.models.PromptKey`: filler seed and words, the text itself, for the HTTP
+reproducer; ``{size}`` for a command's; a bare int is a requested size) and
+:func:`focused_search` asks them first, exactly (``probe.ask(key)``, the same text whatever the
+candidate's tokenizer counts), before anything else:
 
-* GARBAGE at the first focus size: the threshold is refined below it (the ordinary search
-  with ``max_size`` = that size), never asking above it;
-* OK at every focus size: the ordinary search runs for the rest of the range; when it ends
-  in a server error above the focus sizes (a crash reads as a refused connection), the result is ``ok`` up to the
-  largest focus size and the failure is a *second finding*
+* GARBAGE at the first focus prompt: the threshold is refined below it (the ordinary search
+  with ``max_size`` = its requested size), never asking above it;
+* OK at every focus prompt: the ordinary search runs for the rest of the range; when it ends
+  in a server error above them (a crash reads as a refused connection), the result is ``ok`` up
+  to the largest focus prompt and the failure is a *second finding*
   (:attr:`bisectbot.reproduce.search.ThresholdResult.second_finding`), not a reason to
   skip the candidate;
-* an error at a focus size: status ``error`` (the candidate cannot be asked where the bad
-  end fails).
+* an error at a focus prompt (not "over the limit"): status ``error`` (the candidate cannot be
+  asked where the bad end fails).
 
-Focus sizes outside ``[min_size, max_size]`` are left out; with none left it is the
-ordinary search (the session's scope rule, :mod:`bisectbot.verdict.scope`, then says the
-candidate was not tested at the failing size).
+A focus prompt whose requested size lies outside ``[min_size, max_size]`` (a server whose
+``max_model_len`` cannot hold it) is not asked; the verdict module then calls the candidate a
+skip: it could not be asked where the bad end fails.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..models import Outcome
+from ..models import Outcome, PromptKey
 from ..recipe import ReproducerSpec
 from .search import SIZE_BUDGET, SizeResult, ThresholdResult, search
 
@@ -62,22 +62,34 @@ def _merge(first: list[SizeResult], res: ThresholdResult) -> ThresholdResult:
     return res
 
 
+def as_key(item: int | PromptKey) -> PromptKey:
+    """A focus item as a :class:`PromptKey` (a bare int: a requested size)."""
+    return item if isinstance(item, PromptKey) else PromptKey(int(item))
+
+
 def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: int, max_size: int,
-                   focus: Sequence[int], log: Callable[[str], None] | None = None,
+                   focus: Sequence[int | PromptKey], log: Callable[[str], None] | None = None,
                    size_budget: int | None = SIZE_BUDGET) -> ThresholdResult:
-    """The threshold search asking the ``focus`` sizes (tokens, the bad end's first failing
-    size first) before anything else; see the module docstring. Never raises for server
-    trouble (an ``error`` status instead), as :func:`search`."""
+    """The threshold search asking the ``focus`` prompts (the bad end's failing prompts, its first
+    failing prompt first) before anything else; see the module docstring. Never raises for server trouble (an
+    ``error`` status instead), as :func:`search`."""
     say = log or (lambda _m: None)
-    sizes = sorted({int(s) for s in focus if min_size <= int(s) <= max_size})
-    if not sizes:
+    keys = list(dict.fromkeys(as_key(k) for k in focus if min_size <= as_key(k).requested <= max_size))
+    if not keys:
         return search(probe, spec, min_size, max_size, log=say, size_budget=size_budget)
     memo = _Memo(probe)
+    ask = getattr(probe, "ask", None)
     asked: list[SizeResult] = []
-    for s in sizes:
-        r = memo(s)
+    sizes = sorted({k.requested for k in keys})
+    for key in keys:
+        s = key.requested
+        if key.words is not None and callable(ask):
+            r = ask(key)  # the very prompt the bad end failed on
+            memo.seen.setdefault(s, r)
+        else:
+            r = memo(s)
         asked.append(r)
-        say(f"focus: requested {s} tokens (taken from the bad end's measured failing sizes) -> measured "
+        say(f"focus: {key.text()} (a prompt on which the bad end failed) -> measured "
             f"{r.size} ({r.counted_by}): {r.outcome.value}")
         if r.outcome == Outcome.ERROR and r.error_kind != "over-limit":
             res = ThresholdResult(status="error", table=list(asked), requests=sum(x.requests for x in asked),
@@ -99,7 +111,7 @@ def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min
             break  # inconclusive / over the limit: the ordinary search decides
     res = _merge(asked, search(memo, spec, min_size, max_size, log=say, size_budget=size_budget))
     oks = [r.size for r in asked if r.outcome == Outcome.OK]
-    if res.status == "error" and len(oks) == len(sizes):
+    if res.status == "error" and len(oks) == len(keys):
         # the candidate answered where the bad end failed; a failure above is a second finding
         res.second_finding = res.error or "server error"
         res.notes.append(f"second finding (above the bad end's failing sizes {', '.join(map(str, sizes))} tokens, "
@@ -110,24 +122,32 @@ def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min
     return res
 
 
-def focus_sizes(table: Sequence[Any], first_garbage: int | None) -> list[int]:
-    """The sizes (tokens) where a bad end failed, to ask a candidate first: its first garbage
-    size and the smallest larger GARBAGE size of its table (the boundary confirmation's), from
-    rows of :meth:`SizeResult.to_dict` shape or :class:`SizeResult`."""
+def failing_prompts(table: Sequence[Any], first_garbage: int | None,
+                    default_seed: int | None = None) -> list[PromptKey]:
+    """The prompts on which a bad end failed, to ask a candidate first: the prompt of its first
+    garbage size and that of the smallest larger GARBAGE size of its table (the boundary
+    confirmation's), as :class:`PromptKey` (rows of :meth:`SizeResult.to_dict` shape or
+    :class:`SizeResult`; ``default_seed``: the recipe's seed, for rows recorded without one)."""
     if first_garbage is None:
         return []
-    out = [int(first_garbage)]
-    larger: list[int] = []
+    rows: list[tuple[int, PromptKey]] = []
     for t in table:
         d = t.to_dict() if hasattr(t, "to_dict") else t
         if not isinstance(d, dict) or d.get("outcome") != Outcome.GARBAGE.value:
             continue
         size = d.get("prompt_tokens") or d.get("requested")
-        if isinstance(size, int) and size > first_garbage:
-            larger.append(size)
-    if larger:
-        out.append(min(larger))
-    return out
+        key = PromptKey.of_row(d, default_seed)
+        if isinstance(size, int) and key is not None and size >= first_garbage:
+            rows.append((size, key))
+    rows.sort(key=lambda sk: sk[0])
+    out = [k for s, k in rows if s == first_garbage][:1]
+    larger = [k for s, k in rows if s > first_garbage]
+    return out + larger[:1]
 
 
-__all__ = ["focus_sizes", "focused_search"]
+def focus_sizes(table: Sequence[Any], first_garbage: int | None) -> list[int]:
+    """The requested sizes of :func:`failing_prompts` (tokens)."""
+    return [k.requested for k in failing_prompts(table, first_garbage)]
+
+
+__all__ = ["as_key", "failing_prompts", "focus_sizes", "focused_search"]

@@ -112,6 +112,7 @@ class Prompt:
     words: int
     needles: list[str] = field(default_factory=list)
     chars: int = 0
+    seed: int = 0  # the filler seed: with ``words``, the text (bisectbot.models.PromptKey)
 
 
 _WORD_CACHE: dict[int, tuple[list[str], list[int]]] = {}
@@ -205,6 +206,12 @@ class PromptBuilder:
 
     def messages(self, words: int) -> list[dict[str, Any]]:
         return build_messages(self.seed, words, self.question, self.needles)
+
+    def exact(self, target_tokens: int, words: int) -> Prompt:
+        """The prompt of ``words`` filler words (this builder's seed), labelled ``target_tokens``: the
+        same text another server was asked (issue 35: candidates compared on the same prompts)."""
+        msgs = self.messages(words)
+        return Prompt(msgs, target_tokens, None, words, list(self.needles), self._chars(msgs), self.seed)
 
     @staticmethod
     def _chars(messages: list[dict[str, Any]]) -> int:
@@ -313,7 +320,7 @@ class PromptBuilder:
                 s = s_new
             if best is not None:
                 msgs = self.messages(best[0])
-                return Prompt(msgs, target_tokens, best[1], best[0], list(self.needles), self._chars(msgs))
+                return Prompt(msgs, target_tokens, best[1], best[0], list(self.needles), self._chars(msgs), self.seed)
         if self._observed:
             # calibrated: the server's usage counts; /tokenize only to check an extrapolation (<= 1 call)
             s, rate, bracketed = self._interpolate(target_tokens)
@@ -324,11 +331,11 @@ class PromptBuilder:
                 if measured is not None and abs(measured - target_tokens) > slack:
                     s = max(0, s + round((target_tokens - measured) / rate))
                     msgs, measured = self.messages(s), None
-            return Prompt(msgs, target_tokens, measured, s, list(self.needles), self._chars(msgs))
+            return Prompt(msgs, target_tokens, measured, s, list(self.needles), self._chars(msgs), self.seed)
         # characters-per-token sizing
         base = self._chars(self.messages(0))
         per = self._chars(self.messages(400)) - base
         want_chars = target_tokens * self.chars_per_token
         s = max(0, round((want_chars - base) / max(1.0, per / 400)))
         msgs = self.messages(s)
-        return Prompt(msgs, target_tokens, None, s, list(self.needles), self._chars(msgs))
+        return Prompt(msgs, target_tokens, None, s, list(self.needles), self._chars(msgs), self.seed)

@@ -41,7 +41,7 @@ from typing import Any
 import requests
 from rapidfuzz.distance import Levenshtein
 
-from ..models import Outcome
+from ..models import Outcome, PromptKey
 from ..recipe import ReferenceSpec, ReproducerSpec
 from .client import BadReply, Client, cold_fields, parse_chat, sampling_fields
 from .prompts import PromptBuilder
@@ -390,6 +390,10 @@ class ReferenceProbe:
     def confirm(self, size: int) -> SizeResult:
         """The inner probe's boundary confirmation (another prompt), compared as well."""
         return self._compare(size, self.inner.confirm(size))
+
+    def ask(self, key: PromptKey) -> SizeResult:
+        """The inner probe's exact prompt ``key`` (issue 35), compared as well."""
+        return self._compare(key.requested, self.inner.ask(key))
 
     def _compare(self, size: int, res: SizeResult) -> SizeResult:
         if res.outcome == Outcome.ERROR or self._messages is None \

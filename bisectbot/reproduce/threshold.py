@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..models import Outcome
+from ..models import Outcome, PromptKey
 from ..recipe import ReproducerSpec
 from .classify import Classification, classify
 from .client import Client, Reply, sampling_fields
@@ -121,6 +121,7 @@ class HttpProbe:
         if usage:
             res.evidence["usage_prompt_tokens"] = usage
         res.evidence["prompt_words"] = prompt.words  # with the seed: the prompt again (issue 25's request.json)
+        res.evidence["prompt_seed"] = prompt.seed  # issue 35: seed + words = the prompt's identity (PromptKey)
         self._check_cold(res, replies, before)
         return res
 
@@ -257,7 +258,7 @@ class HttpProbe:
         server has a trusted one, else from this probe's usage calibration); the prompt aims a
         hair above ``size`` so its measured size is not below it."""
         try:
-            if self._alt is None:
+            if self._alt is None or self._alt.seed != self.spec.seed + 1:
                 self._alt = self.builder.sibling(self.spec.seed + 1)
             slack = max(4, size // 1000) if self._alt.has_tokenizer else max(4, size // 200)
             prompt = self._alt.build(size + slack)
@@ -267,6 +268,40 @@ class HttpProbe:
         except Exception as e:  # noqa: BLE001 - never a traceback
             return SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
                               error_kind="bad-response")
+
+    def ask(self, key: PromptKey) -> SizeResult:
+        """``SizeResult`` of exactly the prompt ``key`` names (its filler seed and words: the text
+        another candidate was asked, issue 35), labelled with its requested size; never raises."""
+        from .. import progress
+
+        t0 = time.monotonic()
+        if key.words is None or key.seed is None:
+            return self(key.requested)
+        try:
+            if key.seed == self.builder.seed:
+                builder = self.builder
+            else:
+                if self._alt is None or self._alt.seed != key.seed:
+                    self._alt = self.builder.sibling(key.seed)
+                builder = self._alt
+            prompt = builder.exact(key.requested, key.words)
+            res = self._ask(key.requested, prompt, self.spec.max_tokens)
+            usage = res.evidence.get("usage_prompt_tokens")
+            if usage:
+                bad = self._cross_check(prompt, usage)
+                if bad:
+                    res = SizeResult(key.requested, usage, Outcome.ERROR, [bad], 1.0, res.votes, res.requests,
+                                     res.seconds, error_kind="bad-response", evidence=res.evidence)
+                else:
+                    builder.observe(key.words, usage)
+            if res.outcome != Outcome.ERROR:
+                res = self._finish(key.requested, prompt, res)
+        except Exception as e:  # noqa: BLE001 - never a traceback
+            res = SizeResult(key.requested, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
+                             error_kind="bad-response")
+        progress.request(key.requested, res.outcome.value, time.monotonic() - t0,
+                         measured=res.prompt_tokens, counted_by=res.counted_by)
+        return res
 
     def _redo(self, size: int, target: int, before: SizeResult) -> SizeResult:
         prompt = self.builder.build(target)

@@ -38,7 +38,7 @@ class ProbeJob:
     key: str
     attempt: int = 1
     toggle: TriageToggle | None = None
-    focus: tuple[int, ...] = ()
+    focus: tuple[Any, ...] = ()  # bisectbot.models.PromptKey (or sizes, tokens): the bad end's failing prompts
     again: bool = False
 
     @property

@@ -60,14 +60,13 @@ def verification_words(final: StageResult) -> str:
     when the last probes of the first bad and the last good were measured in this run; else which of
     them came from the ledger cache and when (``the culprit and its predecessor were verified from
     cached verdicts of 2026-12-02 05:05:03 UTC (session 84601e0d964f), not re-probed in this run``)."""
-    from ..provenance import cached_from, when_text
+    from ..provenance import when_text
+    from ..verdict.record import verification
 
     ends = [("culprit", final.first_bad), ("predecessor", final.last_good)]
-    marks: dict[str, dict[str, str] | None] = {}
-    for role, c in ends:
-        last = next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
-        marks[role] = cached_from(last) if last is not None else None
-    cached = {role: m for role, m in marks.items() if m is not None}
+    last = {role: next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
+            for role, c in ends}
+    cached = verification(last).cached  # "verified", defined once (issue 35)
     if not cached:
         return REPROBED
 

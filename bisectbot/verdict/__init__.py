@@ -1,6 +1,17 @@
-"""Where a candidate's verdict is decided: good, bad or skip, from what its probe measured.
+"""Where a candidate's verdict is decided: good, bad or skip, from what its probe recorded.
 
-The rule (as it stands; issue 35 replaces it with the comparison on the same prompts):
+**The rule** (issue 35, stated here once). A probe records per request the prompt's identity
+(:class:`bisectbot.models.PromptKey`: filler seed and words, the text itself, or a command's
+``{size}`` with the recipe's argv; the per-request ``cache_salt`` is recorded, not part of it),
+the measured tokens and the outcome. A candidate is compared with the end that shows the
+behaviour (the bad end) **on the same prompts**: it is *good* only when it answered OK the
+prompts on which the bad end failed; *bad* when it fails one of them (or shows any GARBAGE
+under ``regress: garbage``); otherwise a *skip*, "could not be asked at the size where the bad
+end fails: …". No tolerance, slack or precision parameter enters the comparison; measured
+tokens are shown, never compared. Later probes ask those prompts first
+(:mod:`bisectbot.reproduce.focus`), so candidates are asked them.
+
+How the evidence becomes a verdict before the comparison:
 
 * A probe's measurement becomes a :class:`Judgement` (verdict, one-line reason, failure
   signature) by the recipe's regress mode: a threshold search by :func:`judge_threshold`
@@ -11,8 +22,10 @@ The rule (as it stands; issue 35 replaces it with the comparison on the same pro
   never ``bad``.
 * Repeats of one probe combine one-sidedly (bad when any run is bad; in a fix bisection
   still broken when any run fails): :func:`bisectbot.verdict.honesty.run_repeats`.
-* A threshold verdict counts only where it was asked: a good that never reached the bad
-  end's failing size is a skip (:mod:`bisectbot.verdict.scope`).
+* The comparison on the same prompts: :mod:`bisectbot.verdict.scope`.
+* A cached verdict is evidence only when it agrees with its own record: recomputed from the
+  row's evidence by these same rules (:func:`bisectbot.verdict.record.contradiction`); a row
+  that contradicts it or cannot be decoded is dropped and probed again.
 * The known-failing end is re-probed until its "not bad" is believable
   (:mod:`bisectbot.verdict.badend`); a command that cannot run at either end stops the run
   (:func:`bisectbot.verdict.honesty.check_runnable`).
@@ -22,7 +35,8 @@ One job per file:
 * :mod:`.rules` -- the regress-mode rules above (pure, no I/O);
 * :mod:`.judge` -- :func:`bisectbot.verdict.judge.judge`: run the recipe's reproducer on a
   prepared candidate and apply the rules (the one place a probe's verdict is made);
-* :mod:`.scope` -- what a threshold verdict covered, and the comparison only there;
+* :mod:`.scope` -- the comparison with the bad end on the same prompts;
+* :mod:`.record` -- a cached verdict against its own recorded evidence; what "verified" means;
 * :mod:`.honesty` -- repeats, derived flake rates, unrunnable commands;
 * :mod:`.badend` -- the sequential re-probe of the known-failing end.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BadInput
-from ..models import Verdict, is_patch_mode
+from ..models import PromptKey, Verdict, is_patch_mode
 from ..recipe import Recipe
 from ..run.base import Prepared
 from ..run.probe import ProbeContext, ProbeJob
@@ -114,7 +114,7 @@ def judge(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgeme
         extra["second_finding"] = tr.second_finding  # issue 23: a failure above the focus sizes
         j.reason += f"; second finding above the bad end's failing sizes: {str(tr.second_finding)[:200]}"
     if focus:
-        extra["focus"] = list(focus)
+        extra["focus"] = [PromptKey.parse(k).json for k in focus]
     if getattr(tr, "flaky", None):
         extra["flaky_sizes"] = list(tr.flaky)
     if r.bisect.flake is None and tr.table:  # the bad end's hit rate (issue 12; verdict.honesty.adapt_rates)

@@ -1,34 +1,35 @@
-"""What a threshold verdict covered, and the rule that compares candidates only there (issue 23).
+"""The comparison on the same prompts (issue 35; issue 23 asked it with a tolerance).
 
-A bisection compares each candidate with its bad end. A threshold probe's "good" says
-"no garbage up to N tokens"; when N is below the size where the bad end failed (an old
-build that serves ``max_model_len`` 16384 while the bad end fails from 21,822 tokens,
-vllm#2655), the probe never asked the question the bisection asks, and a search that takes
-it as "good" names the commit that raised the context limit as the culprit.
+A bisection compares each candidate with its bad end. The bad end's threshold probe recorded,
+per size, which prompt it sent (:class:`bisectbot.models.PromptKey`: filler seed and words,
+the text itself; a command's ``{size}``) and its outcome. :func:`learn` takes the prompts on
+which it failed (:func:`bisectbot.reproduce.focus.failing_prompts`: its first failing prompt and
+the boundary confirmation's); every later probe asks exactly those first (``prober.focus``,
+:mod:`bisectbot.reproduce.focus`). :meth:`Scope.judge` then applies the rule of
+:mod:`bisectbot.verdict` to the candidate's recorded table:
 
-:class:`Scope` holds the bad end's failing sizes (learnt from its bad verdict,
-:func:`learn`); :meth:`Scope.judge` turns a good verdict whose measured sizes all lie below
-them into a ``skip`` with the reason ``good only up to X < failing size Y tokens``; the
-search then treats the candidate as untestable (a skip at the good end ends the run as
-``boundary-failed``, one inside the range widens the answer to a range). The probe cache
-keeps the measurement as it was; only the search's use of it changes.
+* **good** only when it answered OK every one of those prompts;
+* **bad** when it fails one of them (GARBAGE there), whatever its own threshold verdict
+  (under ``regress: garbage`` any GARBAGE is bad already, :func:`bisectbot.verdict.judge_threshold`);
+* otherwise a **skip**: "could not be asked at the size where the bad end fails: …" (not asked:
+  its server's context cannot hold the prompt; over the limit; an error; inconclusive).
 
-The same sizes go to the next probes as their *focus* (:mod:`bisectbot.reproduce.focus`):
-asked first, so that a failure at larger sizes does not hide the answer at these.
+No tolerance, slack or precision enters: two prompts are the same or they are not. Measured
+token counts are recorded and shown, never compared. The probe cache keeps each measurement
+as it was; only the search's use of it changes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..models import ProbeResult, Verdict
+from ..models import ProbeResult, PromptKey, Verdict
 from ..recipe import Recipe
 
 #: Regress modes whose verdicts come from a threshold search of a regression (not a fix):
-#: the bad end's failing size is where every candidate must be asked.
+#: the bad end's failing prompts are where every candidate must be asked.
 SCOPED_MODES = ("garbage", "threshold-below", "diverges")
 
 
@@ -40,69 +41,99 @@ def scoped(recipe: Recipe) -> bool:
     return r.kind == "prefill" or any("{size}" in a for a in (r.command or []))
 
 
-def _size(row: Any) -> int | None:
-    d = row.to_dict() if hasattr(row, "to_dict") else row
-    if not isinstance(d, dict):
-        return None
-    v = d.get("prompt_tokens") or d.get("requested")
-    return int(v) if isinstance(v, (int, float)) else None
+def _rows(res: ProbeResult) -> list[dict[str, Any]]:
+    return [d for d in ((t.to_dict() if hasattr(t, "to_dict") else t) for t in res.table or [])
+            if isinstance(d, dict)]
 
 
 def covered(res: ProbeResult) -> int | None:
-    """The largest prompt size (tokens) the probe decided (OK or GARBAGE), or None when its
-    table holds none (an error, a probe without a size table)."""
-    sizes = []
-    for row in res.table or []:
-        d = row.to_dict() if hasattr(row, "to_dict") else row
-        if isinstance(d, dict) and d.get("outcome") in ("OK", "GARBAGE"):
-            s = _size(d)
-            if s is not None:
-                sizes.append(s)
-    if not sizes and res.threshold:
-        sizes = [int(x) for x in res.threshold if x is not None]
+    """The largest prompt size (tokens, measured) the probe decided (OK or GARBAGE), or None when
+    its table holds none: shown in reasons, never compared."""
+    sizes = [int(d.get("prompt_tokens") or d["requested"]) for d in _rows(res)
+             if d.get("outcome") in ("OK", "GARBAGE") and isinstance(d.get("requested"), int)]
     return max(sizes) if sizes else None
 
 
 @dataclass(frozen=True)
 class Scope:
-    """Where the bad end failed: ``failing`` (its first garbage size, tokens), ``sizes`` (that
-    and its confirmation size, the probes' focus) and ``slack`` (tokens: a candidate's prompt at
-    the failing size may measure this much less -- another tokenizer, another template)."""
+    """The prompts on which the bad end failed (``failing``, asked first by later probes: their
+    focus) and the bad end's first failing size (``failing_size``, measured tokens, for messages);
+    ``end`` labels the bad end in reasons; ``seed``: the recipe's filler seed (rows recorded
+    without one)."""
 
-    failing: int
-    sizes: tuple[int, ...]
-    slack: int
+    failing: tuple[PromptKey, ...]
+    failing_size: int
     end: str = ""
+    seed: int | None = None
+
+    @property
+    def sizes(self) -> tuple[PromptKey, ...]:
+        """The focus of the next probes: :attr:`failing`."""
+        return self.failing
+
+    def answers(self, res: ProbeResult) -> dict[PromptKey, dict[str, Any]]:
+        """The candidate's rows for the failing prompts it was asked (by identity)."""
+        want = {k.identity: k for k in self.failing}
+        out: dict[PromptKey, dict[str, Any]] = {}
+        for d in _rows(res):
+            key = PromptKey.of_row(d, self.seed)
+            if key is not None and key.identity in want:
+                out.setdefault(want[key.identity], d)
+        return out
+
+    def asked(self, res: ProbeResult) -> bool:
+        """True when ``res`` was asked every failing prompt (with some outcome)."""
+        return len(self.answers(res)) == len(self.failing)
 
     def judge(self, res: ProbeResult) -> ProbeResult:
-        """``res``, or a copy of it as ``skip`` when it is a good verdict measured only below
-        :attr:`failing` (``extra["scope"]`` says what it covered)."""
-        if res.verdict is not Verdict.GOOD:
+        """``res``, or a copy as ``bad`` (GARBAGE on a failing prompt) or ``skip`` (a good verdict
+        that did not answer OK every failing prompt; ``extra["scope"]`` says what it covered)."""
+        if res.verdict is Verdict.SKIP or (res.verdict is Verdict.BAD):
             return res
-        cov = covered(res)
-        if cov is None or cov >= self.failing - self.slack:
+        got = self.answers(res)
+        garbage = [k for k, d in got.items() if d.get("outcome") == "GARBAGE"]
+        if garbage:
+            k = garbage[0]
+            why = (f"GARBAGE on a prompt on which the bad end{self.end} failed ({k.text()}, measured "
+                   f"{got[k].get('prompt_tokens') or k.requested} tokens)")
+            return dataclasses.replace(res, verdict=Verdict.BAD, reason=f"{why}; measured: {res.reason}",
+                                       extra={**res.extra, "scope": {"verdict": res.verdict.value,
+                                                                     "failing": list(map(str, self.failing))}})
+        missing = [k for k in self.failing if got.get(k, {}).get("outcome") != "OK"]
+        if not missing:
             return res
-        why = (f"good only up to {cov} < failing size {self.failing} tokens (where the bad end{self.end} fails): "
-               "not tested at the size that matters")
+        k = missing[0]
+        d = got.get(k)
+        if d is None:
+            cov = covered(res)
+            what = (f"not asked the prompt {k.text()}"
+                    + (f" (the largest size it answered: {cov} tokens)" if cov is not None else ""))
+        else:
+            reasons = "; ".join(str(x) for x in (d.get("reasons") or []))[:200]
+            what = f"{k.text()} -> {d.get('outcome')}" + (f" ({reasons})" if reasons else "")
+        why = (f"could not be asked at the size where the bad end fails ({self.failing_size} tokens"
+               f"{',' + self.end if self.end else ''}): {what}; not tested at the size that matters")
         return dataclasses.replace(res, verdict=Verdict.SKIP, signature="", reason=f"{why}; measured: {res.reason}",
-                                   extra={**res.extra, "scope": {"covered": cov, "failing": self.failing,
+                                   extra={**res.extra, "scope": {"covered": covered(res), "failing": self.failing_size,
+                                                                 "prompts": list(map(str, self.failing)),
                                                                  "verdict": res.verdict.value}})
 
 
 def learn(recipe: Recipe, res: ProbeResult, label: str = "") -> Scope | None:
     """The scope a bad end's result sets (None unless it is a bad threshold verdict of a scoped
-    recipe with a first-garbage size)."""
+    recipe with a first-garbage size and a recorded failing prompt)."""
     if not scoped(recipe) or res.verdict is not Verdict.BAD or not res.threshold:
         return None
     first = res.threshold[1]
     if first is None:
         return None
-    from ..reproduce.focus import focus_sizes
+    from ..reproduce.focus import failing_prompts
 
-    spec = recipe.reproducer
-    slack = max(math.ceil(spec.tolerance * first), spec.tolerance_tokens)
-    return Scope(int(first), tuple(focus_sizes(res.table or [], int(first))), slack,
-                 f" {label}" if label else "")
+    seed = recipe.reproducer.seed if recipe.reproducer.kind == "prefill" else None
+    keys = failing_prompts(res.table or [], int(first), seed)
+    if not keys:
+        return None
+    return Scope(tuple(keys), int(first), f" {label}" if label else "", seed)
 
 
 __all__ = ["SCOPED_MODES", "Scope", "covered", "learn", "scoped"]

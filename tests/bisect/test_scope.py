@@ -78,11 +78,12 @@ def test_good_below_the_failing_size_is_no_culprit(tmp_path, kit) -> None:
     final = result(tmp_path)["stages"][-1]
     assert final["status"] != "culprit", out
     assert final["status"] in ("boundary-failed", "range"), out
-    assert "the good end is untestable (skip): good only up to 16066 < failing size 20013 tokens" in out, out
+    assert ("the good end is untestable (skip): could not be asked at the size where the bad end fails (20013 tokens"
+            in out and "(the largest size it answered: 16066 tokens)" in out), out
     assert not any(x["ref"] == shas[3] for x in final.get("culprits") or []), out
     # the measurement is cached as it was (good up to 16066); the search's use of it changed
     p2 = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
-    assert "good only up to 16066 < failing size" in p2.stdout + p2.stderr, p2.stdout + p2.stderr
+    assert "(the largest size it answered: 16066 tokens)" in p2.stdout + p2.stderr, p2.stdout + p2.stderr
 
 
 def test_a_build_inside_the_range_that_cannot_reach_the_failing_size_is_a_skip(tmp_path, kit) -> None:
@@ -97,7 +98,7 @@ def test_a_build_inside_the_range_that_cannot_reach_the_failing_size_is_a_skip(t
     final = result(tmp_path)["stages"][-1]
     assert final["status"] == "range", out
     assert {c["ref"] for c in final["culprits"]} >= {shas[3], shas[5]}, out
-    assert "good only up to 16066 < failing size" in out, out
+    assert "(the largest size it answered: 16066 tokens)" in out, out
 
 
 # ----------------------------------------------------------------- 2: a crash above the threshold

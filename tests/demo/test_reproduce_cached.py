@@ -116,8 +116,9 @@ def test_rerun_of_reproduce_marks_cached_probes_and_labels_requested_vs_measured
     assert reqs and any(a != b for a, b, _ in reqs), err  # the demo engine's counts differ from the asks
     scope = next(ln for ln in err.splitlines() if ln.startswith("scope:"))
     failing = fresh[0]["threshold"][1]
-    assert f"compared at {failing} tokens and above (measured on the bad end, usage.prompt_tokens)" in scope, scope
-    assert f"their probes request {failing}" in scope and "requested sizes equal to the bad end's measured" in scope
+    # issue 35: compared on the bad end's failing prompts themselves (the same text on every candidate)
+    assert f"on which the bad end fails from {failing} tokens (measured on the bad end, usage.prompt_tokens)" in scope
+    assert "(filler seed 0, " in scope and "the same text on every candidate" in scope, scope
     verdict_line = next(ln for ln in err.splitlines() if ln.startswith("[1] "))
     assert "tokens measured (usage.prompt_tokens)" in verdict_line, verdict_line
     assert re.search(r"\[cache\] measured \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC in session " + res1["session_id"], err), err

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ...errors import HostFailure, ServerError
 from ...models import Candidate, ProbeResult, Verdict
@@ -63,7 +63,7 @@ def reproducer_key(recipe: Recipe) -> str:
     return recipe.verdict_hash() + (f"|cmd:{h.hexdigest()[:16]}" if seen else "")
 
 
-def focused_key(repro_key: str, focus: tuple[int, ...] | list[int]) -> str:
+def focused_key(repro_key: str, focus: tuple[Any, ...] | list[Any]) -> str:
     """The reproducer key of a probe whose threshold search asks ``focus`` (tokens, the bad end's
     failing sizes, issue 23) first: ``repro_key`` then ``|focus:N,M`` (unchanged without focus)."""
     return repro_key + (f"|focus:{','.join(map(str, focus))}" if focus else "")

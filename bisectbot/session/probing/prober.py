@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...ledger import Ledger
-from ...models import Candidate, ProbeResult, Verdict
+from ...models import Candidate, ProbeResult, PromptKey, Verdict
 from ...provenance import CACHED_KEY, HOST_KEY, SESSION_KEY, host_facts, mark_cached
 from ...recipe import Recipe, TriageToggle
 from ...run.base import CandidateRunner
@@ -87,7 +87,7 @@ class Prober:
         self.retry_errors = retry_errors
         self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
         self.oracle: Any = None  # the run's reference while it is up (issue 18)
-        self.focus: tuple[int, ...] = ()  # the bad end's failing sizes (issue 23)
+        self.focus: tuple[PromptKey, ...] = ()  # the bad end's failing prompts (issues 23, 35)
         self.round_session = ""  # the round session replayed (issue 23, input 3)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
         self.round_no = 0  # rounds (batches of probes) so far, cached ones included
@@ -148,7 +148,7 @@ class Prober:
             # a candidate the log lacks (a line dropped from it) is probed again, never answered by
             # the ledger's verdict of the session the log came from
             return None, "cache", key
-        stored = self.ledger.get_probe_stored(key)
+        stored = self._stored(key, c)
         cached = stored[0] if stored is not None else None
         if cached is not None and self._retry(cached, key):
             return None, "cache", key
@@ -157,6 +157,29 @@ class Prober:
             if not self.answered_here(cached):  # measured by another run: the report says so (issue 23)
                 mark_cached(cached, stored[1])
         return cached, "cache", key
+
+    def _stored(self, key: str, c: Candidate, say: bool = True) -> tuple[ProbeResult, str] | None:
+        """The ledger's row under ``key`` when it is evidence (issue 35, input 6): a row that cannot
+        be decoded, or whose verdict contradicts its own recorded evidence
+        (:func:`bisectbot.verdict.record.contradiction`), is dropped (said) and probed again."""
+        from ...verdict.record import contradiction
+
+        try:
+            stored = self.ledger.get_probe_stored(key)
+        except Exception as e:  # noqa: BLE001 - a damaged row is no evidence, never a traceback
+            if say:
+                self.echo(f"{c.label or c.ref[:12]}: its cached verdict cannot be decoded "
+                          f"({type(e).__name__}: {str(e)[:120]}): dropped, probing it again")
+            return None
+        if stored is None:
+            return None
+        why = contradiction(self.recipe, stored[0])
+        if why is not None:
+            if say:
+                self.echo(f"{c.label or c.ref[:12]}: its cached verdict {stored[0].verdict.value} (stored {stored[1]}) "
+                          f"contradicts its own record: {why}; dropped, probing it again")
+            return None
+        return stored
 
     def _retry(self, cached: ProbeResult, key: str) -> bool:
         """True when a cached skip is probed again (``retry_errors``, once per key and run)."""
@@ -194,7 +217,8 @@ class Prober:
         if self.replayed and c.ref not in self.fresh_refs:
             return True
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempts.get(i, 0) + 1)
-        cached = self.ledger.get_probe(key)
+        stored = self._stored(key, c, say=False)
+        cached = stored[0] if stored is not None else None
         return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
 
     # ------------------------------------------------------------------ probing

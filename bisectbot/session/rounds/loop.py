@@ -85,14 +85,13 @@ def feed_order(b: Bisection, done: list[tuple[Any, Any]]) -> Iterator[tuple[Any,
 
 
 def scope_line(scope: Scope, end: ProbeResult) -> str:
-    """The ``scope:`` progress line, each number labelled (issue 23): the bad end's failing size is a
-    measured count; the focus sizes are asked as requested sizes taken from its measured ones (a
-    prompt requested at N tokens may measure a few tokens more or less on another candidate)."""
+    """The ``scope:`` progress line (issue 35): the prompts on which the bad end failed, which every
+    candidate is asked first and compared on (the same text; each probe measures its own tokens)."""
     how = [h for h in _counted_by(end.table) if h != "requested"]
     what = f"measured on the bad end, {', '.join(how)}" if how else "the bad end's requested size"
-    return (f"scope: candidates are compared at {scope.failing} tokens and above ({what}), where the bad end "
-            f"fails; their probes request {', '.join(map(str, scope.sizes))} tokens first (requested sizes equal to "
-            "the bad end's measured ones; each probe measures its own)")
+    return (f"scope: candidates are compared on the prompts on which the bad end fails from {scope.failing_size} "
+            f"tokens ({what}): {'; '.join(k.text() for k in scope.failing)}; asked first, the same text on every "
+            "candidate (each probe measures its own tokens)")
 
 
 class RoundLoop:
@@ -210,7 +209,8 @@ class RoundLoop:
                 results = [(verdict_fn(res), origin) for res, origin in results]
             for (i, a), (res, origin) in feed_order(b, list(zip(jobs, results))):
                 if scope is not None and verdict_fn is None:
-                    if asked != prober.focus and unfocused_skip(res):
+                    if asked != prober.focus and (unfocused_skip(res) or (
+                            res.verdict is Verdict.GOOD and not scope.asked(res))):
                         res, origin = self._refocus(candidates[i], a, res, executor)
                     res = scope.judge(res)  # issue 23: compared only where the bad end failed
                 if i == len(candidates) - 1 and phase_of(b, i) == "boundary":
@@ -270,12 +270,13 @@ class RoundLoop:
                         self.echo(scope_line(scope, res))
 
     def _refocus(self, c: Candidate, attempt: int, res: ProbeResult, executor: Any) -> tuple[ProbeResult, str]:
-        """Probe ``c`` again asking the bad end's failing sizes first (``prober.focus``): its probe
-        ran in the round that first probed the bad end, before those sizes were known, and its
-        threshold search ended in an error (``res``: a crash at the largest sizes, issue 23 input 2)."""
-        self.echo(f"{c.label or c.ref[:12]}: probed before the bad end's failing sizes were known and skipped "
-                  f"({res.reason[:120]}): probing it again asking {', '.join(map(str, self.prober.focus))} "
-                  "tokens first")
+        """Probe ``c`` again asking the bad end's failing prompts first (``prober.focus``): its probe
+        ran in the round that first probed the bad end, before those prompts were known, and its
+        threshold search ended in an error (``res``: a crash at the largest sizes, issue 23 input 2)
+        or its good verdict never asked them (issue 35: compared on the same prompts only)."""
+        self.echo(f"{c.label or c.ref[:12]}: probed before the bad end's failing prompts were known "
+                  f"({res.verdict.value}: {res.reason[:120]}): probing it again asking "
+                  f"{', '.join(str(getattr(k, 'requested', k)) for k in self.prober.focus)} tokens first")
         ((again, origin),) = self.prober.probe_batch([(c, attempt)], executor)
         return again, origin
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import BadInput
-from ...models import Candidate, CandidateKind, ProbeResult, Verdict
+from ...models import Candidate, CandidateKind, ProbeResult, PromptKey, Verdict
 from ...recipe import Recipe
 from ...run.probe import ProbeJob
 
@@ -109,7 +109,8 @@ class RoundPlan:
                 "status": self.status,
                 "probes": [{"ref": plan_ref(j.candidate), "component": j.candidate.component, "key": j.key,
                             "label": j.candidate.label, "attempt": j.attempt,
-                            "toggle": j.toggle.name if j.toggle else "", "focus": list(j.focus)}
+                            "toggle": j.toggle.name if j.toggle else "",
+                            "focus": [PromptKey.parse(k).json for k in j.focus]}
                            for j in self.jobs]}
 
 
@@ -139,7 +140,7 @@ def make_verdict(res: ProbeResult, *, session: str, round_no: int | None, key: s
     return {
         "format": VERDICT_FORMAT, "session": session, "round": round_no, "key": key, "ref": ref,
         "recipe": recipe.name, "recipe_hash": recipe.verdict_hash(), "attempt": attempt, "toggle": toggle,
-        "focus": [int(x) for x in focus],
+        "focus": [PromptKey.parse(x).json for x in focus],
         "verdict": res.verdict.value, "reason": res.reason, "signature": res.signature,
         "threshold": list(res.threshold) if res.threshold else None, "table": res.table,
         "evidence": {"log_paths": res.log_paths, "patches": res.patches, "extra": res.extra},
@@ -187,9 +188,8 @@ def read_verdict(path: Path, digests: dict[str, str] | None = None) -> dict[str,
     if d.get("round") is not None and not isinstance(d["round"], int):
         raise BadInput(f"{path}: round {d['round']!r} is not a number")
     focus = d.get("focus")  # absent in files of a bisectbot before issue 23's rounds: no focus was asked
-    if focus is not None and (not isinstance(focus, list)
-                              or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in focus)):
-        raise BadInput(f"{path}: focus {str(focus)[:80]} is not a list of prompt sizes (tokens)")
+    if focus is not None and (not isinstance(focus, list) or not all(_is_prompt(x) for x in focus)):
+        raise BadInput(f"{path}: focus {str(focus)[:80]} is not a list of prompts (sizes in tokens, or N@seedSwW)")
     probe = d["probe"]
     if not isinstance(probe, dict) or probe.get("verdict") != d["verdict"]:
         inner = probe.get("verdict") if isinstance(probe, dict) else None
@@ -278,8 +278,8 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
             out.append(ImportOutcome(str(f), "refused", f"{f}: probe {key} is of {plan_ref(job.candidate)}, "
                                      f"the file says {d['ref']}", key))
             continue
-        got = tuple(d.get("focus") or ())
-        if got != tuple(job.focus):
+        got = tuple(PromptKey.parse(x) for x in d.get("focus") or ())
+        if got != tuple(PromptKey.parse(x) for x in job.focus):
             # the key says "asked first where the bad end fails"; a file probed otherwise claims
             # what it did not test (issue 23: a crash at the largest sizes read as a skip)
             out.append(ImportOutcome(str(f), "refused", f"{f}: {d['ref'][:40]} "
@@ -323,14 +323,23 @@ def import_verdicts(ledger: Any, plan: RoundPlan, recipe: Recipe, files: list[Pa
     return out
 
 
-def focus_mismatch(got: tuple[int, ...], want: tuple[int, ...], round_no: int) -> str:
+def _is_prompt(x: Any) -> bool:
+    """True when ``x`` is a focus prompt as files hold it (:attr:`PromptKey.json`)."""
+    try:
+        PromptKey.parse(x)
+    except ValueError:
+        return False
+    return True
+
+
+def focus_mismatch(got: tuple[Any, ...], want: tuple[Any, ...], round_no: int) -> str:
     """Why a verdict file probed asking sizes ``got`` (tokens) first is refused where round ``round_no``
     plans ``want``, and what to run instead (issue 24: after ``round probe --focus ""`` the message
     blamed a missing --focus, the very thing that would have taken the plan's)::
 
         probed with focus none (--focus '', ...), but round 2 plans focus 1021,2001: probe again ...
     """
-    def name(sizes: tuple[int, ...]) -> str:
+    def name(sizes: tuple[Any, ...]) -> str:
         return ",".join(map(str, sizes)) if sizes else "none"
 
     how = ("--focus '', or no ledger with the plan where it ran, or a bisectbot before focus sizes" if not got
