@@ -134,6 +134,7 @@ DEFAULTS: dict[str, Any] = {
     "think_in_content": None,
     "band_to": None,
     "cut_sizes": None,
+    "tail_logprobs": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
@@ -410,6 +411,9 @@ class Engine:
         flip_rng = random.Random(f"{self.s['seed']}:flaky:{index}")
         if bad and flip_rng.random() < float(self.s.get("flaky") or 0):
             bad = False  # one-sided, like real corruption: the bug sometimes does not show
+        logprobs_bad = bad
+        if self.s.get("tail_logprobs"):
+            bad = False  # only the prompt's tail log-probabilities show it (oracles.extra_fields)
         special = oracles.reply(self.s, messages, bad, message_text)
         if special is not None:
             reasoning, content = special
@@ -442,7 +446,7 @@ class Engine:
         if self.s.get("reasoning") or self.s.get("misroute"):
             message["reasoning_content"] = r_text
         created = int(time.time())
-        extra = oracles.extra_fields(self.s, body, messages, ptoks, bad, message_text)
+        extra = oracles.extra_fields(self.s, body, messages, ptoks, logprobs_bad, message_text)
         return 200, {**extra,
             "id": f"chatcmpl-{index}",
             "object": "chat.completion",
