@@ -448,9 +448,22 @@ class ReferenceProbe:
             return reply
 
         inner._chat = recording  # type: ignore[method-assign]
+        inner.report_progress = False  # the line names the outcome after the comparison (issue 37, input 9)
 
     def __call__(self, size: int) -> SizeResult:
-        return self._compare(size, self.inner(size))
+        from .. import progress
+
+        t0 = time.monotonic()
+        res = self._compare(size, self.inner(size))
+        ref = res.evidence.get("reference")
+        if isinstance(ref, dict):
+            ref["outcome"] = res.outcome.value  # what decided; text_outcome stays the classifier's own
+        how = ""
+        if isinstance(ref, dict) and ref.get("text_outcome") and ref["text_outcome"] != res.outcome.value:
+            how = f" (text alone: {ref['text_outcome']}; reference comparison decides)"
+        progress.request(size, res.outcome.value + how, time.monotonic() - t0, measured=res.prompt_tokens,
+                         counted_by=res.counted_by)
+        return res
 
     def confirm(self, size: int) -> SizeResult:
         """The inner probe's boundary confirmation (another prompt), compared as well."""
