@@ -10,6 +10,10 @@ included), the interval and its width, prompt tokens sent by the search beside a
 <= 2x), the least any search meeting issue 11 can send (:func:`oracle_tokens`) and its
 ratio to the sweep, and ``/tokenize`` calls per chat request (target <= 1). Figures come
 from the engine's own ``/stats`` (prompt tokens it served, requests it counted).
+
+A last line measures a healthy engine (no threshold): an OK claim costs the coarse ladder
+(issue 37, input 4: steps of at most 2x from 1K to 120K, 8 requests; one request before), the
+price of saying "no garbage" only about sizes that were asked.
 """
 
 from __future__ import annotations
@@ -72,6 +76,16 @@ def measure(threshold: int, terse: float = 0.3) -> dict[str, Any]:
             "flaky": res.flaky}
 
 
+def measure_healthy() -> dict[str, Any]:
+    """One search against a healthy engine: requests, prompt tokens and the sizes the OK claim names."""
+    spec = ReproducerSpec(min_size=MIN, max_size=MAX, tolerance=0.03, tolerance_tokens=64)
+    with start_engine(threshold=None) as e:
+        res = search_threshold(e.url, spec)
+        st = e.stats()
+    return {"status": res.status, "requests": st["chat_requests"], "prompt_tokens": sum(st["prompt_tokens"]),
+            "ok_sizes": res.ok_sizes, "ratio_to_sweep": sum(st["prompt_tokens"]) / sum(sweep_sizes())}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--thresholds", default="1500,5000,20000,50000,110000")
@@ -79,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rows = [measure(int(t)) for t in a.thresholds.split(",")]
     mean_ratio = sum(r["ratio_to_sweep"] for r in rows) / len(rows)
+    healthy = measure_healthy()
     if a.json:
-        print(json.dumps({"rows": rows, "mean_ratio_to_sweep": mean_ratio, "sweep_sizes": sweep_sizes()}, indent=2))
+        print(json.dumps({"rows": rows, "mean_ratio_to_sweep": mean_ratio, "sweep_sizes": sweep_sizes(),
+                          "healthy": healthy}, indent=2))
         return 0
     print(f"threshold search over {MIN}-{MAX} tokens to 3 % / 64 tokens; sweep = {sweep_sizes()}")
     print(f"{'T':>7} {'status':>8} {'interval':>17} {'width':>6} {'req':>4} {'tok/req':>7} "
@@ -95,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
           f"(target <= 12); max /tokenize per request {max(r['tokenize_per_request'] for r in rows):.2f} "
           f"(target <= 1); prompt tokens vs sweep: mean {mean_ratio:.2f}x, max "
           f"{max(r['ratio_to_sweep'] for r in rows):.2f}x (target <= 2x)")
+    print(f"healthy engine: {healthy['status']} after {healthy['requests']} requests, {healthy['prompt_tokens']} "
+          f"prompt tokens ({healthy['ratio_to_sweep']:.2f}x the sweep); the OK claim names "
+          f"{', '.join(map(str, healthy['ok_sizes']))} (coarse ladder, steps <= 2x; 1 request before issue 37)")
     print("bound: the fewest prompt tokens any search meeting issue 11 sends (last OK >= T - 3 %, first "
           "garbage, its second seed, one larger size: 4T - w + 1); ratio > 2 means the <= 2x target is "
           "out of reach at that T")

@@ -178,6 +178,10 @@ class ReferenceSpec(_Model):
     margin: float = Field(4.0, ge=1, description="divergence = beyond margin x measured noise")
     edit_distance_floor: float = Field(0.2, gt=0, le=1)
     logprob_floor: float = Field(0.05, gt=0, description="nats, mean absolute difference")
+    logprob_window_floor: float = Field(
+        0.2, gt=0, description="nats, mean absolute difference over the worst 16 consecutive prompt positions "
+        "(issue 37): 4x logprob_floor -- the margin's factor -- because a 16-position mean averages out far "
+        "less noise than a mean over the whole prompt; calibration raises it to margin x the measured window")
     calibration_sizes: list[int] = Field(
         default_factory=list, description="prompt sizes (tokens) of the noise calibration; default 4 log-spaced "
         "sizes from min_size to max_size")

@@ -31,8 +31,8 @@ Example:
 
 \b
 Exit codes:
-  0  no garbage up to the largest size
-  1  garbage found (the threshold interval is printed)
+  0  no garbage at any size asked (a coarse ladder up to the largest size; the sizes are named)
+  1  garbage found at a decided size (the threshold interval, or the undecided part, is printed)
   2  bad input (recipe, sizes, arguments)
   3  inconclusive (no size could be decided)
   4  server error (died, HTTP error, timeout) -- never reported as garbage
@@ -63,23 +63,42 @@ def _summary(r: ThresholdResult, diverges: bool = False) -> str:
     from the reference (regress ``diverges``), said as DIVERGES, not GARBAGE (issue 23)."""
     s = r.status
     lo, hi = r.last_ok, r.first_garbage
+    if s == "garbage" and diverges and lo is None:
+        return f"DIVERGES from the reference at {hi} prompt tokens (decided); no smaller size was decided"
     if s == "garbage" and diverges:
         width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
         return f"DIVERGES from the reference from {hi} prompt tokens: first diverging size in [{lo}, {hi}]{width}"
+    undecided = r.undecided_sizes
+    if s == "garbage" and lo is None:
+        below = f"undecided at {_sizes_text(undecided)}" if undecided else "no smaller size was decided"
+        return (f"GARBAGE at {hi} prompt tokens (decided); below it {below}: the threshold is somewhere "
+                f"below {hi}")
     if s == "garbage":
         width = f", {100 * (hi - lo) / lo:.1f}% wide" if lo else ""
         flaky = f" (flaky at {', '.join(map(str, r.flaky))}: see notes)" if r.flaky else ""
         return f"GARBAGE from {hi} prompt tokens: threshold in [{lo}, {hi}]{width}{flaky}"
     if s == "non-monotone":
-        return f"GARBAGE, non-monotone: first transition in [{lo}, {hi}] but OK above it"
+        above = [x for x in r.ok_sizes if hi is not None and x > hi]
+        return (f"GARBAGE, non-monotone: first transition in [{lo}, {hi}] but OK above it"
+                + (f" (at {_sizes_text(above)})" if above else ""))
     if s == "all-garbage":
         return f"GARBAGE at every size: bad already at {hi} prompt tokens (the smallest probed)"
     if s == "ok":
-        return f"OK: no garbage up to {lo} prompt tokens"
+        rest = f"; undecided at {_sizes_text(undecided)}" if undecided else ""
+        return (f"OK at {_sizes_text(r.ok_sizes)} (the sizes asked; none between them): no garbage at any of "
+                f"them{rest}")
     if s == "error":
         return f"ERROR{' (transient: not a verdict, retry later)' if r.transient else ''}: {r.error}"
     why = "; ".join(x.reasons[0] for x in r.table if x.reasons)[:200]
     return f"INCONCLUSIVE: no size could be decided{': ' + why if why else ''}"
+
+
+def _sizes_text(sizes: list[int]) -> str:
+    """``2003, 4001 and 8004 prompt tokens``: measured sizes, each named (issue 37, input 4)."""
+    names = [str(x) for x in sizes]
+    if len(names) > 1:
+        return f"{', '.join(names[:-1])} and {names[-1]} prompt tokens"
+    return f"{names[0]} prompt tokens" if names else "no size"
 
 
 def _diverged(res: ThresholdResult) -> bool:

@@ -49,7 +49,10 @@ real vLLM), ``reject_fields`` (a list: a request carrying one of them is answere
 ``think_in_content`` (``"tags"`` or ``"plain"``: a reasoning model served without a reasoning
 parser writes its thinking into ``content`` -- inside ``<think>...</think>`` or bare -- before the
 answer, 60 tokens of it per 1,000 prompt tokens, so long prompts outgrow ``max_tokens`` before any
-answer; vllm#31045).
+answer; vllm#31045), ``band_to`` (tokens: garbage only from ``threshold`` up to, not including, this
+size -- a kernel chosen by size range, as tt-metal#55102's 12K-20K band and aiter's tuned configs),
+``cut_sizes`` (a list of ``[from, to)`` prompt-token ranges: there every reply is ``max_tokens`` of hidden
+thinking and no visible text, finish ``length`` -- a size no reply decides, whatever the prompt).
 
 Odd-but-real servers (issue 11): ``terse`` (probability 0..1 that a coherent reply is
 just the answer -- ``4``, one completion token -- as healthy servers sometimes answer),
@@ -129,6 +132,9 @@ DEFAULTS: dict[str, Any] = {
     "sampling_defaults": None,
     "reject_fields": None,
     "think_in_content": None,
+    "band_to": None,
+    "cut_sizes": None,
+    "tail_logprobs": None,
 }
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
@@ -400,9 +406,14 @@ class Engine:
             time.sleep(delay)
         thr = self.s.get("threshold")
         bad = thr is not None and ptoks >= int(thr)
+        if bad and self.s.get("band_to") is not None and ptoks >= int(self.s["band_to"]):
+            bad = False  # a kernel chosen by size range: garbage only in [threshold, band_to)
         flip_rng = random.Random(f"{self.s['seed']}:flaky:{index}")
         if bad and flip_rng.random() < float(self.s.get("flaky") or 0):
             bad = False  # one-sided, like real corruption: the bug sometimes does not show
+        logprobs_bad = bad
+        if self.s.get("tail_logprobs"):
+            bad = False  # only the prompt's tail log-probabilities show it (oracles.extra_fields)
         special = oracles.reply(self.s, messages, bad, message_text)
         if special is not None:
             reasoning, content = special
@@ -429,11 +440,13 @@ class Engine:
             content, c_tok, c_cut = _truncate(content, max_tokens - r_tok)
             if c_cut:
                 finish = "length"
+        if any(int(a) <= ptoks < int(b) for a, b in self.s.get("cut_sizes") or []):
+            r_text, r_tok, content, c_tok, finish = "", 0, "", max_tokens, "length"  # hidden thinking, cut
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if self.s.get("reasoning") or self.s.get("misroute"):
             message["reasoning_content"] = r_text
         created = int(time.time())
-        extra = oracles.extra_fields(self.s, body, messages, ptoks, bad, message_text)
+        extra = oracles.extra_fields(self.s, body, messages, ptoks, logprobs_bad, message_text)
         return 200, {**extra,
             "id": f"chatcmpl-{index}",
             "object": "chat.completion",

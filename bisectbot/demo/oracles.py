@@ -18,6 +18,9 @@ Used by :mod:`bisectbot.demo.engine`; kept apart so the engine's classifier-faci
   builds with different kernels.
 * ``decode_broken_after`` (completion tokens or null): a broken decode path -- every
   number generated after that many completion tokens is off by one (fluent, wrong).
+* ``tail_logprobs`` (prompt positions or null): at or above ``threshold`` only the last that many
+  prompt positions' log-probabilities shift by :data:`TAIL_SHIFT`; the reply text stays healthy
+  (issue 37, input 5: the bug touches the prompt's tail and averages away over the prompt).
 
 Requests: ``prompt_logprobs: k`` (vLLM's extension, k >= 0) in a chat request adds a
 top-level ``prompt_logprobs`` list like vLLM's: ``None`` for the first prompt token, then
@@ -39,6 +42,9 @@ SUBCHUNK = 2048
 NOISE_BASE = 0.002
 #: Prompt tokens over which the noise scale doubles.
 NOISE_LENGTH = 16384
+#: Shift (nats) of the last ``tail_logprobs`` prompt positions of a bad size (issue 37, input 5: a
+#: planted chunked-prefill bug on an H200 read a largest |Δ| of at least 1.58 nats at every bad size).
+TAIL_SHIFT = 1.6
 
 _NAME_RE = re.compile(r"\b[a-z]+_[a-z0-9_]*[a-z0-9]_[0-9a-f]{4}\b")
 _COUNT_RE = re.compile(r"count from 1 to (\d+)", re.I)
@@ -107,10 +113,11 @@ def break_decode(content: str, after_tokens: int) -> str:
 
 
 def prompt_logprobs(tokens: list[str], prompt_tokens: int, numerics: int | None, shifted: bool,
-                    k: int = 0) -> list[dict[str, dict[str, Any]] | None]:
+                    k: int = 0, tail: int = 0) -> list[dict[str, dict[str, Any]] | None]:
     """vLLM-shaped ``prompt_logprobs`` for a prompt of ``prompt_tokens`` tokens whose text tokens
     are ``tokens`` (padded with template tokens). Deterministic per token pair; ``numerics``
-    adds the build's noise; ``shifted`` moves positions >= :data:`SUBCHUNK`. ``k`` extra
+    adds the build's noise; ``shifted`` moves positions >= :data:`SUBCHUNK`; ``tail`` moves the last
+    ``tail`` positions by :data:`TAIL_SHIFT`. ``k`` extra
     alternatives per position (rank 2..k+1)."""
     toks = (["<|t|>"] * max(0, prompt_tokens - len(tokens)) + tokens)[:prompt_tokens] if tokens else \
         ["<|t|>"] * prompt_tokens
@@ -127,6 +134,8 @@ def prompt_logprobs(tokens: list[str], prompt_tokens: int, numerics: int | None,
             base += rng.gauss(0.0, sigma)
         if shifted and i >= SUBCHUNK:
             base -= 0.3 + 0.5 * shift_rng.random()
+        if tail and i >= len(toks) - tail:
+            base -= TAIL_SHIFT
         base = min(base, 0.0)
         rank = 1 + (zlib.crc32(f"r{prev}{t}".encode()) % 5)
         entry = {str(tid): {"logprob": round(base, 6), "rank": rank, "decoded_token": t}}
@@ -179,5 +188,6 @@ def extra_fields(settings: dict[str, Any], body: dict[str, Any], messages: list[
     if k is None or isinstance(k, bool) or not isinstance(k, int) or k < 0:
         return {}
     shifted = bool(settings.get("subtle")) and bad
+    tail = int(settings.get("tail_logprobs") or 0) if bad else 0
     return {"prompt_logprobs": prompt_logprobs(logprob_tokens(messages, text_of), ptoks,
-                                               settings.get("numerics"), shifted, min(k, 5))}
+                                               settings.get("numerics"), shifted, min(k, 5), tail)}

@@ -154,6 +154,9 @@ class Comparison:
     logprob_mean: float | None = None
     logprob_max: float | None = None
     logprob_positions: int = 0
+    #: the worst :data:`LOGPROB_WINDOW` consecutive positions: their mean |Δ| (nats) and first position
+    logprob_window: float | None = None
+    logprob_window_at: int | None = None
     candidate_text: str = ""
     reference_text: str = ""
 
@@ -162,7 +165,8 @@ class Comparison:
                              "edit_distance": round(self.edit_distance, 4), "tokens": self.tokens}
         if self.logprob_mean is not None:
             d.update(logprob_mean=round(self.logprob_mean, 5), logprob_max=round(self.logprob_max or 0.0, 5),
-                     logprob_positions=self.logprob_positions)
+                     logprob_positions=self.logprob_positions,
+                     logprob_window=round(self.logprob_window or 0.0, 5), logprob_window_at=self.logprob_window_at)
         return d
 
     def figure(self) -> str:
@@ -174,11 +178,57 @@ class Comparison:
         s = f"{head}, edit distance {self.edit_distance:.3f}"
         if self.logprob_mean is not None:
             s += (f"; prompt logprobs |Δ| mean {self.logprob_mean:.4f} max {self.logprob_max:.4f} nats over "
-                  f"{self.logprob_positions} positions")
+                  f"{self.logprob_positions} positions, worst {LOGPROB_WINDOW}-position window "
+                  f"{self.logprob_window or 0.0:.4f} from position {self.logprob_window_at}")
         return s
 
 
-def _logprob_diff(a: list[Any], b: list[Any]) -> tuple[float, float, int] | None:
+#: Prompt positions of the window whose mean |Δ| of prompt log-probabilities is judged (issue 37,
+#: input 5: a bug touching the prompt's tail reads a tiny mean over the whole prompt). A kernel bug
+#: touches whole tiles of query rows, and no tile is shorter than 16 rows: Triton's ``tl.dot`` needs
+#: every block dimension >= 16, and the attention kernels of vLLM and aiter tile queries by 16-128.
+#: A shorter window would only add noise; a longer one dilutes a one-tile bug.
+LOGPROB_WINDOW = 16
+
+
+def _position_diffs(a: list[Any], b: list[Any]) -> list[float | None]:
+    """Per prompt position, the mean |Δ| (nats) over the token ids both servers list there
+    (``None`` where they share none)."""
+    out: list[float | None] = []
+    for x, y in zip(a, b):
+        if not isinstance(x, dict) or not isinstance(y, dict):
+            out.append(None)
+            continue
+        diffs: list[float] = []
+        for tid in x.keys() & y.keys():
+            lx, ly = x[tid], y[tid]
+            vx = lx.get("logprob") if isinstance(lx, dict) else lx
+            vy = ly.get("logprob") if isinstance(ly, dict) else ly
+            if isinstance(vx, (int, float)) and isinstance(vy, (int, float)) and math.isfinite(vx) \
+                    and math.isfinite(vy):
+                diffs.append(abs(float(vx) - float(vy)))
+        out.append(math.fsum(diffs) / len(diffs) if diffs else None)
+    return out
+
+
+def worst_window(per_position: list[float | None], width: int = LOGPROB_WINDOW) -> tuple[float, int] | None:
+    """``(mean, start)``: the largest mean |Δ| over ``width`` consecutive compared positions and the
+    prompt position where that window starts (the whole series when shorter); ``None`` when empty."""
+    pts = [(i, v) for i, v in enumerate(per_position) if v is not None]
+    if not pts:
+        return None
+    w = min(width, len(pts))
+    run = math.fsum(v for _, v in pts[:w])
+    best, at = run, pts[0][0]
+    for k in range(w, len(pts)):
+        run += pts[k][1] - pts[k - w][1]
+        if run > best:
+            best, at = run, pts[k - w + 1][0]
+    return best / w, at
+
+
+def _logprob_diff(a: list[Any], b: list[Any]) -> tuple[float, float, int, float, int] | None:
+    """``(mean, max, entries, worst window mean, its start position)`` of |Δ| prompt log-probabilities."""
     diffs: list[float] = []
     for x, y in zip(a, b):
         if not isinstance(x, dict) or not isinstance(y, dict):
@@ -190,9 +240,10 @@ def _logprob_diff(a: list[Any], b: list[Any]) -> tuple[float, float, int] | None
             if isinstance(vx, (int, float)) and isinstance(vy, (int, float)) and math.isfinite(vx) \
                     and math.isfinite(vy):
                 diffs.append(abs(float(vx) - float(vy)))
-    if not diffs:
+    win = worst_window(_position_diffs(a, b))
+    if not diffs or win is None:
         return None
-    return math.fsum(diffs) / len(diffs), max(diffs), len(diffs)
+    return math.fsum(diffs) / len(diffs), max(diffs), len(diffs), win[0], win[1]
 
 
 def compare(candidate: Continuation, reference: Continuation, tokens: int | None = None) -> Comparison:
@@ -210,17 +261,20 @@ def compare(candidate: Continuation, reference: Continuation, tokens: int | None
     if candidate.prompt_logprobs is not None and reference.prompt_logprobs is not None:
         got = _logprob_diff(candidate.prompt_logprobs, reference.prompt_logprobs)
         if got is not None:
-            cmp.logprob_mean, cmp.logprob_max, cmp.logprob_positions = got
+            (cmp.logprob_mean, cmp.logprob_max, cmp.logprob_positions, cmp.logprob_window,
+             cmp.logprob_window_at) = got
     return cmp
 
 
 @dataclass
 class Tolerance:
-    """Divergence thresholds at one size: ``edit_distance`` (0..1) and ``logprob`` (nats, mean)."""
+    """Divergence thresholds at one size: ``edit_distance`` (0..1), ``logprob`` (nats, mean over the
+    prompt) and ``logprob_window`` (nats, the worst :data:`LOGPROB_WINDOW` positions; issue 37)."""
 
     edit_distance: float
     logprob: float
     calibrated_at: int | None = None
+    logprob_window: float = math.inf
 
     def judge(self, cmp: Comparison) -> list[str]:
         """Reasons ``cmp`` diverges beyond this tolerance (empty: within)."""
@@ -229,6 +283,9 @@ class Tolerance:
             out.append(f"edit distance {cmp.edit_distance:.3f} > tolerance {self.edit_distance:.3f}")
         if cmp.logprob_mean is not None and cmp.logprob_mean > self.logprob:
             out.append(f"prompt logprobs |Δ| mean {cmp.logprob_mean:.4f} > tolerance {self.logprob:.4f} nats")
+        if cmp.logprob_window is not None and cmp.logprob_window > self.logprob_window:
+            out.append(f"prompt logprobs |Δ| worst {LOGPROB_WINDOW}-position window {cmp.logprob_window:.4f} (from "
+                       f"position {cmp.logprob_window_at}) > tolerance {self.logprob_window:.4f} nats")
         return out
 
 
@@ -241,6 +298,8 @@ class Noise:
     between: str = ""
     edit: dict[int, float] = field(default_factory=dict)
     logprob: dict[int, float | None] = field(default_factory=dict)
+    #: per calibrated size, the worst-window mean |Δ| (nats) between the two good builds (issue 37)
+    logprob_window: dict[int, float | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: why the measured noise was not used (above :data:`NOISE_CEILING`); the floors apply then
     unusable: str = ""
@@ -256,7 +315,7 @@ class Noise:
                          f"is above the ceiling {NOISE_CEILING:g} (one of them is not a healthy build of the model); "
                          "the floors apply")
         self.notes.append(self.unusable)
-        self.edit, self.logprob = {}, {}
+        self.edit, self.logprob, self.logprob_window = {}, {}, {}
 
     @property
     def calibrated(self) -> bool:
@@ -266,23 +325,28 @@ class Noise:
         """Thresholds at ``size`` tokens: ``max(floor, margin x noise)``, the noise taken at the
         nearest calibrated size at or above ``size`` (beyond the largest: the largest noise seen)."""
         if not self.edit:
-            return Tolerance(spec.edit_distance_floor, spec.logprob_floor)
+            return Tolerance(spec.edit_distance_floor, spec.logprob_floor, None, spec.logprob_window_floor)
         sizes = sorted(self.edit)
         at = next((s for s in sizes if s >= size), None)
         if at is None:
             e = max(self.edit.values())
             lps = [v for v in self.logprob.values() if v is not None]
-            lp = max(lps) if lps else None
+            wins = [v for v in self.logprob_window.values() if v is not None]
         else:
             e = max(v for s, v in self.edit.items() if s <= at)
             lps = [v for s, v in self.logprob.items() if s <= at and v is not None]
-            lp = max(lps) if lps else None
+            wins = [v for s, v in self.logprob_window.items() if s <= at and v is not None]
+        lp = max(lps) if lps else None
+        win = max(wins) if wins else None
         return Tolerance(max(spec.edit_distance_floor, spec.margin * e),
-                         max(spec.logprob_floor, spec.margin * (lp or 0.0)), at)
+                         max(spec.logprob_floor, spec.margin * (lp or 0.0)), at,
+                         max(spec.logprob_window_floor, spec.margin * (win or 0.0)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"between": self.between, "edit_distance": {str(k): round(v, 4) for k, v in sorted(self.edit.items())},
                 "logprob": {str(k): (None if v is None else round(v, 5)) for k, v in sorted(self.logprob.items())},
+                "logprob_window": {str(k): (None if v is None else round(v, 5))
+                                   for k, v in sorted(self.logprob_window.items())},
                 "notes": self.notes, "unusable": self.unusable}
 
     def table(self, spec: ReferenceSpec) -> list[str]:
@@ -336,6 +400,7 @@ def calibrate(a: Client, b: Client, spec: ReproducerSpec, sizes: list[int], betw
         cmp = compare(x, y, ref.continuation_tokens)
         noise.edit[measured] = max(noise.edit.get(measured, 0.0), cmp.edit_distance)
         noise.logprob[measured] = cmp.logprob_mean
+        noise.logprob_window[measured] = cmp.logprob_window
         say(f"calibration {measured} tokens: {cmp.figure()}")
     noise.check_ceiling()
     if noise.unusable:
@@ -383,9 +448,22 @@ class ReferenceProbe:
             return reply
 
         inner._chat = recording  # type: ignore[method-assign]
+        inner.report_progress = False  # the line names the outcome after the comparison (issue 37, input 9)
 
     def __call__(self, size: int) -> SizeResult:
-        return self._compare(size, self.inner(size))
+        from .. import progress
+
+        t0 = time.monotonic()
+        res = self._compare(size, self.inner(size))
+        ref = res.evidence.get("reference")
+        if isinstance(ref, dict):
+            ref["outcome"] = res.outcome.value  # what decided; text_outcome stays the classifier's own
+        how = ""
+        if isinstance(ref, dict) and ref.get("text_outcome") and ref["text_outcome"] != res.outcome.value:
+            how = f" (text alone: {ref['text_outcome']}; reference comparison decides)"
+        progress.request(size, res.outcome.value + how, time.monotonic() - t0, measured=res.prompt_tokens,
+                         counted_by=res.counted_by)
+        return res
 
     def confirm(self, size: int) -> SizeResult:
         """The inner probe's boundary confirmation (another prompt), compared as well."""
@@ -438,6 +516,7 @@ class ReferenceProbe:
         res.evidence["reference"] = {**cmp.to_dict(), "diverges": bool(why), "reused_reply": reuse,
                                      "tolerance": {"edit_distance": round(tol.edit_distance, 4),
                                                    "logprob": round(tol.logprob, 5),
+                                                   "logprob_window": round(tol.logprob_window, 5),
                                                    "calibrated_at": tol.calibrated_at},
                                      "text_outcome": res.outcome.value,
                                      # both continuations, bounded: the report shows them side by side (issue 25)

@@ -13,9 +13,14 @@ so the number of requests is the cost minimised):
    an OK size above a GARBAGE size makes the result ``non-monotone`` (reported, not
    hidden). Then refine between the largest OK size below the first GARBAGE size and
    that GARBAGE size.
-2. Without one: probe ``max_size`` (OK -> status ``ok``, 1 request), then the first
-   bisection point; only when that is GARBAGE is ``min_size`` probed (GARBAGE there ->
-   ``all-garbage`` after 3 requests). Then refine.
+2. Without one: probe ``max_size``. GARBAGE there: the first bisection point; only when that
+   is GARBAGE is ``min_size`` probed (GARBAGE there -> ``all-garbage`` after 3 requests). Then
+   refine. OK there: no claim yet (issue 37, input 4: garbage only in a band, 12K-20K, reads OK
+   at 32K) -- the coarse ladder (:func:`coarse_ladder`, ratio at most :data:`LADDER_RATIO`)
+   from ``min_size`` up is asked first; a GARBAGE size on it is a band (``non-monotone``,
+   refined below it), none is ``ok`` at exactly the sizes asked
+   (:attr:`ThresholdResult.ok_sizes`). Over 2K-32K a healthy server costs 5 requests, over
+   1K-120K 8 (was 1): the price of saying "no garbage" about sizes that were asked.
 3. Refine by bisection on a scale where the wanted interval width is uniform: linear
    below ``tolerance_tokens / tolerance`` tokens, logarithmic above (pure log-space
    bisection when ``tolerance_tokens`` is small). While the budget of 12 sizes
@@ -29,6 +34,12 @@ so the number of requests is the cost minimised):
    (``ThresholdResult.flaky`` and a note) -- evidence, not an automatic INCONCLUSIVE.
    Over [1K, 120K] to 2 % / 64 tokens the whole search takes 10-11 requests against the
    reference engine (``benchmarks/reproducer_cost.py``; budget 12).
+5. An INCONCLUSIVE size (issue 37, input 6) is not the end: it is asked again with a sibling
+   prompt (``probe.confirm``: another filler seed) and, when that is undecided too, at a
+   neighbouring size (:func:`neighbour`); only then does the refinement stop there. Reasons
+   that no other prompt changes (:data:`SYSTEMATIC`: a misrouted answer) are not retried.
+   A size decided GARBAGE is a bad result even when every size below it stays undecided:
+   status ``garbage`` with ``last_ok`` ``None`` and the undecided sizes in the notes.
 
 With ``repeats > 1``, ``temperature > 0`` (at least 3 then) or ``concurrency > 1``
 several identical requests are sent per size and they combine one-sidedly (issue 12):
@@ -189,6 +200,19 @@ class ThresholdResult:
     def found_garbage(self) -> bool:
         return self.status in ("garbage", "all-garbage", "non-monotone")
 
+    @property
+    def ok_sizes(self) -> list[int]:
+        """Measured sizes (tokens, ascending, each once) of the sizes asked that came out OK: what an
+        "OK" claim may name (issue 37, input 4) -- nothing between them was asked."""
+        return sorted({r.size for r in self.table if r.outcome == Outcome.OK})
+
+    @property
+    def undecided_sizes(self) -> list[int]:
+        """Measured sizes (tokens, ascending, each once) asked that stayed INCONCLUSIVE and were
+        never decided by a sibling prompt at the same requested size."""
+        decided = {r.requested for r in self.table if r.outcome in (Outcome.OK, Outcome.GARBAGE)}
+        return sorted({r.size for r in self.table if r.outcome == Outcome.INCONCLUSIVE and r.requested not in decided})
+
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "last_ok": self.last_ok, "first_garbage": self.first_garbage,
                 "threshold": [self.last_ok, self.first_garbage], "table": [r.to_dict() for r in self.table],
@@ -265,6 +289,44 @@ def splits_needed(lo: int, hi: int, spec: ReproducerSpec) -> int:
 LOW_SHARE = 0.45
 #: Sizes (prompts) one search may take over the default range, boundary confirmation included (issue 11).
 SIZE_BUDGET = 12
+#: Largest factor between two neighbouring sizes of the coarse ladder asked before an OK claim
+#: (issue 37, input 4). Kernels are chosen by size range, and those ranges are power-of-two
+#: buckets: aiter's tuned-config CSVs key rows by M rounded up to a power of two, Triton autotune
+#: keys on ``triton.next_power_of_2``, and the engine's prefill chunking halves/doubles. A ladder
+#: whose steps are at most 2x puts a size inside every range ``[a, 2a)`` it spans (the largest
+#: ladder size below ``a`` times at most 2 lands in it), so a band as wide as one bucket is never
+#: stepped over. A narrower band (tt-metal#55102's 12K-20K is 1.67x) may be; the OK claim names
+#: the sizes asked, so it never says more than was seen.
+LADDER_RATIO = 2.0
+#: Reason prefixes of an INCONCLUSIVE size that no sibling prompt or neighbouring size changes
+#: (the server routes the answer to the wrong field at every size): not retried (issue 37, input 6).
+SYSTEMATIC = ("misrouted",)
+
+
+def coarse_ladder(lo: int, hi: int, ratio: float = LADDER_RATIO) -> list[int]:
+    """Sizes (tokens) from ``lo`` to ``hi`` (both included), geometric with the fewest steps whose
+    factor is at most ``ratio``: 2K-32K -> 2K, 4K, 8K, 16K, 32K; 1K-120K -> 8 sizes, 1.98x apart."""
+    if hi <= lo:
+        return [hi]
+    n = max(1, math.ceil(math.log(hi / lo) / math.log(ratio) - 1e-9))
+    return sorted({round(lo * (hi / lo) ** (i / n)) for i in range(n + 1)})
+
+
+def neighbour(size: int, lo: int | None, hi: int | None, spec: ReproducerSpec) -> int | None:
+    """A size (tokens) near an undecided ``size`` to ask instead, strictly between the decided ends
+    ``lo`` (OK, or ``None``) and ``hi`` (GARBAGE, or ``None``): halfway (on the :func:`split_point` scale)
+    to the nearer end that leaves room, else one tolerance step below ``size``. ``None`` when no other
+    size fits."""
+    cands: list[int] = []
+    if lo is not None and size - lo > 1:
+        cands.append(split_point(lo, size, spec))
+    if hi is not None and hi - size > 1:
+        cands.append(split_point(size, hi, spec))
+    step = max(int(spec.tolerance * size), spec.tolerance_tokens, 1)
+    if not cands and size - step > (lo if lo is not None else 0):
+        cands.append(size - step)
+    cands = [c for c in cands if c != size]
+    return min(cands, key=lambda c: abs(c - size)) if cands else None
 
 
 def cheap_split(lo: int, hi: int, spec: ReproducerSpec, left: int) -> int:
@@ -293,6 +355,7 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
     hi_size = max_size if max_size is not None else spec.max_size
     res = ThresholdResult(status="inconclusive", min_size=lo_size, max_size=hi_size)
     say = log or (lambda _m: None)
+    sibling = getattr(probe, "confirm", None)
 
     def do(size: int) -> SizeResult:
         r = probe(size)
@@ -303,6 +366,30 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         say(f"probe {len(res.table)}: {r.requested} tokens -> {r.size} measured: {r.outcome.value}{agree}{why}")
         return r
 
+    def settle(r: SizeResult, lo: int | None, hi: int | None, near: bool = True) -> SizeResult:
+        """``r`` when decided (or ERROR); else the size asked again with a sibling prompt, then (``near``)
+        a neighbouring size strictly between ``lo`` and ``hi`` (issue 37, input 6): the first decided
+        answer, else the last undecided one. On the coarse ladder ``near`` is off: its other sizes are
+        the neighbours."""
+        if r.outcome != Outcome.INCONCLUSIVE or any(x.startswith(SYSTEMATIC) for x in r.reasons):
+            return r
+        if callable(sibling):
+            r2 = sibling(r.requested)
+            r2.evidence["sibling_of"] = r.size  # asked again with another prompt: r was undecided
+            res.table.append(r2)
+            res.requests += r2.requests
+            say(f"retry {r.requested} tokens with another prompt (inconclusive: {join_whole(r.reasons, 100)}) -> "
+                f"{r2.size} measured: {r2.outcome.value}")
+            if r2.outcome in (Outcome.OK, Outcome.GARBAGE) or \
+                    (r2.outcome == Outcome.ERROR and r2.error_kind != "over-limit"):
+                return r2
+        n = neighbour(r.size, lo, hi, spec) if near else None
+        if n is None or not lo_size <= n <= hi_size or n in {x.requested for x in res.table}:
+            return r
+        say(f"{r.size} tokens undecided: asking the neighbouring size {n} tokens")
+        r3 = do(n)
+        return r3 if r3.outcome != Outcome.INCONCLUSIVE else r
+
     def finish(status: str, error: str | None = None) -> ThresholdResult:
         res.status = status
         res.error = error
@@ -312,11 +399,28 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
                 if r.outcome == Outcome.GARBAGE and r.size == res.first_garbage:
                     res.reasons = list(r.reasons)
                     break
+        undecided = res.undecided_sizes
+        if undecided and status != "error":
+            res.notes.append(f"undecided (INCONCLUSIVE{', also with a sibling prompt' if callable(sibling) else ''}"
+                             f"): {', '.join(map(str, undecided))} prompt tokens -- no claim about them")
+        if status == "ok":
+            res.notes.append(f"OK claim covers exactly the sizes asked: {', '.join(map(str, res.ok_sizes))} prompt "
+                             "tokens; sizes between them were not asked")
         return res
 
     def fail(r: SizeResult) -> ThresholdResult:
         res.transient = bool(r.evidence.get("transient"))
         return finish("error", f"at {r.requested} tokens: {'; '.join(r.reasons) or 'server error'}")
+
+    def bad_without_ok(first_bad: SizeResult) -> ThresholdResult:
+        """A decided GARBAGE size with no decided OK size below it: ``all-garbage`` when it is the
+        smallest size, else ``garbage`` with ``last_ok`` unknown (the undecided part is said)."""
+        res.first_garbage = first_bad.size
+        if first_bad.requested <= lo_size:
+            return finish("all-garbage")
+        res.notes.append(f"GARBAGE at {first_bad.size} prompt tokens is decided; no size below it could be "
+                         "decided OK, so the threshold is somewhere below it (a bad result all the same)")
+        return finish("garbage")
 
     non_monotone = False
     if spec.sizes:
@@ -348,50 +452,88 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
             return finish("non-monotone" if non_monotone else "all-garbage")
         lo, hi = max(below), first_bad
     else:
-        r_hi = do(hi_size)
+        r_hi = settle(do(hi_size), lo_size, None, near=False)  # undecided: the coarse ladder is its neighbours
         if r_hi.outcome == Outcome.ERROR:
             return fail(r_hi)
-        if r_hi.outcome == Outcome.OK:
-            res.last_ok = r_hi.size
-            return finish("ok")
-        if r_hi.outcome == Outcome.INCONCLUSIVE:
+        if r_hi.outcome == Outcome.INCONCLUSIVE and any(x.startswith(SYSTEMATIC) for x in r_hi.reasons):
             res.notes.append(f"largest size {hi_size} inconclusive: {'; '.join(r_hi.reasons)}")
             return finish("inconclusive")
         lo = hi = None
-        if not narrow_enough(lo_size, r_hi.size, spec) and lo_size < r_hi.size - 1:
-            # the first bisection point before min_size: when it is OK, min_size is never needed
-            r_mid = do(split_point(lo_size, r_hi.size, spec))
-            if r_mid.outcome == Outcome.ERROR:
-                return fail(r_mid)
-            if r_mid.outcome == Outcome.OK and r_mid.size < r_hi.size:
-                lo, hi = r_mid.size, r_hi.size
-            elif r_mid.outcome == Outcome.GARBAGE:
-                r_hi = r_mid
-        if lo is None:
-            r_lo = do(lo_size)
-            if r_lo.outcome == Outcome.ERROR:
-                return fail(r_lo)
-            if r_lo.outcome == Outcome.GARBAGE:
-                res.first_garbage = r_lo.size
-                return finish("all-garbage")
-            if r_lo.outcome == Outcome.INCONCLUSIVE:
-                res.first_garbage = r_hi.size
-                res.notes.append(f"smallest size {lo_size} inconclusive: {'; '.join(r_lo.reasons)}")
-                return finish("inconclusive")
-            lo, hi = r_lo.size, r_hi.size
-            if lo >= hi:
-                res.first_garbage = hi
-                return finish("all-garbage")
+        if r_hi.outcome != Outcome.GARBAGE:
+            # OK (or undecided) at the largest size: no claim before the coarse ladder below it (issue 37, input 4)
+            ladder = [x for x in coarse_ladder(lo_size, hi_size) if x < r_hi.requested]
+            if r_hi.outcome == Outcome.INCONCLUSIVE:
+                res.notes.append(f"largest size {hi_size} undecided ({'; '.join(r_hi.reasons)}): the coarse ladder "
+                                 "below it decides")
+            say(f"{r_hi.outcome.value} at {r_hi.size} tokens: asking the coarse ladder "
+                f"{', '.join(map(str, ladder))} tokens (steps <= {LADDER_RATIO:g}x) before any claim")
+            band: SizeResult | None = None
+            prev_ok: int | None = None
+            for x in ladder:
+                seen = next((t for t in res.table if t.requested == x), None)
+                r = seen or settle(do(x), prev_ok, None, near=False)
+                if r.outcome == Outcome.ERROR:
+                    if r.error_kind == "over-limit":
+                        break
+                    return fail(r)
+                if r.outcome == Outcome.OK:
+                    prev_ok = max(prev_ok or 0, r.size)
+                elif r.outcome == Outcome.GARBAGE:
+                    band = r
+                    break
+            if band is None:
+                oks = res.ok_sizes
+                if not oks:
+                    return finish("inconclusive")
+                res.last_ok = max(oks)
+                return finish("ok")
+            if r_hi.outcome == Outcome.OK:
+                non_monotone = True
+                res.notes.append(f"OK at {r_hi.size} above GARBAGE at {band.size} prompt tokens: garbage in a band "
+                                 "of sizes, not from a threshold on")
+            if prev_ok is None or prev_ok >= band.size:
+                if non_monotone:
+                    res.first_garbage = band.size
+                    return finish("non-monotone")
+                return bad_without_ok(band)
+            lo, hi = prev_ok, band.size
+        else:
+            if not narrow_enough(lo_size, r_hi.size, spec) and lo_size < r_hi.size - 1:
+                # the first bisection point before min_size: when it is OK, min_size is never needed
+                r_mid = settle(do(split_point(lo_size, r_hi.size, spec)), None, r_hi.size)
+                if r_mid.outcome == Outcome.ERROR:
+                    return fail(r_mid)
+                if r_mid.outcome == Outcome.OK and r_mid.size < r_hi.size:
+                    lo, hi = r_mid.size, r_hi.size
+                elif r_mid.outcome == Outcome.GARBAGE and r_mid.size < r_hi.size:
+                    r_hi = r_mid
+            if lo is None:
+                r_lo = settle(do(lo_size), None, r_hi.size)
+                if r_lo.outcome == Outcome.ERROR:
+                    return fail(r_lo)
+                if r_lo.outcome == Outcome.GARBAGE:
+                    if r_lo.requested <= lo_size or r_lo.size <= lo_size:
+                        res.first_garbage = r_lo.size
+                        return finish("all-garbage")
+                    return bad_without_ok(r_lo if r_lo.size < r_hi.size else r_hi)
+                if r_lo.outcome == Outcome.INCONCLUSIVE:
+                    res.notes.append(f"smallest size {lo_size} inconclusive: {'; '.join(r_lo.reasons)}")
+                    return bad_without_ok(r_hi)
+                lo, hi = r_lo.size, r_hi.size
+                if lo >= hi:
+                    res.first_garbage = hi
+                    return finish("all-garbage")
     # refine between lo (OK) and hi (GARBAGE), both measured
     while not narrow_enough(lo, hi, spec):
         target = (split_point(lo, hi, spec) if size_budget is None
                   else cheap_split(lo, hi, spec, size_budget - len(res.table) - 2))  # 2: the confirmation
-        r = do(target)
+        r = settle(do(target), lo, hi)
         if r.outcome == Outcome.ERROR:
             res.last_ok, res.first_garbage = lo, hi
             return fail(r)
         if r.outcome == Outcome.INCONCLUSIVE:
-            res.notes.append(f"{r.size} tokens inconclusive ({'; '.join(r.reasons)}); refinement stopped")
+            res.notes.append(f"{r.size} tokens inconclusive ({'; '.join(r.reasons)}), also with another prompt and "
+                             "at a neighbouring size; refinement stopped")
             break
         if not lo < r.size < hi:
             # the prompt could not be sized strictly inside the interval: it is as fine as it gets

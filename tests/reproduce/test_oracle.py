@@ -246,6 +246,9 @@ def test_reproducer_cost_benchmark_prints_its_rows():
     for r in out["rows"]:
         assert r["inside"] and r["width_ok"] and r["requests"] <= 12 and r["tokenize_per_request"] <= 1
         assert r["ratio_to_sweep"] <= 2.0  # below ~20K; the high thresholds are printed, see notes/11.md
+    # a healthy server: the coarse ladder 1K..120K (8 sizes, steps <= 2x) before the OK claim (issue 37)
+    assert out["healthy"]["status"] == "ok" and out["healthy"]["requests"] == 8
+    assert len(out["healthy"]["ok_sizes"]) == 8
 
 
 # ----------------------------------------------------------------------------- kind 3: not an answer, not garbage
@@ -295,7 +298,10 @@ def test_cut_by_max_tokens_before_any_text_is_inconclusive_not_garbage(engine_fa
     rc, res, _ = _probe(e.url, "--min-size", "500", "--max-size", "2000")
     assert rc == 3 and res["status"] == "inconclusive", res
     assert "before any visible text" in res["table"][0]["reasons"][0]
-    assert res["requests"] == 2  # asked once more with more max_tokens
+    assert res["table"][0]["requests"] == 2  # asked once more with more max_tokens
+    # issue 37: then a sibling prompt, and the coarse ladder's 500 and 1000, each with its own sibling, before
+    # the probe gives up: 6 prompts, 2 requests each
+    assert res["requests"] == 12 and sorted({r["requested"] for r in res["table"]}) == [500, 1000, 2000]
 
 
 def test_aborted_request_is_an_error_not_garbage(engine_factory):

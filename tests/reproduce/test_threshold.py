@@ -56,10 +56,12 @@ def test_default_tolerance_at_20k(engine_factory):
     assert res["requests"] <= 12
 
 
-def test_no_garbage_is_exit_0_after_one_request(engine_factory):
+def test_no_garbage_is_exit_0_after_the_coarse_ladder(engine_factory):
+    # issue 37, input 4: 50K, then 2K, 3.6K, 6.7K, 12K, 27K (steps <= 2x) before the OK claim: 6 requests
     e = engine_factory(threshold=None)
     rc, res = _probe_cli(e.url, "--max-size", "50000")
-    assert rc == 0 and res["status"] == "ok" and res["requests"] == 1 and res["last_ok"] > 49000
+    assert rc == 0 and res["status"] == "ok" and res["requests"] == 6 and res["last_ok"] > 49000
+    assert any(n.startswith("OK claim covers exactly the sizes asked") for n in res["notes"])
 
 
 def test_bad_at_every_size_is_all_garbage(engine_factory):
@@ -173,8 +175,12 @@ def test_reasoning_cut_everywhere_is_inconclusive_exit_3(engine_factory):
     assert res["table"][0]["outcome"] == "INCONCLUSIVE" and "max_tokens" in res["table"][0]["reasons"][0]
     e2 = engine_factory(threshold=5000, reasoning=True)
     rc, res = _probe_cli(e2.url, "--max-size", "20000", "--max-tokens", "8")
-    # garbage at 20K and at the first bisection point, the smallest size undecidable
-    assert rc == 3 and [r["outcome"] for r in res["table"]] == ["GARBAGE", "GARBAGE", "INCONCLUSIVE"]
+    # garbage at 20K and at the first bisection point, the smallest size undecidable, also with a sibling
+    # prompt and at a neighbouring size (issue 37, input 6): a decided bad size is a bad result, exit 1
+    assert rc == 1 and res["status"] == "garbage" and res["last_ok"] is None
+    assert [r["outcome"] for r in res["table"]] == ["GARBAGE", "GARBAGE"] + ["INCONCLUSIVE"] * 3
+    assert res["first_garbage"] == res["table"][1]["prompt_tokens"]
+    assert any(n.startswith("undecided") for n in res["notes"])
 
 
 def test_reasoning_model_with_room_finds_threshold(engine_factory):
@@ -336,7 +342,8 @@ def test_without_tokenize_the_first_guess_is_resent_at_the_real_size(engine_fact
     e = engine_factory(threshold=None, tokenize_endpoint=False)
     res = search_threshold(e.url, ReproducerSpec(min_size=2000, max_size=100000))
     assert res.status == "ok" and abs(res.last_ok - 100000) <= 2000
-    assert res.requests == 2 and any("re-sent after calibration" in n for n in res.notes)
+    # 2 at 100K (the guess, then re-sent), then the coarse ladder 2K..51K (6 sizes) before the OK claim
+    assert res.requests == 8 and any("re-sent after calibration" in n for n in res.notes)
 
 
 def test_result_round_trips_through_json(engine_factory):
