@@ -23,10 +23,43 @@ Run: ``python benchmarks/worlds.py [--n 500] [--jobs 2] [--seed 0] [--shapes ste
 [--json FILE] [--keep DIR]``. Seeds are ``seed .. seed + n - 1``; the shape of a world is drawn
 by its seed from ``--shapes`` (default: every shape).
 
-Measured on main 2104dba's bot (branch ``worlds``), 2-core shared machine, 2026-12-03
-(FIGURES below are filled in by hand from a run).
+Measured on main 2104dba's bot (branch ``worlds``), 2026-12-03, on the shared 2-core machine
+(load average 8-10 from other work): ``--n 160 --jobs 2`` (seeds 0..159, every shape; 500 would
+take about 70 minutes there), wall 1377 s, 8.6 s a world (16.8 s of one job each; server and
+sized-command worlds cost 2-3x a size-less one):
 
-FIGURES
+| shape | worlds | identifiable | right / identifiable | confident wrong | wrong < conf | range ok / wrong | no culprit | errors | probes | ceil(log2 N) | s / world |
+|---|---|---|---|---|---|---|---|---|---|---|---|
+| band | 13 | 13 (100 %) | 1/13 (7.7 %) | **0** | 0 | 0 / 0 | 12 | 0 | 2.5 | 4.9 | 10.7 |
+| build | 14 | 13 (93 %) | 6/13 (46.2 %) | **0** | 0 | 6 / 0 | 2 | 0 | 8.3 | 5.3 | 10.4 |
+| crash | 13 | 9 (69 %) | 9/9 (100.0 %) | **0** | 0 | 4 / 0 | 0 | 0 | 11.0 | 5.0 | 32.6 |
+| envdrift | 13 | 1 (8 %) | 1/1 (100.0 %) | **0** | 0 | 0 / 0 | 12 | 0 | 5.8 | 3.7 | 15.1 |
+| flaky | 14 | 14 (100 %) | 14/14 (100.0 %) | **0** | 0 | 0 / 0 | 0 | 0 | 12.8 | 4.6 | 21.3 |
+| revert | 13 | 0 (0 %) | 0/0 | **0** | 0 | 0 / 0 | 0 | 0 | 8.5 | 5.1 | 9.8 |
+| server-ctx | 13 | 7 (54 %) | 7/7 (100.0 %) | **0** | 0 | 2 / 0 | 4 | 0 | 6.2 | 3.7 | 17.1 |
+| server-start | 13 | 5 (38 %) | 5/5 (100.0 %) | **0** | 0 | 8 / 0 | 0 | 0 | 7.8 | 4.1 | 21.6 |
+| server-step | 13 | 13 (100 %) | 13/13 (100.0 %) | **0** | 0 | 0 / 0 | 0 | 0 | 8.0 | 4.2 | 19.2 |
+| skips | 14 | 4 (29 %) | 4/4 (100.0 %) | **0** | 0 | 10 / 0 | 0 | 0 | 10.1 | 5.3 | 11.7 |
+| step | 14 | 14 (100 %) | 14/14 (100.0 %) | **0** | 0 | 0 / 0 | 0 | 0 | 8.5 | 4.9 | 9.9 |
+| threshold | 13 | 13 (100 %) | 13/13 (100.0 %) | **0** | 0 | 0 / 0 | 0 | 0 | 8.5 | 4.8 | 23.1 |
+| all | 160 | 106 (66 %) | 87/106 (82.1 %) | **0** | 0 | 30 / 0 | 30 | 0 | 8.2 | 4.6 | 16.8 |
+
+0 confident wrong culprits. Against their truth (19 of 160, none confident-wrong):
+
+* **band** (12 of 13): garbage only inside a band below ``max_size``: the threshold search opens
+  at the maximum, finds it OK and ends "no-regression | the bad end is not bad: nothing to
+  bisect". The one right band world has its band reaching ``max_size``.
+* **build** (7 of 13 identifiable): a transient build failure (HTTP 429, fine on the next build)
+  is cached as a skip: at the culprit, "range | cK+1 | only skipped candidates left to test: the
+  first bad is one of 2 candidates" (seeds 14, 38, 98, 122; seed 110 the same with the skip at
+  the predecessor); at the good end, "boundary-failed | the good end is untestable (skip): build
+  failed (exit 1): ERROR: HTTP error 429 ..." (seeds 74, 158).
+
+Also seen: **envdrift** (the host breaks every commit before night 2) ends "inconclusive |
+verification failed: verdicts contradict each other (candidate 0 bad); the probe may be flaky:
+set bisect.flake rates": no culprit, but the cached good end's verdict from night 1 is not named
+as what differs (issue 35, item 3). Probes a world: 8.2 against ceil(log2 N) 4.6 (ends and
+verification add 4; the flaky shape's 12.8 are probes of 3-5 runs each).
 """
 
 from __future__ import annotations
