@@ -2,7 +2,8 @@
 
 Seeds 0..43 of :func:`tests.worlds.generator.generate` over every shape (the shape of a world is
 its seed modulo the number of shapes: 3-4 worlds a shape). Each world is materialised and run
-once (two at a time, in a module fixture: the sample takes about 4-5 minutes on 2 cores), then
+once (two at a time, in a module fixture: 467 s measured on the shared 2-core machine at load
+average 11), then
 one test per world asks what :func:`tests.worlds.build.expected_ok` asks: no culprit named at the
 recipe's confidence that the truth does not allow, and the right culprit where one is
 identifiable. The worlds main gets wrong are strict xfails with the reason: a fix flips them.
