@@ -1,0 +1,522 @@
+"""Generated worlds (issue 35, item 7): histories whose truth is known, for ``bisectbot run``.
+
+A *world* is a linear git history of ``n`` commits; commit ``i`` carries ``world.json`` (its
+settings, below), the same ``check.py`` (a command reproducer), ``build.py`` (the build command)
+and ``serve.py`` (a reference-engine server) in every commit -- :mod:`tests.worlds.build` writes
+them. Each world comes with the recipe that asks the question and the **truth**: the commit that
+introduced the behaviour the bad end shows, when the question can name one, or why it cannot.
+
+This module is pure (seed -> :class:`World`) and imports nothing from ``bisectbot``: the truth is
+computed here from the settings and the question, never from the bot's own rules.
+
+The question (issue 35, item 1): a candidate is **bad** when it fails one of the prompts (sizes)
+on which the bad end fails, **good** when it answers every one of them OK, otherwise a **skip**
+(untestable: exit 125, a failed build, a server that never starts, a crash or a context limit
+at the sizes that matter). Size-less command reproducers: bad = exit 1..124, good = 0, skip = 125.
+From the per-commit verdicts (index 0 is the good end, ``n - 1`` the bad end):
+
+* the bad end not bad -> no culprit ("no-regression" or "bad end untestable");
+* the good end not good -> no culprit ("older than the range" or "good end untestable");
+* every good -> bad transition between testable commits is a candidate answer; exactly one, with
+  the last good right before the first bad, is an **identifiable culprit**; skips between them
+  make it a **range** (the true culprit inside it); several transitions (a revert, then the bug
+  again) make it **ambiguous** (naming one of the transitions is right, any other commit wrong).
+
+Settings of a commit (``world.json``; absent keys mean "no"):
+
+* ``bad`` (size-less command: the bug shows), ``skip`` (exit 125), ``hit`` (probability that a
+  run of a bad commit shows the bug, per run; 1.0 = deterministic);
+* ``threshold`` / ``band`` (``[lo, hi)``) / ``crash_above`` (sized command ``check.py {size}``:
+  exit 1 at or above ``threshold`` or inside ``band``; exit 3 "Segmentation fault" at or above
+  ``crash_above``, checked first);
+* ``env_bad`` (a value of ``$WORLD_ENV`` under which the commit is bad whatever else holds: the
+  host changed between nights);
+* ``build`` (``"fail"``: the build prints an error and exits 1; ``"transient"``: the first build
+  of the commit prints ``HTTP 429 Too Many Requests`` and exits 1, later builds succeed);
+* ``engine`` (server worlds: the reference engine's settings: ``threshold``, ``max_model_len``,
+  ``crash_above``, ``broken``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: The recipe's target confidence (``bisect.confidence``); a culprit named at or above it counts.
+CONFIDENCE = 0.99
+#: Sized command worlds ask sizes in [MIN_SIZE, MAX_SIZE] (tokens, only a number for a command).
+MIN_SIZE, MAX_SIZE = 1000, 32000
+#: Server worlds (reference engine): smaller prompts keep a probe cheap on 2 cores.
+SERVER_MIN, SERVER_MAX, SERVER_MAX_TOKENS = 500, 6000, 128
+
+
+@dataclass
+class Night:
+    """One ``bisectbot run`` of a world: its ends (commit indices) and ``$WORLD_ENV``."""
+
+    good: int
+    bad: int
+    env: str = "a"
+
+
+@dataclass
+class Truth:
+    """What the question can answer for the last night of a world.
+
+    ``kind``: ``culprit`` (identifiable: ``culprits == [k]``), ``range`` (skips hide the culprit;
+    ``culprits`` every index an honest range must contain, ``introduced`` the true one),
+    ``ambiguous`` (several good -> bad transitions; ``culprits`` each of them), or a kind that
+    names nothing: ``no-regression``, ``older-than-range``, ``untestable-end``.
+    """
+
+    kind: str
+    culprits: list[int]
+    why: str
+    verdicts: list[str]
+    introduced: int | None = None
+
+    @property
+    def identifiable(self) -> bool:
+        """True when exactly one commit can be named."""
+        return self.kind == "culprit"
+
+
+@dataclass
+class World:
+    """A generated history: per-commit settings, the recipe (with placeholders), nights and truth.
+
+    Recipe placeholders, filled by :func:`tests.worlds.build.materialise`: ``@REPO@``, ``@OUT@``,
+    ``@PY@`` (the Python that runs candidates), ``@GOOD@``/``@BAD@`` (commit SHAs of the night).
+    """
+
+    seed: int
+    shape: str
+    params: dict[str, Any]
+    commits: list[dict[str, Any]]
+    recipe: dict[str, Any]
+    nights: list[Night]
+    truth: Truth
+    needs_rw: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (``truth.identifiable`` included)."""
+        d = asdict(self)
+        d["truth"]["identifiable"] = self.truth.identifiable
+        return d
+
+
+@dataclass
+class Shape:
+    """A kind of world: its sentence, its maker, and whether it starts servers (slow)."""
+
+    name: str
+    sentence: str
+    make: Callable[[random.Random], tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]]
+    server: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- recipes
+
+
+def command_recipe(sized: bool, repeats: int = 1, flake: dict[str, float] | None = None) -> dict[str, Any]:
+    """The recipe of a command world: ``check.py`` (with ``{size}`` when ``sized``)."""
+    rep: dict[str, Any] = {"kind": "command", "command": ["@PY@", "check.py"], "command_timeout_s": 30}
+    if sized:
+        rep["command"].append("{size}")
+        rep.update(min_size=MIN_SIZE, max_size=MAX_SIZE)
+    if repeats > 1:
+        rep["repeats"] = repeats
+    bisect: dict[str, Any] = {"good": "@GOOD@", "bad": "@BAD@", "confidence": CONFIDENCE}
+    if flake:
+        bisect["flake"] = flake
+    return {
+        "name": "world",
+        "source": {"kind": "git", "repo": "@REPO@"},
+        "server": {"build_command": ["@PY@", "build.py"]},
+        "reproducer": rep,
+        "regress": "garbage" if sized else "command",
+        "bisect": bisect,
+        "report": {"dir": "@OUT@"},
+        "env_passthrough": ["WORLD_ENV", "WORLD_RW"],
+    }
+
+
+def server_recipe() -> dict[str, Any]:
+    """The recipe of a server world: the reference engine behind ``serve.py``, a threshold search."""
+    return {
+        "name": "world",
+        "source": {"kind": "git", "repo": "@REPO@"},
+        "server": {"command": ["@PY@", "serve.py", "--port", "{port}"], "build_command": ["@PY@", "build.py"],
+                   "health_timeout_s": 30, "request_timeout_s": 60},
+        "reproducer": {"min_size": SERVER_MIN, "max_size": SERVER_MAX, "max_tokens": SERVER_MAX_TOKENS},
+        "regress": "garbage",
+        "bisect": {"good": "@GOOD@", "bad": "@BAD@", "confidence": CONFIDENCE},
+        "report": {"dir": "@OUT@"},
+        "env_passthrough": ["WORLD_ENV", "WORLD_RW"],
+    }
+
+
+# ----------------------------------------------------------------------------- truth
+
+
+def _sizes(lo: int, hi: int) -> list[int]:
+    """A fine log grid over [lo, hi] (2 % steps): the continuous question, sampled."""
+    out, s = [], float(lo)
+    while s < hi:
+        out.append(int(s))
+        s *= 1.02
+    return [*out, hi]
+
+
+def sized_exit(c: dict[str, Any], size: int, env: str) -> int:
+    """The exit code ``check.py {size}`` gives for commit settings ``c`` (a deterministic bug)."""
+    if c.get("skip"):
+        return 125
+    if c.get("env_bad") is not None and env == c["env_bad"]:
+        return 1
+    if c.get("crash_above") is not None and size >= c["crash_above"]:
+        return 3
+    t, band = c.get("threshold"), c.get("band")
+    if (t is not None and size >= t) or (band and band[0] <= size < band[1]):
+        return 1
+    return 0
+
+
+def _buildable(c: dict[str, Any]) -> bool:
+    return c.get("build") != "fail"
+
+
+def verdicts_sized(commits: list[dict[str, Any]], good: int, bad: int, env: str) -> list[str] | None:
+    """Per-commit verdicts of a sized command world (``None``: the sampled question is ambiguous).
+
+    The bad end's failing sizes F (exit 1); a commit is bad when it exits 1 on a size of F, good
+    when it exits 0 on every size of F, a skip otherwise. A world in which a commit exits 1 on
+    under a third of F, or crashes on part of F, depends on which sizes a search samples: refused.
+    """
+    grid = _sizes(MIN_SIZE, MAX_SIZE)
+    end = commits[bad]
+    if not _buildable(end):
+        return ["skip" if not _buildable(c) else "?" for c in commits[good:bad + 1]]
+    f = [s for s in grid if sized_exit(end, s, env) == 1]
+    out = []
+    for c in commits[good:bad + 1]:
+        if not _buildable(c) or c.get("skip"):
+            out.append("skip")
+            continue
+        if not f:
+            out.append("good" if all(sized_exit(c, s, env) == 0 for s in grid) else "?")
+            continue
+        codes = [sized_exit(c, s, env) for s in f]
+        ones = codes.count(1)
+        if ones and ones * 3 < len(f):
+            return None
+        if ones:
+            out.append("bad")
+        elif all(x == 0 for x in codes):
+            out.append("good")
+        elif all(x == 3 for x in codes):
+            out.append("skip")
+        else:
+            return None
+    return out
+
+
+def verdicts_plain(commits: list[dict[str, Any]], good: int, bad: int, env: str) -> list[str]:
+    """Per-commit verdicts of a size-less command world."""
+    out = []
+    for c in commits[good:bad + 1]:
+        if not _buildable(c) or c.get("skip"):
+            out.append("skip")
+        elif c.get("bad") or (c.get("env_bad") is not None and env == c["env_bad"]):
+            out.append("bad")
+        else:
+            out.append("good")
+    return out
+
+
+def verdicts_server(commits: list[dict[str, Any]], good: int, bad: int) -> list[str] | None:
+    """Per-commit verdicts of a server world: the engine's garbage threshold and context limit.
+
+    A prompt of s tokens can be asked when ``s + max_tokens`` (and a chat template's few tokens)
+    fits ``max_model_len``; the bad end fails from its threshold T to the top of the range. A
+    commit is bad when it answers garbage there, good when it answers OK everywhere there, a skip
+    when it never starts or cannot be asked at T. A limit near T (the answer would depend on the
+    sizes sampled) refuses the world.
+    """
+    t_end = commits[bad]["engine"].get("threshold")
+    out = []
+    for c in commits[good:bad + 1]:
+        e = c["engine"]
+        if e.get("broken") or not _buildable(c):
+            out.append("skip")
+            continue
+        room = e.get("max_model_len", 131072) - SERVER_MAX_TOKENS - 64
+        t = e.get("threshold")
+        if t_end is not None and room < SERVER_MAX:
+            if room > t_end / 1.3:
+                return None
+            out.append("skip")  # cannot be asked where the bad end fails
+        elif t is not None and t <= SERVER_MAX:
+            out.append("bad")
+        else:
+            out.append("good")
+    return out
+
+
+def truth_of(verdicts: list[str], introduced: int | None) -> Truth:
+    """The answer the question allows, from the per-commit verdicts (``?`` refuses the world)."""
+    if verdicts[-1] != "bad":
+        kind = "untestable-end" if verdicts[-1] == "skip" else "no-regression"
+        return Truth(kind, [], f"the bad end is {verdicts[-1]}: nothing to bisect", verdicts, introduced)
+    if verdicts[0] != "good":
+        kind = "untestable-end" if verdicts[0] == "skip" else "older-than-range"
+        return Truth(kind, [], f"the good end is {verdicts[0]}: the behaviour is older than the range",
+                     verdicts, introduced)
+    transitions: list[tuple[int, int]] = []  # (last good, first bad)
+    last_good = 0
+    prev = "good"
+    for i, v in enumerate(verdicts):
+        if v == "skip":
+            continue
+        if v == "bad" and prev == "good":
+            transitions.append((last_good, i))
+        if v == "good":
+            last_good = i
+        prev = v
+    if len(transitions) == 1:
+        g, k = transitions[0]
+        if k == g + 1:
+            return Truth("culprit", [k], f"c{k} is the only good->bad transition", verdicts, introduced)
+        inside = list(range(g + 1, k + 1))
+        return Truth("range", inside, f"only skips between last good c{g} and first bad c{k}: "
+                     f"the culprit is one of c{g + 1}..c{k}", verdicts, introduced)
+    firsts = [k for _, k in transitions]
+    return Truth("ambiguous", firsts, "several good->bad transitions: "
+                 + ", ".join(f"c{g}->c{k}" for g, k in transitions), verdicts, introduced)
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def _n(rng: random.Random, lo: int = 6, hi: int = 48) -> int:
+    return rng.randint(lo, hi)
+
+
+def shape_step(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    n = _n(rng)
+    k = rng.randint(1, n - 1)
+    return [{"bad": i >= k} for i in range(n)], {"n": n, "k": k}, command_recipe(False)
+
+
+def shape_skips(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    n = _n(rng, 8)
+    k = rng.randint(1, n - 1)
+    cs: list[dict[str, Any]] = [{"bad": i >= k} for i in range(n)]
+    inner = list(range(1, n - 1))
+    skips = set(rng.sample(inner, rng.randint(1, max(1, len(inner) // 4))))
+    near = rng.choice(["before", "at", "both", "none"])
+    if near in ("before", "both") and k - 1 >= 1:
+        skips.add(k - 1)
+    if near in ("at", "both") and k <= n - 2:
+        skips.add(k)
+    for i in skips:
+        cs[i]["skip"] = True
+    return cs, {"n": n, "k": k, "skips": sorted(skips), "near": near}, command_recipe(False)
+
+
+def shape_build(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    n = _n(rng, 8)
+    k = rng.randint(1, n - 1)
+    cs: list[dict[str, Any]] = [{"bad": i >= k} for i in range(n)]
+    fails = set(rng.sample(range(1, n - 1), rng.randint(0, max(1, (n - 2) // 5))))
+    transient = set(rng.sample(range(0, n), rng.randint(1, 3)))
+    if rng.random() < 0.5:
+        transient.add(k)  # a transient failure at the culprit itself
+    for i in fails:
+        cs[i]["build"] = "fail"
+    for i in transient - fails:
+        cs[i]["build"] = "transient"
+    return cs, {"n": n, "k": k, "fail": sorted(fails), "transient": sorted(transient - fails)}, command_recipe(False)
+
+
+def shape_flaky(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    n = _n(rng, 8, 32)
+    k = rng.randint(1, n - 1)
+    h = rng.choice([0.3, 0.5, 0.7, 0.9])
+    r = rng.choice([3, 5])
+    rates = rng.random() < 0.5
+    flake = {"false_positive": 0.01, "false_negative": round((1 - h) ** r + 0.01, 4)} if rates else None
+    cs = [{"bad": i >= k, "hit": h} for i in range(n)]
+    return cs, {"n": n, "k": k, "hit": h, "repeats": r, "rates": rates}, command_recipe(False, r, flake)
+
+
+def shape_revert(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    n = _n(rng, 10)
+    k = rng.randint(1, n - 5)
+    j = rng.randint(k + 1, n - 3)  # the revert
+    again = rng.randint(j + 1, n - 1)  # the bug re-enters (at the bad end at the latest)
+    cs = [{"bad": (k <= i < j) or i >= again} for i in range(n)]
+    return cs, {"n": n, "k": k, "revert": j, "again": again}, command_recipe(False)
+
+
+def shape_threshold(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Sized command: the bug appears at k with threshold t1, drifts to t2 at d (either way)."""
+    n = _n(rng, 6, 40)
+    k = rng.randint(1, n - 1)
+    t1 = int(math.exp(rng.uniform(math.log(MIN_SIZE * 1.5), math.log(MAX_SIZE / 1.5))))
+    d = rng.randint(k, n - 1) if rng.random() < 0.6 else None
+    t2 = int(math.exp(rng.uniform(math.log(MIN_SIZE * 1.5), math.log(MAX_SIZE / 1.5)))) if d else t1
+    cs = [{"threshold": None if i < k else (t2 if d is not None and i >= d else t1)} for i in range(n)]
+    return cs, {"n": n, "k": k, "t1": t1, "drift_at": d, "t2": t2}, command_recipe(True)
+
+
+def shape_band(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Sized command: garbage only in a band of sizes; older commits may have another band."""
+    n = _n(rng, 6, 40)
+    k = rng.randint(1, n - 1)
+    lo = int(math.exp(rng.uniform(math.log(MIN_SIZE * 1.3), math.log(MAX_SIZE / 3))))
+    hi = min(MAX_SIZE + 1, int(lo * rng.uniform(1.8, 4)))
+    other = None
+    if rng.random() < 0.5 and lo > MIN_SIZE * 2.2:  # an older, disjoint band below: good for this question
+        olo = int(MIN_SIZE * 1.1)
+        other = [olo, int(min(lo / 1.3, olo * 1.8))]
+    cs = [{"band": [lo, hi] if i >= k else other} for i in range(n)]
+    return cs, {"n": n, "k": k, "band": [lo, hi], "older_band": other}, command_recipe(True)
+
+
+def shape_crash(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Sized command: commits in a window crash (exit 3) above (or below) the bug's threshold."""
+    n = _n(rng, 8, 40)
+    k = rng.randint(1, n - 1)
+    t = int(math.exp(rng.uniform(math.log(MIN_SIZE * 2), math.log(MAX_SIZE / 4))))
+    a = rng.randint(1, n - 2)
+    b = rng.randint(a, n - 2)
+    above = rng.random() < 0.6
+    c = int(t * rng.uniform(1.5, 3)) if above else int(t / rng.uniform(1.4, 1.9))
+    cs = [{"threshold": t if i >= k else None, "crash_above": c if a <= i <= b else None} for i in range(n)]
+    return cs, {"n": n, "k": k, "threshold": t, "crash": [a, b], "crash_above": c, "above": above}, command_recipe(True)
+
+
+def shape_envdrift(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Two nights: night 1 over c0..cm finds no regression; before night 2 the host changes
+    ($WORLD_ENV a -> b) and every commit turns bad; night 2 bisects cm..c(n-1)."""
+    n = _n(rng, 10, 30)
+    m = rng.randint(3, n - 4)
+    real = rng.random() < 0.3  # control: a harmless host change and a real culprit in night 2
+    k = rng.randint(m + 1, n - 1) if real else None
+    cs = [{"bad": k is not None and i >= k, "env_bad": None if real else "b"} for i in range(n)]
+    return cs, {"n": n, "night1": [0, m], "night2": [m, n - 1], "real_culprit": k}, command_recipe(False)
+
+
+def shape_server_step(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Reference engine: garbage from threshold t1 at commit k, drifting to t2 at d."""
+    n = _n(rng, 5, 24)
+    k = rng.randint(1, n - 1)
+    t1 = rng.randint(SERVER_MIN * 2, SERVER_MAX // 2)
+    d = rng.randint(k, n - 1) if rng.random() < 0.4 else None
+    t2 = rng.randint(SERVER_MIN * 2, SERVER_MAX // 2) if d is not None else t1
+    cs = [{"engine": {"threshold": None if i < k else (t2 if d is not None and i >= d else t1)}} for i in range(n)]
+    return cs, {"n": n, "k": k, "t1": t1, "drift_at": d, "t2": t2}, server_recipe()
+
+
+def shape_server_ctx(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Reference engine: a window of commits (the oldest, or some inside the range) serves a
+    max_model_len below the failing size; the bug enters before, inside or after it."""
+    n = _n(rng, 6, 20)
+    t = rng.randint(SERVER_MIN * 4, SERVER_MAX // 2)
+    a = 0 if rng.random() < 0.4 else rng.randint(1, n - 2)
+    m = rng.randint(a + 1, n - 1)  # commits a..m-1 have the small limit
+    k = rng.randint(0 if a else 1, n - 1)
+    small = int(t / rng.uniform(1.4, 2))
+    cs = [{"engine": {"threshold": t if i >= k else None, "max_model_len": small if a <= i < m else 131072}}
+          for i in range(n)]
+    return cs, {"n": n, "k": k, "threshold": t, "small_limit": [a, m], "limit": small}, server_recipe()
+
+
+def shape_server_start(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Reference engine: some commits never start (broken) or do not build, some next to the culprit."""
+    n = _n(rng, 6, 20)
+    k = rng.randint(1, n - 1)
+    t = rng.randint(SERVER_MIN * 2, SERVER_MAX // 2)
+    broken = set(rng.sample(range(1, n - 1), rng.randint(0, max(1, (n - 2) // 4)))) if n > 2 else set()
+    if rng.random() < 0.4 and k - 1 >= 1:
+        broken.add(k - 1)
+    cs: list[dict[str, Any]] = [{"engine": {"threshold": t if i >= k else None, "broken": i in broken}}
+                                for i in range(n)]
+    return cs, {"n": n, "k": k, "threshold": t, "broken": sorted(broken)}, server_recipe()
+
+
+SHAPES: dict[str, Shape] = {s.name: s for s in [
+    Shape("step", "size-less command, deterministic: exit 0 before commit k, 1 from k (varies n, k)",
+          shape_step),
+    Shape("skips", "size-less command with exit-125 commits, some right before or at the culprit "
+          "(varies n, k, the skipped commits, their place next to k)", shape_skips),
+    Shape("build", "size-less command; some commits do not build, others fail their first build with "
+          "a transient HTTP 429, the culprit sometimes among them (varies n, k, failing and transient builds)",
+          shape_build),
+    Shape("flaky", "size-less command whose bug shows in a share h of runs, reproducer.repeats r, with "
+          "or without bisect.flake rates (varies n, k, h, r, rates)", shape_flaky),
+    Shape("revert", "size-less command: the bug enters at k, is reverted at j, and re-enters later "
+          "or only at the bad end (varies n, k, j, the re-entry)", shape_revert),
+    Shape("threshold", "command with {size}: exit 1 from threshold t1 at commit k, drifting to t2 at "
+          "commit d (up or down) (varies n, k, t1, d, t2)", shape_threshold),
+    Shape("band", "command with {size}: exit 1 only inside a band of sizes from k; older commits "
+          "may fail in another, disjoint band (good for this question) (varies n, k, band, older band)",
+          shape_band),
+    Shape("crash", "command with {size}: a window of commits crashes (exit 3) above the bug's "
+          "threshold or below it (varies n, k, threshold, window, crash size)", shape_crash),
+    Shape("envdrift", "two nights: night 1 finds no regression, then a host change breaks every "
+          "commit (or, as a control, is harmless and a real culprit follows) (varies n, night ends, k)",
+          shape_envdrift),
+    Shape("server-step", "reference engine: garbage from threshold t1 at commit k, drifting to t2 at d "
+          "(varies n, k, t1, d, t2)", shape_server_step, server=True),
+    Shape("server-ctx", "reference engine: early commits serve a max_model_len below the failing size; "
+          "the bug enters before or after the limit rises (varies n, k, threshold, limit, where it rises)",
+          shape_server_ctx, server=True),
+    Shape("server-start", "reference engine: broken (never healthy) commits, sometimes right before "
+          "the culprit (varies n, k, threshold, broken commits)", shape_server_start, server=True),
+]}
+
+#: Shapes that start no server: fast, the default mix of the benchmark.
+COMMAND_SHAPES = [s for s, v in SHAPES.items() if not v.server]
+SERVER_SHAPES = [s for s, v in SHAPES.items() if v.server]
+
+
+def generate(seed: int, shapes: list[str] | None = None) -> World:
+    """The world of ``seed``: its shape is drawn from ``shapes`` (default: every shape), then its
+    parameters; worlds whose answer would depend on sampling details are redrawn."""
+    names = list(shapes or SHAPES)
+    unknown = sorted(set(names) - set(SHAPES))
+    if unknown:
+        raise ValueError(f"unknown shape(s): {', '.join(unknown)} (known: {', '.join(SHAPES)})")
+    rng = random.Random(f"world:{seed}")
+    shape = SHAPES[names[seed % len(names)]] if len(names) > 1 else SHAPES[names[0]]
+    for _ in range(200):
+        commits, params, recipe = shape.make(rng)
+        n = len(commits)
+        nights = [Night(0, n - 1)]
+        env = "a"
+        if shape.name == "envdrift":
+            a, b = params["night1"][1], params["night2"]
+            nights = [Night(0, a, "a"), Night(b[0], b[1], "b")]
+            env = "b"
+        night = nights[-1]
+        if shape.name in ("threshold", "band", "crash"):
+            v = verdicts_sized(commits, night.good, night.bad, env)
+        elif shape.server:
+            v = verdicts_server(commits, night.good, night.bad)
+        else:
+            v = verdicts_plain(commits, night.good, night.bad, env)
+        if v is None or "?" in v:
+            continue
+        intro = params.get("k")
+        truth = truth_of(v, None if intro is None else intro - night.good)
+        truth = Truth(truth.kind, [c + night.good for c in truth.culprits], truth.why, truth.verdicts,
+                      intro)
+        needs_rw = shape.name in ("flaky", "build")
+        return World(seed, shape.name, params, commits, recipe, nights, truth, needs_rw)
+    raise RuntimeError(f"seed {seed}: no unambiguous world of shape {shape.name} in 200 draws")
