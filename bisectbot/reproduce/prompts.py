@@ -293,6 +293,20 @@ class PromptBuilder:
         rate = max(0.1, rate)
         return max(0, round(w1 + (target_tokens - t1) / rate)), rate, bracketed
 
+    def _next_words(self, tried: dict[int, int], target_tokens: int, s: int, n: int) -> int:
+        """The next filler word count to measure while sizing with ``/tokenize``: between the nearest
+        counts measured below and above ``target_tokens`` when there are both (the filler's tokens per
+        word vary locally: one step by the average rate can jump over the target), else one step by
+        the learnt tokens per word from the last measurement (``s`` words, ``n`` tokens)."""
+        assert self.tokens_per_word is not None
+        below = [(t, w) for w, t in tried.items() if t < target_tokens]
+        above = [(t, w) for w, t in tried.items() if t > target_tokens]
+        if below and above:
+            (t1, w1), (t2, w2) = max(below), min(above)
+            if w2 > w1:
+                return w1 + max(1, min(w2 - w1 - 1, round((target_tokens - t1) * (w2 - w1) / (t2 - t1))))
+        return max(0, s + round((target_tokens - n) / self.tokens_per_word))
+
     @property
     def calibrated(self) -> bool:
         """True once a server-reported prompt size was learnt (:meth:`calibrate`)."""
@@ -329,8 +343,7 @@ class PromptBuilder:
                     best = (s, n)
                 if abs(n - target_tokens) <= slack:
                     break
-                # local slope from the tokens per word learned so far
-                s_new = max(0, s + round((target_tokens - n) / self.tokens_per_word))
+                s_new = self._next_words(tried, target_tokens, s, n)
                 if s_new == s or s_new in tried:
                     break
                 s = s_new
