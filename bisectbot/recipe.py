@@ -240,6 +240,9 @@ class ReproducerSpec(_Model):
     )
     reference: ReferenceSpec | None = Field(None, description="compare with a known-good engine (issue 18)")
     control: ControlSpec | None = Field(None, description="decode control on the ends of the bisection (issue 18)")
+    stream: Literal["off", "on", "both"] = Field(
+        "off", description="chat requests streamed (SSE deltas reassembled and judged: 'on'), or each size asked "
+        "both ways with a divergence between the two greedy replies a finding of its own ('both'; issue 37)")
 
     @model_validator(mode="after")
     def _check(self) -> ReproducerSpec:
@@ -486,6 +489,8 @@ class Recipe(_Model):
         for key in ("reference", "control"):  # absent oracles keep the hashes of older recipes
             if data["reproducer"].get(key) is None:
                 data["reproducer"].pop(key, None)
+        if data["reproducer"].get("stream") == "off":  # the default keeps the hashes of older recipes
+            data["reproducer"].pop("stream", None)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

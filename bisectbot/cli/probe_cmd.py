@@ -207,6 +207,10 @@ def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
 @click.option("--control/--no-control", "control", default=None,
               help="Run the decode control (short prompt, long exact enumerated list) on the server, calibrated on "
                    "the reference when there is one; prints 'decode path: fine / broken / unusable'.")
+@click.option("--stream", "stream", type=click.Choice(["off", "on", "both"]), default=None,
+              help="Stream the chat requests (server-sent events reassembled and judged: on), or ask every size "
+                   "both ways, a streamed reply that differs from the unstreamed one being a finding itself (both); "
+                   "default: the recipe's reproducer.stream, else off.")
 @pass_ctx
 def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | None, recipe_path: Path | None,
           min_size: int | None,
@@ -216,7 +220,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
           no_expected_answer: bool = False, reference_endpoint: str | None = None,
           reference_model: str | None = None, noise_endpoint: str | None = None, regress_mode: str | None = None,
           prompt_logprobs: bool | None = None, control: bool | None = None,
-          prompt_logprobs_max_size: int | None = None) -> None:
+          prompt_logprobs_max_size: int | None = None, stream: str | None = None) -> None:
     """Find the prompt size (tokens) at which a running server's output turns to garbage.
 
     Sends chat requests with token-sized prompts (filler text, optional needle codes
@@ -253,7 +257,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
             timeout_s = recipe.server.request_timeout_s
     overrides = {"min_size": min_size, "max_size": max_size, "sizes": sizes, "tolerance": tolerance,
                  "tolerance_tokens": tolerance_tokens, "needles": needles, "repeats": repeats,
-                 "concurrency": concurrency, "max_tokens": max_tokens}
+                 "concurrency": concurrency, "max_tokens": max_tokens, "stream": stream}
     base.update({k: v for k, v in overrides.items() if v is not None})
     if question is not None:
         base["question"] = question

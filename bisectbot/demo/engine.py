@@ -54,6 +54,22 @@ size -- a kernel chosen by size range, as tt-metal#55102's 12K-20K band and aite
 ``cut_sizes`` (a list of ``[from, to)`` prompt-token ranges: there every reply is ``max_tokens`` of hidden
 thinking and no visible text, finish ``length`` -- a size no reply decides, whatever the prompt).
 
+Streaming (issue 37): a request with ``"stream": true`` is answered with server-sent events as vLLM
+sends them (a role chunk, one ``delta.content``/``reasoning_content`` chunk per word, the
+``finish_reason`` chunk, a ``usage`` chunk when ``stream_options.include_usage``, ``data: [DONE]``).
+``stream_corrupt`` (true: from ``threshold`` prompt tokens up the streamed deltas lose characters at
+delta boundaries -- ``Thaccess codes arKESTREL-4417`` -- while the unstreamed reply stays healthy at
+every size, as a fault in delta emission or the stop-string hold-back, vllm#45636), ``stream_fault``
+(``"stall"``: a stream stops after half its chunks and sends nothing for ``stream_stall_s`` seconds;
+``"flood"``: a stream sends content deltas without end, until the client hangs up).
+
+Prefix cache (issue 37): ``prefix_cache`` (true: prompts are cached in blocks of
+:data:`PREFIX_BLOCK` tokens keyed by their whole prefix and the request's ``cache_salt``, as vLLM V1
+does; a request reports the tokens served from it in ``usage.prompt_tokens_details.cached_tokens`` and
+``GET /metrics`` exposes ``vllm:prefix_cache_queries_total``/``vllm:prefix_cache_hits_total``),
+``ignore_cache_salt`` (true: the salt is not part of the key -- a server that ignores it, so a later
+prompt that starts like an earlier one is served from the cache).
+
 Odd-but-real servers (issue 11): ``terse`` (probability 0..1 that a coherent reply is
 just the answer -- ``4``, one completion token -- as healthy servers sometimes answer),
 ``misroute`` (true: the coherent answer is sent in ``reasoning_content`` with empty
@@ -135,7 +151,14 @@ DEFAULTS: dict[str, Any] = {
     "band_to": None,
     "cut_sizes": None,
     "tail_logprobs": None,
+    "stream_corrupt": False,
+    "stream_fault": None,
+    "stream_stall_s": 30.0,
+    "prefix_cache": False,
+    "ignore_cache_salt": False,
 }
+#: Tokens per prefix-cache block (vLLM's default block size); only whole blocks are cached.
+PREFIX_BLOCK = 16
 GARBAGE_KINDS = ("flood", "loop", "digits", "salad", "fffd", "control", "empty", "identifiers",
                  "wrong-needle", "reasoning-loop", "template-leak")
 #: Chat-template fragments a mismatched template or tokenizer leaks into replies.
@@ -240,6 +263,26 @@ def _drop_front(messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return out
 
 
+def prompt_token_list(messages: list[dict[str, Any]]) -> list[str]:
+    """The prompt's tokens in order (each message's role, then its content; :func:`tokenize`): what
+    the prefix cache keys its blocks by."""
+    out: list[str] = []
+    for m in messages:
+        out += tokenize(str(m.get("role", ""))) + tokenize(message_text(m.get("content")))
+    return out
+
+
+def stream_pieces(text: str) -> list[str]:
+    """``text`` cut into the deltas of a stream: one word with the whitespace before it each."""
+    return re.findall(r"\s*\S+|\s+$", text)
+
+
+def corrupt_pieces(pieces: list[str]) -> list[str]:
+    """Deltas as a faulty delta emission sends them: every third delta loses its last two characters
+    (characters held back at a boundary and never sent): ``The access codes are`` -> ``Thaccess codes ar``."""
+    return [p[:-2] if i % 3 == 1 and len(p.strip()) > 1 else p for i, p in enumerate(pieces)]
+
+
 class Engine:
     """The model: decides the reply for one chat request. Thread-safe request counting."""
 
@@ -253,6 +296,9 @@ class Engine:
         self.script_chat: list[str] = []
         self.script_status = 200
         self.script_tokenize: str | None = None
+        self.cache_blocks: set[int] = set()
+        self.cache_queries = 0
+        self.cache_hits = 0
 
     # ------------------------------------------------------------------ answers
     def terse_answer(self, messages: list[dict[str, Any]]) -> str:
@@ -358,6 +404,66 @@ class Engine:
             content = ""
         return reasoning, content
 
+    # ------------------------------------------------------------------ prefix cache
+    def cache_lookup(self, messages: list[dict[str, Any]], salt: Any) -> int:
+        """Prompt tokens of ``messages`` served from the prefix cache (whole :data:`PREFIX_BLOCK`-token
+        blocks whose entire prefix, and ``salt`` unless ``ignore_cache_salt``, was seen before); the
+        prompt's blocks are then cached and the ``/metrics`` counters advance."""
+        toks = prompt_token_list(messages)
+        key = hash(("salt", None if self.s.get("ignore_cache_salt") else str(salt)))
+        hits, matching = 0, True
+        with self.lock:
+            for b in range(len(toks) // PREFIX_BLOCK):
+                key = hash((key, tuple(toks[b * PREFIX_BLOCK:(b + 1) * PREFIX_BLOCK])))
+                if matching and key in self.cache_blocks:
+                    hits += PREFIX_BLOCK
+                else:
+                    matching = False
+                    self.cache_blocks.add(key)
+            self.cache_queries += len(toks)
+            self.cache_hits += hits
+        return hits
+
+    def metrics_text(self) -> str:
+        """``GET /metrics`` (Prometheus text) with vLLM's prefix-cache counters, in tokens."""
+        with self.lock:
+            q, h = self.cache_queries, self.cache_hits
+        name = self.s["model"]
+        return ("# TYPE vllm:prefix_cache_queries_total counter\n"
+                f'vllm:prefix_cache_queries_total{{model_name="{name}"}} {float(q)}\n'
+                "# TYPE vllm:prefix_cache_hits_total counter\n"
+                f'vllm:prefix_cache_hits_total{{model_name="{name}"}} {float(h)}\n')
+
+    # ------------------------------------------------------------------ streaming
+    def stream_events(self, body: dict[str, Any], reply: dict[str, Any]) -> list[bytes]:
+        """The server-sent events of ``reply`` (a chat completion :meth:`chat` made) for a streamed
+        request; with ``stream_corrupt`` and a prompt of at least ``threshold`` tokens the content
+        deltas are :func:`corrupt_pieces`."""
+        choice = reply["choices"][0]
+        msg = choice["message"]
+        base = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"],
+                "model": reply["model"]}
+
+        def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            chunk = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            return f"data: {json.dumps(chunk)}\n\n".encode()
+
+        ptoks = int(reply["usage"]["prompt_tokens"])
+        thr = self.s.get("threshold")
+        corrupt = bool(self.s.get("stream_corrupt")) and (thr is None or ptoks >= int(thr))
+        out = [event({"role": "assistant", "content": ""})]
+        for key in ("reasoning_content", "content"):
+            pieces = stream_pieces(msg.get(key) or "")
+            if key == "content" and corrupt:
+                pieces = corrupt_pieces(pieces)
+            out += [event({key: p}) for p in pieces]
+        out.append(event({}, choice["finish_reason"]))
+        opts = body.get("stream_options")
+        if isinstance(opts, dict) and opts.get("include_usage"):
+            out.append(f"data: {json.dumps({**base, 'choices': [], 'usage': reply['usage']})}\n\n".encode())
+        out.append(b"data: [DONE]\n\n")
+        return out
+
     # ------------------------------------------------------------------ chat
     def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         messages = body.get("messages")
@@ -414,6 +520,9 @@ class Engine:
         logprobs_bad = bad
         if self.s.get("tail_logprobs"):
             bad = False  # only the prompt's tail log-probabilities show it (oracles.extra_fields)
+        if self.s.get("stream_corrupt"):
+            bad = logprobs_bad = False  # only the streamed deltas show it (stream_events)
+        cached = self.cache_lookup(messages, body.get("cache_salt")) if self.s.get("prefix_cache") else None
         special = oracles.reply(self.s, messages, bad, message_text)
         if special is not None:
             reasoning, content = special
@@ -454,7 +563,8 @@ class Engine:
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {"prompt_tokens": ptoks, "completion_tokens": r_tok + c_tok,
-                      "total_tokens": ptoks + r_tok + c_tok},
+                      "total_tokens": ptoks + r_tok + c_tok,
+                      **({} if cached is None else {"prompt_tokens_details": {"cached_tokens": cached}})},
         }
 
     def tokenize_body(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -517,6 +627,33 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the client gave up
                 self.close_connection = True
 
+        def _stream(self, events: list[bytes]) -> None:
+            """Send server-sent ``events`` (no Content-Length; the connection closes after the last),
+            with ``stream_fault`` applied."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            fault = engine.s.get("stream_fault")
+            try:
+                for i, ev in enumerate(events):
+                    if fault == "stall" and i == len(events) // 2:
+                        time.sleep(float(engine.s.get("stream_stall_s") or 30.0))
+                        return
+                    self.wfile.write(ev)
+                    self.wfile.flush()
+                    if fault == "flood" and i == len(events) // 2:
+                        delta = json.dumps({"choices": [{"index": 0, "delta": {"content": "the stream goes on "},
+                                                         "finish_reason": None}]})
+                        blob = f"data: {delta}\n\n".encode() * 256
+                        for _ in range(64 * 1024 * 1024 // len(blob)):  # 64 MiB at most, then give up
+                            self.wfile.write(blob)
+                        return
+            except OSError:  # the client gave up
+                return
+
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
             path = self.path.split("?")[0]
             if path == "/health":
@@ -526,6 +663,13 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
                 if engine.s.get("report_max_model_len", True):
                     card["max_model_len"] = int(engine.s["max_model_len"])
                 self._send(200, {"object": "list", "data": [card]})
+            elif path == "/metrics" and engine.s.get("prefix_cache"):
+                blob = engine.metrics_text().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(blob)))
+                self.end_headers()
+                self.wfile.write(blob)
             elif path == "/stats":
                 with engine.lock:
                     self._send(200, {"chat_requests": engine.chat_requests,
@@ -558,7 +702,11 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
                 if raw is not None:
                     self._send(engine.script_status, raw.encode("utf-8", "surrogatepass"))
                 else:
-                    self._send(*engine.chat(body))
+                    code, reply = engine.chat(body)
+                    if body.get("stream") and code == 200:
+                        self._stream(engine.stream_events(body, reply))
+                    else:
+                        self._send(code, reply)
             elif path == "/tokenize" and engine.s.get("tokenize_endpoint", True):
                 if engine.script_tokenize is not None:
                     self._send(200, str(engine.script_tokenize).encode("utf-8", "surrogatepass"))

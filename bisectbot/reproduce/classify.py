@@ -681,3 +681,30 @@ def classic_unique_ratio(reply: Reply, min_ratio: float = 0.15, min_tokens: int 
     words = _WORD.findall(text)
     ntok = reply.completion_tokens if reply.completion_tokens is not None else len(_TOKEN.findall(text))
     return Outcome.OK if unique_ratio(words) > min_ratio and words and ntok >= min_tokens else Outcome.GARBAGE
+
+
+#: Start of the reason of a size whose streamed reply differs from its unstreamed one (issue 37, input 8).
+STREAM_DIVERGES = "streamed reply differs from the unstreamed one"
+
+
+def _around(text: str, at: int, width: int = 24) -> str:
+    """``text`` around character ``at`` (``width`` characters each side), on one line, quoted."""
+    lo, hi = max(0, at - width), min(len(text), at + width)
+    return ("…" if lo else "") + repr(text[lo:hi]) + ("…" if hi < len(text) else "")
+
+
+def stream_divergence(unstreamed: Reply, streamed: Reply) -> str | None:
+    """The reason of a ``GARBAGE`` finding when the greedy reply to one prompt came out different
+    streamed and unstreamed (same server, same seed): ``"streamed reply differs from the unstreamed
+    one: reasoning/content differs from character N: streamed '…' vs unstreamed '…'"``; ``None``
+    when both texts (reasoning and content, compared exactly) agree. Streaming runs code the
+    unstreamed path skips (delta emission, incremental detokenization, the stop-string hold-back;
+    vllm#45636), so with the same sampled tokens the two texts must be equal."""
+    for part in ("reasoning", "content"):
+        a, b = getattr(unstreamed, part) or "", getattr(streamed, part) or ""
+        if a == b:
+            continue
+        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        return (f"{STREAM_DIVERGES}: {part} differs from character {at} ({len(b)} characters streamed, {len(a)} "
+                f"unstreamed): streamed {_around(b, at)} vs unstreamed {_around(a, at)}")
+    return None

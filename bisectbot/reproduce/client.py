@@ -30,6 +30,17 @@ that do not know it), and :meth:`Client.prefix_cache` reads the server's prefix-
 probe can check that its requests were not served from the cache; a reply's
 ``usage.prompt_tokens_details.cached_tokens`` lands in :attr:`Reply.cached_tokens`.
 
+A chat request may be **streamed** (``stream=True``, issue 37: vLLM's incremental detokenization
+and stop-string hold-back run only then, vllm#45636): it carries ``"stream": true`` and
+``stream_options: {include_usage: true}`` (so ``usage.prompt_tokens`` still arrives, in the last
+chunk), and :func:`parse_stream` reassembles the server-sent events (``data:`` chunks of
+``choices[0].delta``: ``content`` and ``reasoning_content``/``reasoning``; ``finish_reason`` of the
+last chunk that has one; the stream must end with ``data: [DONE]``). A streamed reply goes through
+the same bounded layer: a stream that stalls past the timeout or passes the byte cap is an
+``ERROR`` (``timeout`` / ``bad-response``), and so are a stream cut before ``[DONE]``, an error
+event inside the stream and a single JSON body (a server that ignores ``stream``) -- never text
+to judge.
+
 Every request goes through :func:`bisectbot.bounded.request`: its timeout bounds the whole
 exchange (a dribbling server is cut off at the deadline) and reply bodies are capped at
 :data:`bisectbot.bounded.MAX_BODY_BYTES` (a larger reply is a ``bad-response`` error).
@@ -95,6 +106,12 @@ def rejected_field(status: int, message: str) -> str | None:
         if re.search(rf"(?<![A-Za-z_]){re.escape(name)}(?![A-Za-z_])", message):
             return name
     return None
+
+
+def stream_fields() -> dict[str, Any]:
+    """Request-body fields of a streamed chat request: ``stream`` and ``stream_options.include_usage``
+    (OpenAI's and vLLM's way to get ``usage`` -- prompt tokens -- in the stream's last chunk)."""
+    return {"stream": True, "stream_options": {"include_usage": True}}
 
 
 def cold_fields() -> dict[str, str]:
@@ -206,6 +223,9 @@ class Reply:
     #: ``usage.prompt_tokens_details.cached_tokens``: prompt tokens the server took from its prefix
     #: cache (``None`` when the server does not say; vLLM only with ``--enable-prompt-tokens-details``).
     cached_tokens: int | None = None
+    #: True for a reply reassembled from a stream (:func:`parse_stream`); ``chunks`` counts its ``data:`` events.
+    streamed: bool = False
+    chunks: int = 0
 
     @property
     def ok(self) -> bool:
@@ -419,11 +439,15 @@ class Client:
 
     # ------------------------------------------------------------------ chat
     def chat(self, messages: list[dict[str, Any]], max_tokens: int, temperature: float = 0.0,
-             seed: int | None = None) -> Reply:
-        """``POST /v1/chat/completions``; never raises for server trouble (see :class:`Reply`)."""
+             seed: int | None = None, stream: bool = False) -> Reply:
+        """``POST /v1/chat/completions``; never raises for server trouble (see :class:`Reply`).
+        ``stream``: ask for server-sent events and reassemble them (:func:`parse_stream`), within the
+        same time (``timeout_s``, whole stream) and byte bounds as an unstreamed reply."""
         body: dict[str, Any] = {"model": self.model_name() if self.model is None else self.model,
                                 "messages": messages, "max_tokens": max_tokens,
                                 **sampling_fields(temperature, seed)}
+        if stream:
+            body.update(stream_fields())
         t0 = time.monotonic()
         attempt = 0
         while True:
@@ -444,13 +468,17 @@ class Client:
         return min(max(0.0, wait), self.max_retry_after_s)
 
     def _chat_once(self, body: dict[str, Any], t0: float) -> Reply:
+        streamed = bool(body.get("stream"))
         try:
             r = self._request("POST", "/v1/chat/completions", timeout=self.timeout_s, json=body)
         except requests.exceptions.Timeout as e:
-            return Reply(seconds=time.monotonic() - t0, error_kind="timeout",
-                         error=f"timeout after {self.timeout_s:g} s: {_one_line(str(e), 160)}")
+            what = "the stream stalled: no data: [DONE]" if streamed else "timeout"
+            return Reply(seconds=time.monotonic() - t0, error_kind="timeout", streamed=streamed,
+                         error=f"{what} after {self.timeout_s:g} s: {_one_line(str(e), 160)}")
         except bounded.BodyTooLarge as e:
-            return Reply(seconds=time.monotonic() - t0, error_kind="bad-response", error=_one_line(str(e), 200))
+            what = "the stream passed the byte limit: " if streamed else ""
+            return Reply(seconds=time.monotonic() - t0, error_kind="bad-response", streamed=streamed,
+                         error=what + _one_line(str(e), 200))
         except requests.RequestException as e:
             return Reply(seconds=time.monotonic() - t0, error_kind="connection",
                          error=f"connection failed: {_one_line(str(e), 200)}")
@@ -468,7 +496,12 @@ class Client:
             return Reply(seconds=dt, status_code=r.status_code, error_kind=kind,
                          error=f"HTTP {r.status_code}: {msg}", retry_after_s=retry_after(r))
         try:
+            if streamed:
+                return parse_stream(r.content, dt, r.headers.get("Content-Type", ""))
             return parse_chat(r.json(), dt)
+        except StreamError as e:
+            return Reply(seconds=dt, status_code=e.status, error_kind="http", streamed=True,
+                         error=f"error event in the stream: {e}")
         except BadReply as e:
             return Reply(seconds=dt, status_code=r.status_code, error_kind="bad-response",
                          error=f"unexpected reply: {e}")
@@ -529,3 +562,120 @@ def parse_chat(data: Any, seconds: float = 0.0) -> Reply:
                  prompt_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
                  completion_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
                  seconds=seconds, status_code=200, tool_calls=ncalls, refusal=refusal)
+
+
+class StreamError(ValueError):
+    """An error event inside a stream (``data: {"error": ...}``, as vLLM sends when generation fails
+    after the headers went out); ``status`` is its code when it names one."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def _delta_text(delta: dict[str, Any], key: str) -> str:
+    v = delta.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise BadReply(f"delta.{key} is {type(v).__name__} {_one_line(repr(v), 60)}, expected a string")
+    return v
+
+
+def sse_data(text: str) -> list[str]:
+    """The ``data`` payloads of server-sent events, in order: ``data:`` lines (one space after the
+    colon dropped) of one event joined by newlines; comments (``:``) and other fields ignored."""
+    out: list[str] = []
+    cur: list[str] = []
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if not line:
+            if cur:
+                out.append("\n".join(cur))
+                cur = []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if name == "data":
+            cur.append(value[1:] if value.startswith(" ") else value)
+    if cur:
+        out.append("\n".join(cur))
+    return out
+
+
+def parse_stream(body: bytes, seconds: float = 0.0, content_type: str = "") -> Reply:
+    """The :class:`Reply` reassembled from a streamed chat completion's body (server-sent events).
+
+    Concatenates ``choices[0].delta.content`` and ``reasoning_content`` (or ``reasoning``) over the
+    chunks; ``finish_reason`` is the last one given; ``usage`` (and its ``cached_tokens``) from the
+    chunk that carries it (``stream_options.include_usage``). Raises :class:`BadReply` for a body
+    that is not UTF-8, a single JSON object (the server ignored ``stream``), a chunk of unexpected
+    shape, or a stream without ``data: [DONE]`` (cut short); :class:`StreamError` for an error event."""
+    import json
+
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadReply(f"the stream is not UTF-8 ({e})") from None
+    if "text/event-stream" not in content_type.lower() and text.lstrip().startswith("{"):
+        raise BadReply("the server answered stream: true with one JSON body, not server-sent events: its streaming "
+                       "path is not tested (use reproducer.stream off, or a server that streams)")
+    content: list[str] = []
+    reasoning: list[str] = []
+    finish: str | None = None
+    usage: dict[str, Any] = {}
+    calls: set[Any] = set()
+    refusal: list[str] = []
+    done = False
+    chunks = 0
+    for data in sse_data(text):
+        if data.strip() == "[DONE]":
+            done = True
+            break
+        chunks += 1
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise BadReply(f"stream chunk {chunks} is not JSON: {_one_line(data, 80)}") from None
+        if not isinstance(chunk, dict):
+            raise BadReply(f"stream chunk {chunks} is {type(chunk).__name__}, expected an object")
+        if chunk.get("error") is not None:
+            err = chunk["error"]
+            msg = err.get("message") if isinstance(err, dict) else err
+            code = err.get("code") if isinstance(err, dict) else None
+            raise StreamError(_one_line(str(msg), 200), code if isinstance(code, int) and 100 <= code < 600 else None)
+        choices = chunk.get("choices")
+        if choices is None:
+            choices = []
+        if not isinstance(choices, list):
+            raise BadReply(f"stream chunk {chunks}: choices is {_one_line(repr(choices), 60)}, expected a list")
+        if choices:
+            choice = choices[0]
+            if not isinstance(choice, dict):
+                raise BadReply(f"stream chunk {chunks}: choices[0] is {type(choice).__name__}, expected an object")
+            delta = _object_field(choice, "delta")
+            content.append(_delta_text(delta, "content"))
+            reasoning.append(_delta_text(delta, "reasoning_content") or _delta_text(delta, "reasoning"))
+            if isinstance(delta.get("refusal"), str):
+                refusal.append(delta["refusal"])
+            tool_calls = delta.get("tool_calls")
+            for k, call in enumerate(tool_calls if isinstance(tool_calls, list) else []):
+                calls.add(call.get("index", k) if isinstance(call, dict) else k)  # one call spans many chunks
+            f = choice.get("finish_reason")
+            if f is not None and not isinstance(f, str):
+                raise BadReply(f"stream chunk {chunks}: finish_reason is {type(f).__name__} "
+                               f"{_one_line(repr(f), 40)}")
+            if f:
+                finish = f
+        if chunk.get("usage") is not None:
+            usage = _object_field(chunk, "usage")
+    if not done:
+        raise BadReply(f"the stream ended after {chunks} chunk(s) without data: [DONE]: cut short")
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens") \
+        if isinstance(details, dict) else None
+    return Reply(content="".join(content), reasoning="".join(reasoning), finish_reason=finish,
+                 prompt_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
+                 completion_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
+                 seconds=seconds, status_code=200, tool_calls=len(calls), refusal="".join(refusal),
+                 cached_tokens=cached, streamed=True, chunks=chunks)

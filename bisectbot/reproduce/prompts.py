@@ -7,6 +7,14 @@ them -- with ``needles`` (codes like ``KESTREL-4417``) placed at evenly spaced d
 and a short **user** message: the recipe's question, plus a request to list the
 needles when there are any.
 
+The system message starts with a short **preamble** (:func:`preamble`: ``[3fa9c01e]``, 8 hex
+characters derived from the filler seed and word count), so prompts of different sizes differ from
+their first tokens (issue 37): a server that ignores ``cache_salt`` cannot serve the start of a larger
+prompt from the prefix cache of a smaller one (the filler of one seed is one text, so without it
+every smaller prompt is a prefix of the next). The preamble is a function of ``(seed, words)``, the
+prompt's identity (:class:`bisectbot.models.PromptKey`), so the same key still gives the same text,
+and candidate and reference are sent the same messages.
+
 Sizes are prompt **tokens**. :class:`PromptBuilder` learns tokens per filler word
 from the server's ``/tokenize`` when it exists (vLLM has it; 2 calls) and corrects the
 filler length of the first prompts until the count is within :data:`SIZE_SLACK` of the
@@ -127,14 +135,22 @@ def filler_words(seed: int, n: int) -> list[str]:
     return words[:n]
 
 
+def preamble(seed: int, words: int) -> str:
+    """The first words of a prompt's system message: ``[3fa9c01e]``, 8 hex characters of a hash of the
+    filler ``seed`` and the number of filler ``words`` (which the size sets): prompts of different sizes
+    start differently, so no prefix cache serves one prompt's start from another's (issue 37)."""
+    return "[" + hashlib.blake2b(repr(("preamble", seed, words)).encode(), digest_size=4).hexdigest() + "]"
+
+
 def build_messages(seed: int, words: int, question: str, needles: list[str]) -> list[dict[str, Any]]:
-    """System message of the first ``words`` filler words with ``needles`` at depths k/(n+1); user question."""
+    """System message: :func:`preamble`, then the first ``words`` filler words with ``needles`` at depths
+    k/(n+1); user message: the question."""
     body = list(filler_words(seed, words))
     n = len(needles)
     for k in range(n, 0, -1):  # insert from the back so earlier positions stay valid
         pos = round(len(body) * k / (n + 1))
         body.insert(pos, needle_sentence(k, needles[k - 1]))
-    system = ("You are a careful assistant. The following document lists internal functions.\n\n"
+    system = (preamble(seed, words) + " You are a careful assistant. The following document lists internal functions.\n\n"
               + " ".join(body) + "\n\nEnd of document.")
     return [{"role": "system", "content": system}, {"role": "user", "content": question_text(question, needles)}]
 
@@ -277,6 +293,20 @@ class PromptBuilder:
         rate = max(0.1, rate)
         return max(0, round(w1 + (target_tokens - t1) / rate)), rate, bracketed
 
+    def _next_words(self, tried: dict[int, int], target_tokens: int, s: int, n: int) -> int:
+        """The next filler word count to measure while sizing with ``/tokenize``: between the nearest
+        counts measured below and above ``target_tokens`` when there are both (the filler's tokens per
+        word vary locally: one step by the average rate can jump over the target), else one step by
+        the learnt tokens per word from the last measurement (``s`` words, ``n`` tokens)."""
+        assert self.tokens_per_word is not None
+        below = [(t, w) for w, t in tried.items() if t < target_tokens]
+        above = [(t, w) for w, t in tried.items() if t > target_tokens]
+        if below and above:
+            (t1, w1), (t2, w2) = max(below), min(above)
+            if w2 > w1:
+                return w1 + max(1, min(w2 - w1 - 1, round((target_tokens - t1) * (w2 - w1) / (t2 - t1))))
+        return max(0, s + round((target_tokens - n) / self.tokens_per_word))
+
     @property
     def calibrated(self) -> bool:
         """True once a server-reported prompt size was learnt (:meth:`calibrate`)."""
@@ -313,8 +343,7 @@ class PromptBuilder:
                     best = (s, n)
                 if abs(n - target_tokens) <= slack:
                     break
-                # local slope from the tokens per word learned so far
-                s_new = max(0, s + round((target_tokens - n) / self.tokens_per_word))
+                s_new = self._next_words(tried, target_tokens, s, n)
                 if s_new == s or s_new in tried:
                     break
                 s = s_new

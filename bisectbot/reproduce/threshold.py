@@ -25,7 +25,7 @@ from typing import Any
 
 from ..models import Outcome, PromptKey
 from ..recipe import ReproducerSpec
-from .classify import Classification, classify
+from .classify import STREAM_DIVERGES, Classification, classify, stream_divergence
 from .client import Client, Reply, sampling_fields
 from .prompts import Prompt, PromptBuilder
 from .search import SizeResult, ThresholdResult, effective_repeats, search, vote
@@ -99,8 +99,41 @@ class HttpProbe:
                 " a fresh cache_salt per request)")
 
     def _chat(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
+        """The request a size is judged on: streamed with ``reproducer.stream: on``, else unstreamed
+        (``both`` sends its streamed twin through :meth:`_chat_streamed`)."""
         return self.client.chat(messages, max_tokens=max_tokens, temperature=self.spec.temperature,
-                                seed=self.spec.seed)
+                                seed=self.spec.seed, stream=self.spec.stream == "on")
+
+    def _chat_streamed(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
+        return self.client.chat(messages, max_tokens=max_tokens, temperature=self.spec.temperature,
+                                seed=self.spec.seed, stream=True)
+
+    def _one(self, prompt: Prompt, max_tokens: int) -> list[tuple[Reply, Classification]]:
+        """One request of a size, classified: with ``reproducer.stream: both`` the unstreamed reply
+        and its streamed twin (issue 37, input 8), the twin's classification GARBAGE when its text
+        differs from the unstreamed one (:func:`stream_divergence`) -- unless a second unstreamed
+        reply differs too: then the server's greedy replies do not repeat, and the comparison
+        decides nothing (``INCONCLUSIVE``; the extra reply is counted)."""
+        plain = self._chat(prompt.messages, max_tokens)
+        out = [(plain, classify(plain, self.spec, prompt.needles))]
+        if self.spec.stream != "both":
+            return out
+        twin = self._chat_streamed(prompt.messages, max_tokens)
+        c = classify(twin, self.spec, prompt.needles)
+        differs = stream_divergence(plain, twin) if plain.ok and twin.ok else None
+        # sampled (temperature > 0): the two texts may differ legitimately, each is judged alone
+        if differs and c.outcome not in (Outcome.ERROR, Outcome.GARBAGE) and self.spec.temperature == 0:
+            again = self._chat(prompt.messages, max_tokens)
+            ca = classify(again, self.spec, prompt.needles)
+            if again.ok and stream_divergence(plain, again) is None:
+                c = Classification(Outcome.GARBAGE, [], differs)
+            elif again.ok:
+                c = Classification(Outcome.INCONCLUSIVE, [], f"{differs}; but two unstreamed replies to the "
+                                   "same prompt differ too: the server's greedy replies do not repeat, so the "
+                                   "comparison decides nothing")
+            out.append((again, ca))
+        out.append((twin, c))
+        return out
 
     def _ask(self, size: int, prompt: Prompt, max_tokens: int) -> SizeResult:
         t0 = time.monotonic()
@@ -110,12 +143,15 @@ class HttpProbe:
         classes: list[Classification] = []
         conc = max(1, self.spec.concurrency)
         with ThreadPoolExecutor(max_workers=conc) as pool:
-            while len(replies) < n:
-                batch = min(conc, n - len(replies))
-                got = list(pool.map(lambda _i: self._chat(prompt.messages, max_tokens), range(batch)))
-                for r in got:
-                    replies.append(r)
-                    classes.append(classify(r, self.spec, prompt.needles))
+            done = 0
+            while done < n:
+                batch = min(conc, n - done)
+                got = list(pool.map(lambda _i: self._one(prompt, max_tokens), range(batch)))
+                done += batch
+                for pairs in got:
+                    for r, c in pairs:
+                        replies.append(r)
+                        classes.append(c)
                 if any(c.outcome in (Outcome.ERROR, Outcome.GARBAGE) for c in classes):
                     break  # an error ends the size; one garbage reply decides it (one-sided)
         usage = next((r.prompt_tokens for r in replies if r.prompt_tokens), None)
@@ -125,6 +161,9 @@ class HttpProbe:
             res.evidence["usage_prompt_tokens"] = usage
         res.evidence["prompt_words"] = prompt.words  # with the seed: the prompt again (issue 25's request.json)
         res.evidence["prompt_seed"] = prompt.seed  # issue 35: seed + words = the prompt's identity (PromptKey)
+        if self.spec.stream != "off":
+            res.evidence["stream"] = {"mode": self.spec.stream, "streamed_requests": sum(r.streamed for r in replies),
+                                      "diverged": any(c.note.startswith(STREAM_DIVERGES) for c in classes)}
         self._check_cold(res, replies, before)
         return res
 
@@ -352,6 +391,18 @@ def _context_limit(res: SizeResult) -> int | None:
 
 
 
+def _stream_note(spec: ReproducerSpec) -> list[str]:
+    """The result's note on how replies were asked (``reproducer.stream``, issue 37); none for ``off``."""
+    if spec.stream == "on":
+        return ["stream on: every chat request was streamed (server-sent events reassembled, usage from the last "
+                "chunk) and the reassembled text judged"]
+    if spec.stream == "both":
+        return ["stream both: every request was also sent streamed; a streamed reply that differs from the "
+                "unstreamed one (same prompt, same seed, greedy) is a finding of its own"
+                + ("" if spec.temperature == 0 else " -- not judged here: temperature > 0 samples")]
+    return []
+
+
 def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = None,
                      log: Callable[[str], None] | None = None, timeout_s: float = 600.0,
                      api_key: str | None = None,
@@ -424,7 +475,7 @@ def search_threshold(endpoint: str, spec: ReproducerSpec, model: str | None = No
     res.sampling = sampling_fields(spec.temperature, spec.seed)
     sent = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in res.sampling.items())
     res.notes = notes + client.problems + builder.problems + probe.notes + res.notes + [probe.cache_note()] + \
-        [f"sampling sent with every request: {sent} (none left to the server's defaults)"]
+        [f"sampling sent with every request: {sent} (none left to the server's defaults)"] + _stream_note(spec)
     res.model = name
     res.endpoint = client.base_url
     res.wall_s = time.monotonic() - t0

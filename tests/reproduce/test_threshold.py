@@ -178,8 +178,14 @@ def test_reasoning_cut_everywhere_is_inconclusive_exit_3(engine_factory):
     # garbage at 20K and at the first bisection point, the smallest size undecidable, also with a sibling
     # prompt and at a neighbouring size (issue 37, input 6): a decided bad size is a bad result, exit 1
     assert rc == 1 and res["status"] == "garbage" and res["last_ok"] is None
-    assert [r["outcome"] for r in res["table"]] == ["GARBAGE", "GARBAGE"] + ["INCONCLUSIVE"] * 3
-    assert res["first_garbage"] == res["table"][1]["prompt_tokens"]
+    # (which garbage kind the engine draws at a size follows its prompt tokens: a kind that keeps the healthy
+    # reasoning is cut there too, and the sibling prompt decides that size)
+    outcomes = [r["outcome"] for r in res["table"]]
+    assert outcomes[0] == "GARBAGE" and set(outcomes) == {"GARBAGE", "INCONCLUSIVE"}, outcomes
+    bad = [r["prompt_tokens"] for r in res["table"] if r["outcome"] == "GARBAGE"]
+    assert len(bad) >= 2 and res["first_garbage"] == min(bad)
+    below = [r for r in res["table"] if r["prompt_tokens"] < min(bad)]
+    assert len(below) >= 3 and all(r["outcome"] == "INCONCLUSIVE" for r in below), res["table"]
     assert any(n.startswith("undecided") for n in res["notes"])
 
 

@@ -47,7 +47,8 @@ def test_an_undecided_largest_size_does_not_end_the_probe():
     assert rc == 1 and res["status"] == "garbage", (res["status"], _rows(res))
     assert res["last_ok"] < 3000 <= res["first_garbage"]
     assert [o for _, _, o in _rows(res)[:2]] == ["INCONCLUSIVE", "INCONCLUSIVE"]  # the size and its sibling
-    assert any("undecided" in n and "31997" in n for n in res["notes"]), res["notes"]
+    largest = res["table"][0]["prompt_tokens"]  # the measured size (the sizing's last token may move)
+    assert 31900 < largest < 32100 and any("undecided" in n and str(largest) in n for n in res["notes"]), res["notes"]
 
 
 def test_a_decided_garbage_size_is_a_bad_result_with_the_undecided_part_said():
