@@ -35,6 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: A built prompt is accepted when ``|measured - target| <= max(3, SIZE_SLACK * target)`` tokens.
+PROMPT_FORMAT = 2
+"""Version of the text a prompt identity (filler seed, words) builds. Part of every probe key of a
+prompt-building reproducer (:func:`bisectbot.session.probing.executor.reproducer_key`): a cached
+verdict measured on other text is never compared with prompts of this format (issue 35: a
+candidate is compared with the bad end on the same prompts). Bump it whenever the text changes.
+2: every prompt opens with a preamble derived from its identity (cold prefills, issue 37)."""
+
 SIZE_SLACK = 0.0005
 #: Initial characters per token before calibration (typical of BPE on English/code).
 DEFAULT_CHARS_PER_TOKEN = 4.0

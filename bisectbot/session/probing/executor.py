@@ -46,8 +46,13 @@ def reproducer_key(recipe: Recipe) -> str:
     script kept outside the candidate's tree, e.g. ``command: [/opt/repro/run.sh]``): the
     recipe names the script, not its content, so an edited script must not reuse the old
     script's cached verdicts. A relative path runs from the candidate's tree, whose content
-    is in the build key already. A file that cannot be read is left out.
+    is in the build key already. A file that cannot be read is left out. A reproducer that
+    builds prompts (every kind but ``command``) adds ``|p<N>``,
+    :data:`bisectbot.reproduce.prompts.PROMPT_FORMAT`: verdicts measured on other prompt text
+    are not reused.
     """
+    from ...reproduce.prompts import PROMPT_FORMAT
+
     h = hashlib.sha256()
     seen = False
     for arg in recipe.reproducer.command or []:
@@ -60,7 +65,8 @@ def reproducer_key(recipe: Recipe) -> str:
                 seen = True
         except OSError:
             continue
-    return recipe.verdict_hash() + (f"|cmd:{h.hexdigest()[:16]}" if seen else "")
+    fmt = f"|p{PROMPT_FORMAT}" if recipe.reproducer.kind != "command" else ""
+    return recipe.verdict_hash() + fmt + (f"|cmd:{h.hexdigest()[:16]}" if seen else "")
 
 
 def focused_key(repro_key: str, focus: tuple[Any, ...] | list[Any]) -> str:
