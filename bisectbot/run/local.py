@@ -16,6 +16,11 @@ candidate's component) and ``{source:NAME}`` (worktree of component NAME). The r
 profile's env, the recipe's ``server.env`` and triage env are layered, in that order, over an
 allow-listed host environment (:func:`bisectbot.secrets.candidate_env`: no tokens; the recipe's
 ``env_passthrough`` names more); ``BISECTBOT_SOURCE`` points at ``{source}``.
+
+Every candidate process runs in the sandbox (:mod:`bisectbot.sandbox`), by default in its own
+network namespace (``recipe.server.network: loopback``): the server listens on ``{port}`` of its
+own ``lo`` and the bot reaches it on the host's ``127.0.0.1:{port}`` through a
+:class:`bisectbot.sandbox.ServerBridge`; ``host`` keeps the host's network.
 """
 
 from __future__ import annotations
