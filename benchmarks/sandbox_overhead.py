@@ -8,7 +8,12 @@ one reproducer process per probe, the local runner's two candidate processes), t
 ``BISECTBOT_SANDBOX=off``, alternating, each on a fresh state directory. Prints the median
 wall time per probe of each, their ratio, the added seconds per probe, and those seconds as a
 share of a real-vLLM lane probe (40.5 s on the H200, 65-138 s on the CPU lane: TOOLING.md).
-Also the bare cost of one sandboxed process start (``bwrap ... true`` against ``true``).
+Also the bare cost of one sandboxed process start (``bwrap ... true`` against ``true``), and the
+cost of the network bridge (a server candidate in its own network namespace, reached through the
+bot's forwarder and the one inside the sandbox): the same engine server started by the local
+runner with ``server.network: loopback`` (the bridge) and ``host`` (no bridge), the median time of
+one request of each kind, and the same bisection over a server (prefill) reproducer with each,
+per probe.
 """
 
 from __future__ import annotations
@@ -62,6 +67,62 @@ def spawn_cost(reps: int = 30) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def one_server_run(recipe: Path, work: Path, network: str, n: int) -> tuple[float, int]:
+    """(wall seconds, probes) of ``bisectbot run`` over a server reproducer, ``server.network``
+    ``network``, sandbox on."""
+    import yaml
+
+    data = yaml.safe_load(recipe.read_text())
+    data["server"]["network"] = network
+    rec = work / f"r-{network}.yaml"
+    rec.write_text(yaml.safe_dump(data, sort_keys=False))
+    return one_run(rec, work, True, n)
+
+
+def request_cost(work: Path, reps: int = 40) -> dict[str, dict[str, float]]:
+    """Median seconds per request (``GET /health`` on a kept connection, ``GET /health`` on a new
+    connection, a chat request of about 2000 prompt tokens) to the engine's server through the
+    bridge (``loopback``) and without it (``host``)."""
+    import requests
+
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.recipe import load_recipe
+    from bisectbot.reproduce.client import Client
+    from bisectbot.run.local import LocalRunner
+
+    os.environ.setdefault("ENGINE_STARTS", "/dev/null")
+    repo = make_engine_repo(work / "repo-req", n=1, k=1)
+    prompt = " ".join(f"word{i % 97}" for i in range(2000))
+    out: dict[str, dict[str, float]] = {}
+    for net in ("host", "loopback"):
+        recipe = load_recipe(write_recipe(work / f"req-{net}.yaml", repo, work / "out-req", server={"network": net}))
+        r = LocalRunner(recipe, {"engine": repo.path}, workdir=work / f"wt-{net}")
+        prep = r.prepare(Candidate(CandidateKind.COMMIT, repo.shas[0], "c0", "engine"))
+        try:
+            with r.server(prep) as srv:
+                kept, fresh, chat = [], [], []
+                http = requests.Session()
+                client = Client(srv.base_url, timeout_s=60)
+                client.chat([{"role": "user", "content": "warm up"}], max_tokens=8)
+                for _ in range(reps):
+                    t0 = time.perf_counter()
+                    http.get(srv.base_url + "/health", timeout=10).raise_for_status()
+                    kept.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    requests.get(srv.base_url + "/health", timeout=10).raise_for_status()
+                    fresh.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    rep = client.chat([{"role": "user", "content": prompt}], max_tokens=64)
+                    chat.append(time.perf_counter() - t0)
+                    if rep.error:
+                        raise SystemExit(f"chat failed through {net}: {rep.error}")
+                out[net] = {"kept": statistics.median(kept), "fresh": statistics.median(fresh),
+                            "chat": statistics.median(chat)}
+        finally:
+            r.release(prep)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -79,12 +140,30 @@ def main() -> None:
                 n += 1
         off, on = statistics.median(per[False]), statistics.median(per[True])
         bare, boxed = spawn_cost()
+        req = request_cost(work)
+        srecipe = write_recipe(work / "rs.yaml", repo, work / "out-s")
+        sper: dict[str, list[float]] = {"host": [], "loopback": []}
+        for _ in range(args.repeats):
+            for net in ("host", "loopback"):
+                wall, probes = one_server_run(srecipe, work, net, n)
+                sper[net].append(wall / probes)
+                n += 1
+        shost, sloop = statistics.median(sper["host"]), statistics.median(sper["loopback"])
     added = on - off
     print(f"per probe (median of {args.repeats} runs, 16-commit history, build + reproducer per probe)")
     print(f"  sandbox off: {off * 1000:8.1f} ms")
     print(f"  sandbox on:  {on * 1000:8.1f} ms   ratio {on / off:.2f}x, +{added * 1000:.1f} ms per probe")
     print(f"  share of a real vLLM probe ({REAL_PROBE_S} s): {added / REAL_PROBE_S * 100:.3f} %")
     print(f"one process start: true {bare * 1000:.1f} ms, in the sandbox {boxed * 1000:.1f} ms")
+    print("network bridge (sandbox on; server.network host = no bridge, loopback = bridge), median per request:")
+    for kind, what in (("kept", "GET /health, kept connection"), ("fresh", "GET /health, new connection"),
+                       ("chat", "chat, ~2000-word prompt, 64 tokens")):
+        h, lo = req["host"][kind], req["loopback"][kind]
+        print(f"  {what:36s} host {h * 1000:7.2f} ms, bridge {lo * 1000:7.2f} ms (+{(lo - h) * 1000:.2f} ms)")
+    sadded = sloop - shost
+    print(f"server-reproducer probe (median of {args.repeats} runs): host {shost * 1000:.0f} ms, bridge "
+          f"{sloop * 1000:.0f} ms, ratio {sloop / shost:.2f}x, {sadded * 1000:+.0f} ms per probe = "
+          f"{sadded / REAL_PROBE_S * 100:.3f} % of a real vLLM probe")
 
 
 if __name__ == "__main__":

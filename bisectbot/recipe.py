@@ -110,6 +110,11 @@ class ServerSpec(_Model):
     build_command: list[str] | None = Field(
         None, description="command that builds a candidate's source tree; non-zero exit = skip"
     )
+    network: Literal["loopback", "host"] = Field(
+        "loopback", description="network of the local runner's sandboxed candidate processes (build command, "
+        "server, command reproducer): 'loopback' (default), their own network namespace with only a private lo "
+        "(the bot reaches the server through a forwarder); 'host', the host's network (a build that downloads "
+        "wheels). README, 'Sandbox'")
 
     @field_validator("mounts")
     @classmethod

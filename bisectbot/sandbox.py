@@ -22,9 +22,15 @@ CI containers lack. What a candidate gets (:func:`wrap`):
   ``GITHUB_PATH``/``GITHUB_STATE`` files; read-only the repositories' git directories (no
   hook, config or ref a candidate could plant), the bot's work directory (other probes'
   trees), its logs and its cache (``~/.cache/bisectbot``).
-* **the network of the host**: a candidate's server must answer the bot on 127.0.0.1, and a
-  network namespace would need a forwarder between the two; the sandbox does not restrict the
-  network (README, "Not contained").
+* **its own network namespace** (``--unshare-net``; recipe ``server.network: loopback``, the
+  default): only a private ``lo``. No registry, cloud metadata service, TCP Docker daemon, other
+  loopback service of the host, nor the host's abstract Unix sockets. A server candidate is
+  reached through a :class:`ServerBridge`: the bot listens on the host's 127.0.0.1:PORT (a thread
+  of the bot) and connects, per request, to a Unix socket in a directory bound into the sandbox
+  (``/tmp/.bisectbot-net``), where the sandbox's wrapper (:data:`_INSIDE`, started by bwrap before
+  it execs the server) connects on to 127.0.0.1:PORT of the sandbox's own ``lo``. A dead forwarder
+  closes the bot's connection: a connection error (server trouble), never a reply.
+  ``server.network: host`` keeps the host's network (a build that downloads wheels).
 * the same uid as the bot (its tree is the bot's files), without any capability (as root
   ``--cap-drop ALL``: :func:`_caps`); the credential files, global git configuration and
   container daemons' sockets hidden (:data:`HIDDEN_HOME`, :data:`DAEMON_SOCKETS`); no secret in its environment
@@ -42,7 +48,10 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
+import stat
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
@@ -55,6 +64,11 @@ MODE_ENV = "BISECTBOT_SANDBOX"
 unset, requires it."""
 WRITABLE_ENV = "BISECTBOT_SANDBOX_WRITABLE"
 """More host paths a candidate may write (``:``-separated, absolute)."""
+NETWORKS = ("loopback", "host")
+"""Network of a candidate (recipe ``server.network``): ``loopback``, its own namespace with only a
+private ``lo`` (the default); ``host``, the host's network namespace."""
+BRIDGE_DIR = "/tmp/.bisectbot-net"
+"""Where a server candidate's bridge directory appears inside its sandbox (in its private ``/tmp``)."""
 
 HIDDEN_HOME = (".netrc", ".git-credentials", ".config/git/credentials", ".docker", ".ssh", ".gnupg",
                ".config/gh", ".aws", ".azure", ".kube", ".pypirc", ".huggingface", ".cache/huggingface/token",
@@ -117,15 +131,16 @@ def require() -> str:
         raise SandboxUnavailable("candidates run in a bubblewrap sandbox, and bwrap is not installed "
                                  "(Debian/Ubuntu: apt-get install bubblewrap)" + hint)
     argv = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--unshare-pid",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", *_caps(), "--", "true"]
+            "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--die-with-parent", *_caps(),
+            "--", "true"]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SandboxUnavailable(f"cannot start bwrap: {e}" + hint) from None
     if p.returncode != 0:
         why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        raise SandboxUnavailable(f"this host refuses the namespaces a candidate's sandbox needs (PID and mount "
-                                 f"namespaces; below root also user namespaces: kernel.unprivileged_userns_clone, "
+        raise SandboxUnavailable(f"this host refuses the namespaces a candidate's sandbox needs (PID, mount and "
+                                 f"network namespaces; below root also user namespaces: kernel.unprivileged_userns_clone, "
                                  f"user.max_user_namespaces, or the container's seccomp profile): {why}" + hint)
     _checked = exe
     return exe
@@ -212,13 +227,20 @@ def readonly_paths(extra: Iterable[str | Path] = ()) -> list[Path]:
 
 
 def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
-         readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = ()) -> tuple[list[str], dict[str, str]]:
+         readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = (), network: str = "loopback",
+         bridge: ServerBridge | None = None) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` that run ``argv`` inside the sandbox (module docstring), its tree ``tree``
     writable. ``env`` is the candidate's (allow-listed) environment; ``TMPDIR`` becomes ``/tmp``
     unless it lies in a writable path. ``readonly``: more paths seen read-only (the bot's work and
-    log directories; the tree itself stays writable even below them). Returns them unchanged when
-    :func:`enabled` is False. Raises :class:`SandboxUnavailable` (see :func:`require`) and
-    ``FileNotFoundError`` / ``PermissionError`` when ``argv[0]`` cannot be run (as ``Popen`` would)."""
+    log directories; the tree itself stays writable even below them). ``network`` (:data:`NETWORKS`):
+    ``loopback`` gives the process its own network namespace; ``bridge``, with ``loopback``, makes
+    ``argv`` a server the bot reaches on ``127.0.0.1:bridge.port`` (it must listen on that port of
+    its own ``lo``; see :class:`ServerBridge`). Returns them unchanged when :func:`enabled` is
+    False. Raises :class:`SandboxUnavailable` (see :func:`require`), ``ValueError`` for another
+    ``network``, and ``FileNotFoundError`` / ``PermissionError`` when ``argv[0]`` cannot be run
+    (as ``Popen`` would)."""
+    if network not in NETWORKS:
+        raise ValueError(f"network must be one of {', '.join(NETWORKS)}, not {network!r}")
     if not enabled():
         return argv, env
     exe = require()
@@ -237,6 +259,8 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     out = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", *_caps()]
+    if network == "loopback":
+        out.append("--unshare-net")
     # a deeper path's rule wins over its ancestors' (mounts made later cover earlier ones): the
     # tree lies below the read-only work directory, which may lie below a hidden state directory;
     # a repository's git directory or a state directory below a writable one. Same depth:
@@ -254,6 +278,11 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
         else:
             out += ["--ro-bind", _empty_file(), str(p)]
     out += remount
+    if bridge is not None and network == "loopback":
+        # the bridge directory, writable, in the private /tmp; the wrapper listens there and execs argv
+        out += ["--bind", str(bridge.dir), BRIDGE_DIR]
+        argv = [sys.executable, "-I", "-S", "-c", _INSIDE, f"{BRIDGE_DIR}/{ServerBridge.SOCKET}", str(bridge.port),
+                *argv]
     env = dict(env)
     tmp = env.get("TMPDIR")
     if not tmp or not _under(Path(tmp).resolve(), rw) or _under(Path(tmp).resolve(), hide):
@@ -261,3 +290,184 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     if cwd is not None:
         out += ["--chdir", str(Path(cwd).resolve())]
     return out + ["--", *argv], env
+
+
+# --------------------------------------------------------------------------- the server's bridge
+
+_INSIDE = r"""
+import os, socket, sys, threading
+path, port, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    os.unlink(path)
+except FileNotFoundError:
+    pass
+lst.bind(path)
+lst.listen(128)
+if os.fork():
+    os.wait()
+    lst.close()
+    os.execvp(argv[0], argv)
+if os.fork():
+    os._exit(0)
+fd = os.open(os.devnull, os.O_RDWR)
+for i in (0, 1):
+    os.dup2(fd, i)
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(262144)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    try:
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+def serve(c):
+    u = None
+    for host in ("127.0.0.1", "::1"):
+        try:
+            u = socket.create_connection((host, port), timeout=10)
+            break
+        except OSError:
+            pass
+    if u is None:
+        c.close()
+        return
+    u.settimeout(None)
+    u.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    t = threading.Thread(target=pump, args=(c, u), daemon=True)
+    t.start()
+    pump(u, c)
+    t.join()
+    c.close()
+    u.close()
+while True:
+    c = lst.accept()[0]
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+"""The wrapper a server candidate starts with (``python -I -S -c``, the bot's interpreter, no site
+packages): it listens on the bridge's Unix socket, forks the forwarder (socket -> 127.0.0.1:PORT
+of the sandbox's ``lo``, else ``[::1]:PORT``; a child of the sandbox's init, killed with the
+namespace) and execs the server. Its own code, no import of the bot: a candidate's
+``PYTHONPATH`` or site directory changes nothing (``-I -S``)."""
+
+
+def _pump(a: socket.socket, b: socket.socket) -> None:
+    try:
+        while True:
+            data = a.recv(262144)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    try:
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class ServerBridge:
+    """The bot's end of a server candidate's way out of its network namespace.
+
+    Listens on the host's ``127.0.0.1:port`` (a free port, chosen here) in a thread of the bot; each
+    connection is joined to a new connection to the Unix socket ``dir/server.sock``, which the
+    wrapper inside the sandbox (:data:`_INSIDE`) serves. ``dir`` is a new private directory, hidden
+    from every other candidate (:func:`protect`). The socket is opened without following a
+    symbolic link (``O_PATH|O_NOFOLLOW``, then connected through ``/proc/self/fd``) and must be a
+    socket: a candidate cannot point the bot at another socket of the host. When the socket
+    cannot be reached (the forwarder died, the server is not up yet) the bot's connection is
+    closed: the client sees a connection error, the runner's health wait goes on, a reproducer's
+    request fails as server trouble. :meth:`close` stops it (idempotent). A context manager."""
+
+    SOCKET = "server.sock"
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="bisectbot-net-")).resolve()
+        protect(self.dir)
+        self.socket_path = self.dir / self.SOCKET
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port: int = int(self._listener.getsockname()[1])
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, name=f"bisectbot-bridge-{self.port}", daemon=True).start()
+
+    def __enter__(self) -> ServerBridge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _connect(self) -> socket.socket | None:
+        try:
+            fd = os.open(self.socket_path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                raise OSError("not a socket")
+            u.settimeout(10)
+            u.connect(f"/proc/self/fd/{fd}")
+            u.settimeout(None)
+            return u
+        except OSError:
+            u.close()
+            return None
+        finally:
+            os.close(fd)
+
+    def _serve(self, c: socket.socket) -> None:
+        u = self._connect()
+        if u is None:
+            c.close()
+            return
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            if self._closed:
+                c.close()
+                u.close()
+                return
+            self._conns.update((c, u))
+        t = threading.Thread(target=_pump, args=(c, u), daemon=True)
+        t.start()
+        _pump(u, c)
+        t.join()
+        with self._lock:
+            self._conns.difference_update((c, u))
+        c.close()
+        u.close()
+
+    def close(self) -> None:
+        """Stop listening, cut every open connection, remove the directory."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._conns)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+        with _lock:
+            _hidden.discard(self.dir)

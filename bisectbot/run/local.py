@@ -16,6 +16,11 @@ candidate's component) and ``{source:NAME}`` (worktree of component NAME). The r
 profile's env, the recipe's ``server.env`` and triage env are layered, in that order, over an
 allow-listed host environment (:func:`bisectbot.secrets.candidate_env`: no tokens; the recipe's
 ``env_passthrough`` names more); ``BISECTBOT_SOURCE`` points at ``{source}``.
+
+Every candidate process runs in the sandbox (:mod:`bisectbot.sandbox`), by default in its own
+network namespace (``recipe.server.network: loopback``): the server listens on ``{port}`` of its
+own ``lo`` and the bot reaches it on the host's ``127.0.0.1:{port}`` through a
+:class:`bisectbot.sandbox.ServerBridge`; ``host`` keeps the host's network.
 """
 
 from __future__ import annotations
@@ -395,15 +400,18 @@ class LocalRunner:
         return candidate_env(self.profile_env, self.recipe.server.env, extra, own,
                              passthrough=self.recipe.env_passthrough)
 
-    def sandboxed(self, argv: list[str], prepared: Prepared, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    def sandboxed(self, argv: list[str], prepared: Prepared, env: dict[str, str],
+                  bridge: sandbox.ServerBridge | None = None) -> tuple[list[str], dict[str, str]]:
         """``(argv, env)`` of a candidate process inside its sandbox (:func:`bisectbot.sandbox.wrap`):
         the candidate's directory (all its components' worktrees) writable, the work and log
-        directories and the repositories' git directories read-only. Unchanged with
-        ``BISECTBOT_SANDBOX=off``. Raises :class:`bisectbot.sandbox.SandboxUnavailable` and, when
+        directories and the repositories' git directories read-only, the network of
+        ``recipe.server.network`` (``loopback``: its own namespace; a server then reached through
+        ``bridge``). Unchanged with ``BISECTBOT_SANDBOX=off``. Raises :class:`bisectbot.sandbox.SandboxUnavailable` and, when
         ``argv[0]`` cannot be run, ``OSError`` (as ``Popen``)."""
         tree = prepared.meta.get("root") or prepared.source or self.workdir
         return sandbox.wrap(argv, tree=tree, env=env, cwd=prepared.source,
-                            readonly=[self.workdir, self.log_dir])
+                            readonly=[self.workdir, self.log_dir], network=self.recipe.server.network,
+                            bridge=bridge)
 
     @contextmanager
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,
@@ -415,15 +423,25 @@ class LocalRunner:
         """
         if not self.recipe.server.command:
             raise ServerError("recipe.server.command is empty: nothing to start")
-        port = free_port()
+        # in its own network namespace the server is reached through a bridge (issue 36): the bot's
+        # 127.0.0.1:port -> a Unix socket bound into the sandbox -> 127.0.0.1:port of the sandbox's lo
+        bridge = (sandbox.ServerBridge() if sandbox.enabled() and self.recipe.server.network == "loopback"
+                  else None)
+        port = bridge.port if bridge else free_port()
         argv = self.substitute(list(self.recipe.server.command), prepared, port) + list(args or [])
         log_path = self.log_dir / f"server-{prepared.candidate.ref[:12]}-{port}.log"
         prepared.log_paths.append(str(log_path))
         try:  # output streams to the log, redacted line by line and capped (bisectbot.bounded)
-            wargv, wenv = self.sandboxed(argv, prepared, self.env(prepared, env))
+            wargv, wenv = self.sandboxed(argv, prepared, self.env(prepared, env), bridge)
             proc, finish_log = bounded.spawn_logged(wargv, log_path=log_path, cwd=prepared.source, env=wenv)
         except OSError as e:
+            if bridge:
+                bridge.close()
             raise ServerError(f"cannot start server {argv[0]!r}: {e}") from None
+        except BaseException:
+            if bridge:
+                bridge.close()
+            raise
         pidfile = self._track(proc)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -450,6 +468,8 @@ class LocalRunner:
             yield Server(base_url=base, log_path=log_path, meta={"pid": proc.pid, "argv": argv})
         finally:
             _kill_group(proc)
+            if bridge:
+                bridge.close()
             finish_log()
             pidfile.unlink(missing_ok=True)
 
