@@ -242,11 +242,13 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
     base: dict = {}
     recipe_regress: str | None = None  # the recipe's regress with its reference (issue 23)
     passthrough: list[str] = []  # host variables the recipe hands to its command on purpose (issue 13)
+    network = "loopback"  # the command's sandbox network: the recipe's server.network (issue 36)
     if recipe_path is not None:
         from ..shipped import find_recipe  # a path, or a shipped recipe's name (as run takes it)
 
         recipe = load_recipe(find_recipe(recipe_path))  # RecipeError -> one located line per problem, exit 2
         passthrough = list(recipe.env_passthrough)
+        network = recipe.server.network
         base = recipe.reproducer.model_dump(exclude_unset=True)  # unset max_size: derived from the server
         model = model or recipe.model or None
         if recipe.regress.mode == "diverges":
@@ -323,7 +325,8 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
         if any("{source}" in a for a in argv) and source_dir is None:
             raise click.UsageError("the recipe's command uses {source}: give --source DIR")
         res = search_threshold_command(lambda size: run_argv(argv, size, source_dir, spec.command_timeout_s,
-                                                             cwd=source_dir, passthrough=passthrough),
+                                                             cwd=source_dir, passthrough=passthrough,
+                                                             network=network),
                                        spec, log=log)
         res.endpoint = "command: " + " ".join(argv)
         _output(ctx, res)

@@ -71,8 +71,10 @@ def _git_dirs(source: Path | None) -> list[Path]:
 
 def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, cwd: str | Path | None = None,
              env: dict[str, str] | None = None, passthrough: list[str] | tuple[str, ...] = (),
-             log_path: str | Path | None = None) -> CommandRun:
+             log_path: str | Path | None = None, network: str = "loopback") -> CommandRun:
     """Run ``argv`` once for ``size`` (tokens) in a fresh process (its own process group).
+    ``network``: the sandbox's network (:data:`bisectbot.sandbox.NETWORKS`; the recipe's
+    ``server.network``, default ``loopback``: a private ``lo`` only).
 
     ``timeout_s`` seconds; on timeout the whole process group is killed and
     ``CommandRun(returncode=None, timed_out=True)`` is returned. Stdout/stderr go to ``log_path``
@@ -92,7 +94,7 @@ def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, 
         # the sandbox of every candidate process (issue 36): ``bisectbot probe --recipe R --source DIR``
         # runs the candidate's code outside any runner; DIR (else the working directory) is its tree
         wargv, wenv = sandbox.wrap(args, tree=Path(source or cwd or "."), env=full_env, cwd=cwd,
-                                   readonly=_git_dirs(source))
+                                   readonly=_git_dirs(source), network=network)
         # output streams through reader threads: only TAIL_BYTES of each stay in memory (issue 13)
         r = run_process(wargv, timeout_s=timeout_s, cwd=cwd, env=wenv, log_path=log_path, tail_bytes=TAIL_BYTES)
     except FileNotFoundError as e:
