@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import socket
 import stat
@@ -226,6 +227,72 @@ def readonly_paths(extra: Iterable[str | Path] = ()) -> list[Path]:
     return sorted(p for p in out if os.path.exists(p))
 
 
+#: The host directories a candidate gets fresh and empty (its own ``/tmp``): what lies there on the
+#: host is visible to it only when its command names it (:func:`named_paths`).
+PRIVATE_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+
+
+def _venv_root(p: Path) -> Path | None:
+    """The virtualenv an interpreter ``p`` (``ROOT/bin/python3``) belongs to: ``ROOT`` when
+    ``ROOT/pyvenv.cfg`` exists (PEP 405), else None."""
+    root = p.parent.parent
+    return root if p.parent.name == "bin" and (root / "pyvenv.cfg").is_file() else None
+
+
+def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str]) -> list[Path]:
+    """Host paths ``argv`` names that the sandbox would otherwise hide by giving the candidate an
+    empty ``/tmp`` (:data:`PRIVATE_DIRS`): the program (``argv[0]``, as ``Popen`` finds it: relative
+    to ``cwd`` or on ``env["PATH"]``) and every absolute path argument that exists -- with, for an
+    interpreter of a virtualenv, the whole virtualenv (its ``pyvenv.cfg`` and ``site-packages``),
+    and the base interpreter's prefix that ``pyvenv.cfg`` names. A recipe that runs
+    ``/tmp/x/.venv/bin/python check.py`` or ``/tmp/repro/run.sh`` means those files; they are
+    shown read-only. Paths under :func:`hidden_paths` are never shown."""
+    found: list[Path] = []
+    prog = argv[0] if argv else ""
+    if "/" in prog:
+        found.append(Path(os.path.join(str(cwd or "."), prog)))
+    elif prog:
+        w = shutil.which(prog, path=env.get("PATH"))
+        if w:
+            found.append(Path(w))
+    found += [Path(a) for a in argv[1:] if os.path.isabs(a) and os.path.exists(a)]
+    out: set[Path] = set()
+    for f in found:
+        for q in {Path(os.path.abspath(f)), f.resolve()}:
+            out.add(q)
+            root = _venv_root(Path(os.path.abspath(q)))
+            if root is not None:
+                out.add(root.resolve())
+                try:
+                    home = next((ln.split("=", 1)[1].strip() for ln in (root / "pyvenv.cfg").read_text().splitlines()
+                                 if ln.split("=", 1)[0].strip() == "home"), "")
+                except OSError:
+                    home = ""
+                if home and os.path.isabs(home):
+                    out.add(Path(home).resolve().parent)
+    hide = hidden_paths()
+    return sorted(q for q in out if os.path.exists(q) and _under(q, PRIVATE_DIRS) and not _under(q, hide))
+
+
+#: What bubblewrap writes to stderr when it cannot start the command inside the sandbox.
+_EXEC_FAILURE = re.compile(r"^bwrap: execvp (.+?): (.+)$", re.M)
+
+
+def exec_failure(returncode: int | None, stderr_tail: str) -> tuple[int, str] | None:
+    """``(126 or 127, reason)`` when a sandboxed command never started -- bubblewrap could not
+    ``execvp`` it inside the sandbox (exit 1, ``bwrap: execvp PATH: No such file or directory``) --
+    as a shell reports a command it cannot run; None when the command ran. Exit 1 is then bwrap's,
+    never the candidate's verdict."""
+    if returncode != 1:
+        return None
+    m = _EXEC_FAILURE.search(stderr_tail or "")
+    if m is None:
+        return None
+    rc = 126 if "ermission" in m.group(2) else 127
+    return rc, (f"cannot run {m.group(1)!r} inside the candidates' sandbox: {m.group(2)} (its /tmp is private; "
+                f"a path the command names is shown, one it only reaches indirectly is not)")
+
+
 def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
          readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = (), network: str = "loopback",
          bridge: ServerBridge | None = None) -> tuple[list[str], dict[str, str]]:
@@ -255,7 +322,10 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
         raise FileNotFoundError(2, "No such file or directory", prog)
     rw = writable_paths(Path(tree), writable)
     hide = hidden_paths()
-    ro = readonly_paths(readonly)
+    named = [p for p in named_paths(argv, cwd, env) if not _under(p, rw)]
+    if bridge is not None and network == "loopback":  # the bridge runs the bot's own interpreter
+        named += [p for p in named_paths([sys.executable], None, env) if not _under(p, rw)]
+    ro = readonly_paths([*readonly, *named])
     out = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", *_caps()]

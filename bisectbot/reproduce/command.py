@@ -101,6 +101,9 @@ def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, 
         return CommandRun(127, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
     except PermissionError as e:
         return CommandRun(126, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
+    failed = sandbox.exec_failure(r.returncode, r.stderr_tail)
+    if failed is not None:  # bwrap's own exit 1: the command never ran (126/127, as a shell says it)
+        return CommandRun(failed[0], r.duration_s, "", failed[1])
     return CommandRun(r.returncode, r.duration_s, r.stdout_tail, r.stderr_tail, timed_out=r.timed_out)
 
 

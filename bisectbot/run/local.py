@@ -495,5 +495,8 @@ class LocalRunner:
         finally:
             for f in pidfiles:
                 f.unlink(missing_ok=True)
+        failed = sandbox.exec_failure(r.returncode, r.stderr_tail)
+        if failed is not None:  # bwrap's own exit 1: the command never ran (126/127, as a shell says it)
+            return CommandRun(returncode=failed[0], duration_s=r.duration_s, stderr_tail=failed[1])
         return CommandRun(returncode=r.returncode, duration_s=r.duration_s, stdout_tail=r.stdout_tail,
                           stderr_tail=r.stderr_tail, timed_out=r.timed_out)
