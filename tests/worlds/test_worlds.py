@@ -21,17 +21,10 @@ from tests.worlds.generator import generate
 
 SEEDS = list(range(44))
 
-#: Worlds main (2104dba) gets wrong, and how: seed -> reason. See the module docstring.
-_BAND = ("a band of garbage below max_size: the threshold search opens at the maximum, finds it OK "
-         "and calls the bad end good: 'no-regression | the bad end is not bad: nothing to bisect'")
-
-
-def _transient(first_bad: str) -> str:
-    return ("a transient build failure (HTTP 429) at the culprit is cached as a skip and never retried: "
-            f"'range | {first_bad} | only skipped candidates left to test: the first bad is one of 2 candidates'")
-
-
-XFAIL: dict[int, str] = {14: _transient("c18"), 18: _BAND, 30: _BAND, 38: _transient("c15"), 42: _BAND}
+#: Worlds main gets wrong, and how: seed -> reason (strict xfails: a fix flips them). Empty since
+#: the coarse ladder (a band of garbage below max_size, seeds 18 30 42: issue 37) and the retried
+#: transient build (HTTP 429 at the culprit, seeds 14 38: issue 35) landed.
+XFAIL: dict[int, str] = {}
 
 
 @pytest.fixture(scope="module")
