@@ -45,7 +45,9 @@ SAFE_GIT_CONFIG: tuple[tuple[str, str], ...] = (
 
 COMMAND_KEY = re.compile(
     r"^(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:command|textconv)|merge\..+\.driver"
-    r"|credential\.(?:.+\.)?helper|core\.(?:sshcommand|gitproxy|askpass|editor|pager|hookspath|fsmonitor)"
+    r"|credential\.(?:.+\.)?helper"
+    r"|core\.(?:sshcommand|gitproxy|askpass|editor|pager|hookspath|fsmonitor|alternaterefscommand)"
+    r"|remote\..+\.(?:uploadpack|receivepack)"
     r"|sequence\.editor|gpg\.(?:.+\.)?program|uploadpack\.packobjectshook|receive\.procreceiverefs)$",
     re.IGNORECASE)
 """Configuration keys whose value git runs as a command (lower-case as git prints them)."""

@@ -73,6 +73,7 @@ BRIDGE_DIR = "/tmp/.bisectbot-net"
 
 HIDDEN_HOME = (".netrc", ".git-credentials", ".config/git/credentials", ".docker", ".ssh", ".gnupg",
                ".config/gh", ".aws", ".azure", ".kube", ".pypirc", ".huggingface", ".cache/huggingface/token",
+               ".cache/huggingface/stored_tokens",
                ".config/gcloud", ".local/state/bisectbot", ".env", ".gitconfig", ".config/git/config")
 """Paths below ``$HOME`` a candidate never sees (credentials, the user's global git configuration --
 ``credential.*`` helpers, ``url.*.insteadOf`` with a token, ``http.*.extraHeader`` -- and the bot's
@@ -124,8 +125,9 @@ def require() -> str:
     """The ``bwrap`` executable, checked once per process by starting ``true`` in the namespaces
     candidates get. Raises :class:`SandboxUnavailable` naming the missing tool or capability."""
     global _checked
-    if _checked:
+    if _checked and os.access(_checked, os.X_OK):
         return _checked
+    _checked = None  # checked once, gone since (removed mid-run): check again, fail closed
     exe = shutil.which("bwrap")
     hint = f"; or run candidates unconfined on purpose with {MODE_ENV}=off (README, 'Sandbox')"
     if exe is None:
@@ -197,6 +199,14 @@ def hidden_paths() -> list[Path]:
     home = _home()
     if home:
         out.update(home / h for h in HIDDEN_HOME)
+    # huggingface_hub keeps the login token and every stored one beside the weights (HF_HOME, or a
+    # file HF_TOKEN_PATH names): the cache is the candidate's, the tokens are not
+    hf_home = os.environ.get("HF_HOME")
+    if hf_home and os.path.isabs(hf_home):
+        out.update(Path(hf_home) / f for f in ("token", "stored_tokens"))
+    hf_token_path = os.environ.get("HF_TOKEN_PATH")
+    if hf_token_path and os.path.isabs(hf_token_path):
+        out.add(Path(hf_token_path))
     temp = os.environ.get("RUNNER_TEMP")
     if temp:
         runner_root = Path(temp).resolve().parent.parent
@@ -223,6 +233,13 @@ def readonly_paths(extra: Iterable[str | Path] = ()) -> list[Path]:
     out = set(_readonly) | {Path(e).resolve() for e in extra}
     cache = os.environ.get("BISECTBOT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or str((_home() or Path("/nonexistent")) / ".cache"), "bisectbot")
+    # made now when missing: a directory that does not exist is not bound, and a candidate could then
+    # create it below its writable ~/.cache and plant repositories (git config that runs commands) or
+    # release files the bot later trusts (hostile pass)
+    try:
+        os.makedirs(cache, exist_ok=True)
+    except OSError:
+        pass
     out.add(Path(cache).resolve())
     return sorted(p for p in out if os.path.exists(p))
 

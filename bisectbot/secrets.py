@@ -62,9 +62,16 @@ BASE_ENV: tuple[str, ...] = (
     "XDG_CACHE_HOME", "CC", "CXX", "MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL",
     "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "HSA_OVERRIDE_GFX_VERSION",
 )
-"""Host variables a candidate build or server needs (plus every ``LC_*``); nothing else is inherited.
+"""Host variables a candidate build or server needs (plus the POSIX locale categories,
+:data:`LOCALE_ENV`); nothing else is inherited.
 Proxies are passed only when they carry no credentials (``user:pass@`` is dropped); other URLs
 (``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``) lose their ``user:pass@`` part."""
+
+LOCALE_ENV = ("LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY", "LC_NUMERIC", "LC_TIME",
+              "LC_ADDRESS", "LC_IDENTIFICATION", "LC_MEASUREMENT", "LC_NAME", "LC_PAPER", "LC_TELEPHONE")
+"""The locale categories of POSIX and glibc (``locale(7)``): the only ``LC_*`` names a candidate
+inherits. Any other ``LC_*`` name is a host variable like any other (``LC_DEPLOY_KEY`` reached
+candidates in clear: hostile pass); a recipe's ``env_passthrough`` names it on purpose."""
 
 _TOKEN_SHAPES = [
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})\b"),  # GitHub
@@ -93,8 +100,13 @@ _QUOTED_SECRET = re.compile(r"(?i)([\"']" + _NAMED_SECRET + r"[\"']\s*:\s*[\"']|
 _FLAG_SECRET = re.compile(r"(?i)(--" + _NAMED_SECRET + r"(?:=|\s+))(?!-)[^\s'\"]+")
 # X-Api-Key: v / api-key: v (gateway headers)
 _KEY_HEADER = re.compile(r"(?im)^(\s*(?:x-)?api-key:\s*)\S+")
+#: Words that make a query parameter a credential wherever they stand in its name (GitLab's
+#: ``private_token``, Google's ``X-Goog-Signature``, ``sas_token``, ``db_password``): the kind, not a
+#: list of names (hostile pass: ``?private_token=`` was not in :data:`QUERY_SECRET_PARAMS`).
+QUERY_SECRET_WORDS = ("token", "secret", "key", "passw", "pwd", "sig", "auth", "credential", "session")
 _QUERY_SECRET = re.compile(
-    r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in QUERY_SECRET_PARAMS) + r")=)[^&;#\s'\"<>]+")
+    r"(?i)([?&;](?:" + "|".join(re.escape(p) for p in QUERY_SECRET_PARAMS)
+    + r"|[\w.-]*(?:" + "|".join(QUERY_SECRET_WORDS) + r")[\w.-]*)=)[^&;#\s'\"<>]+")
 
 _registered: set[str] = set()
 _held: dict[str, str] = {}  # secrets taken out of os.environ at start-up (take_secrets)
@@ -287,7 +299,7 @@ def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] 
                   environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a candidate process (build, server, command reproducer).
 
-    Starts from :data:`BASE_ENV` and every ``LC_*`` variable of ``environ`` (default
+    Starts from :data:`BASE_ENV` and the locale variables (:data:`LOCALE_ENV`) of ``environ`` (default
     ``os.environ``), skipping secret-looking names and proxies with credentials and stripping
     ``user:pass@`` from other URLs (pip index URLs); adds each name
     of ``passthrough`` present in ``environ`` (a recipe's ``env_passthrough``: honoured even for
@@ -298,7 +310,7 @@ def candidate_env(*layers: Mapping[str, str] | None, passthrough: Iterable[str] 
     env_in = os.environ if environ is None else environ
     out: dict[str, str] = {}
     for k, v in env_in.items():
-        if (k in BASE_ENV or k.startswith("LC_")) and not is_secret_name(k):
+        if (k in BASE_ENV or k in LOCALE_ENV) and not is_secret_name(k):
             if k.lower().endswith("_proxy"):
                 cleaned = _clean_proxy(v)
                 if cleaned is None:

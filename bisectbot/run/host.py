@@ -6,7 +6,16 @@ anything about the candidate, so none of them may become a verdict (a skip cache
 ledger, a "boundary-failed" filed upstream). :func:`host_cause` is the one place that tells
 such a failure from a candidate's own (a message, an exception, the end of a build or server
 log); :func:`check_host` raises :class:`bisectbot.errors.HostFailure` (exit 1, nothing
-recorded) when it finds one. The probe (:func:`bisectbot.session.probing.executor.run_probe`)
+recorded) when it finds one.
+
+A log's words are only a hint: build and server logs are the candidate's output, and a candidate
+that prints "No space left on device" must not stop every night (hostile pass). A cause is a host
+failure only when the bot observes it itself (:func:`observe`): a write of :data:`PROBE_WRITE_BYTES`
+that fails for lack of space in one of the directories the probe writes, a Docker daemon that does
+not answer its ping, a device path that does not exist. An exception of the bot's own system calls
+(``OSError`` with ``ENOSPC``/``EDQUOT``/``EROFS``) is such an observation; any other exception while
+a candidate is prepared is checked by measuring the disks, so a full disk that git reports as
+"unable to write file" is the host too, never exit 70. The probe (:func:`bisectbot.session.probing.executor.run_probe`)
 asks it about every failed preparation and server start; ``bisectbot run`` runs the same
 preflight as ``bisectbot runner check`` before the first probe.
 """
@@ -14,7 +23,9 @@ preflight as ``bisectbot runner check`` before the first probe.
 from __future__ import annotations
 
 import errno
+import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +41,11 @@ HOST_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.I
     (r"error gathering device information|(?:/dev/(?:kfd|dri)\S*|device)\b[^\n]{0,40}no such file or directory",
      "a device node the runner profile requires is missing on this host"),
 ))
+
+#: Bytes written to observe a full disk: the size of the preflight's state-directory write check
+#: (``bisectbot runner check``) and less than any build, log or worktree write a probe makes. A
+#: filesystem that cannot take it cannot take the next probe either.
+PROBE_WRITE_BYTES = 1024 * 1024
 
 #: Bytes at the end of each log searched for a cause.
 LOG_TAIL_BYTES = 16 * 1024
@@ -49,31 +65,120 @@ def _tail(path: str | Path) -> str:
         return ""
 
 
-def host_cause(text: str, log_paths: Sequence[str | Path] = ()) -> str | None:
+def _existing_dir(p: str | Path) -> Path | None:
+    q = Path(p)
+    while not q.is_dir():
+        if q.parent == q:
+            return None
+        q = q.parent
+    return q
+
+
+def _mounts_below(dirs: Sequence[Path]) -> list[Path]:
+    """The mount points at or below ``dirs`` (``/proc/self/mounts``): each is a filesystem of its own."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for ln in lines:
+        parts = ln.split()
+        if len(parts) < 2:
+            continue
+        mp = Path(parts[1].replace("\\040", " "))
+        if any(mp == d or d in mp.parents for d in dirs):
+            out.append(mp)
+    return out
+
+
+def disk_full(dirs: Sequence[str | Path]) -> str | None:
+    """``"<dir>: <strerror>"`` for the first of ``dirs`` (or its nearest existing ancestor), or of the
+    filesystems mounted below them, where a write of :data:`PROBE_WRITE_BYTES` fails for lack of
+    space or quota, else None."""
+    seen: set[Path] = set()
+    roots = [q for q in (_existing_dir(d) for d in dirs) if q is not None]
+    for d in [*roots, *_mounts_below([r.resolve() for r in roots])]:
+        q = _existing_dir(d)
+        if q is None or q in seen:
+            continue
+        seen.add(q)
+        try:
+            with tempfile.TemporaryFile(dir=q) as fh:
+                fh.write(b"\0" * PROBE_WRITE_BYTES)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                return f"{q}: {e.strerror}"
+    return None
+
+
+def docker_unreachable() -> str | None:
+    """Why the Docker daemon (``DOCKER_HOST`` or the default socket) does not answer a ping, else None."""
+    try:
+        import docker  # only where a log named the daemon
+
+        client = docker.from_env(timeout=10)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as e:  # docker.errors.DockerException, requests' errors: the daemon is not there
+        return " ".join(str(e).split())[:200] or type(e).__name__
+    return None
+
+
+_DEV_PATH = re.compile(r"(/dev/\S+?)[:\s'\"]")
+
+
+def observe(what: str, line: str, dirs: Sequence[str | Path], devices: Sequence[str] = ()) -> bool:
+    """True when the bot itself sees the host cause ``what`` (one of :data:`HOST_CAUSES`) that
+    ``line`` names: the disk by a write in ``dirs``, the daemon by a ping, a device by its path --
+    one of the runner profile's ``devices`` (``HOST[:CONTAINER[:PERMS]]``) that does not exist."""
+    if what == HOST_CAUSES[1][1]:
+        return disk_full(dirs) is not None
+    if what == HOST_CAUSES[0][1]:
+        return docker_unreachable() is not None
+    m = _DEV_PATH.search(line + " ")
+    required = {d.split(":", 1)[0] for d in devices}
+    return m is not None and m.group(1) in required and not os.path.exists(m.group(1))
+
+
+def host_cause(text: str, log_paths: Sequence[str | Path] = (), dirs: Sequence[str | Path] = (),
+               devices: Sequence[str] = ()) -> str | None:
     """``"<what it means>: <the line that says so>"`` when ``text`` or the end of one of ``log_paths``
-    (build and server logs) names a host failure (:data:`HOST_CAUSES`), else None."""
+    (build and server logs) names a host failure (:data:`HOST_CAUSES`) **and** the bot observes it
+    (:func:`observe`, measuring ``dirs`` and the logs' directories), else None."""
+    where = [*dirs, *(Path(p).parent for p in log_paths)]
     for blob in [text, *(_tail(p) for p in log_paths)]:
         for line in reversed(blob.splitlines()):
             for pattern, what in HOST_CAUSES:
-                if pattern.search(line):
+                if pattern.search(line) and observe(what, line, where, devices):
                     return f"{what}: {' '.join(line.split())[:240]}"
     return None
 
 
-def exception_cause(e: BaseException) -> str | None:
-    """:func:`host_cause` of an exception: an ``OSError`` by its errno (full disk, read-only file
-    system), else by its text (a git command that found the disk full)."""
+def exception_cause(e: BaseException, dirs: Sequence[str | Path] = ()) -> str | None:
+    """:func:`host_cause` of an exception of the bot's own: an ``OSError`` by its errno (full disk,
+    read-only file system), else by its text when observed, else a full disk measured in ``dirs``
+    (a git command that could not write a worktree: "unable to write file")."""
     if isinstance(e, HostFailure):
         return str(e)
     if isinstance(e, OSError) and e.errno in _HOST_ERRNOS:
         return f"{_HOST_ERRNOS[e.errno]}: {e}"
-    return host_cause(f"{type(e).__name__}: {e}")
+    cause = host_cause(f"{type(e).__name__}: {e}", dirs=dirs)
+    if cause is None:
+        full = disk_full(dirs)
+        if full is not None:
+            cause = f"{HOST_CAUSES[1][1]}: {full} ({type(e).__name__}: {' '.join(str(e).split())[:160]})"
+    return cause
 
 
-def check_host(where: str, text: str, log_paths: Sequence[str | Path] = ()) -> None:
-    """Raise :class:`HostFailure` when ``text`` (or the end of ``log_paths``) names a host failure;
-    ``where`` says what was being done (``preparing nightly_main_20260408``)."""
-    cause = host_cause(text, log_paths)
+def check_host(where: str, text: str, log_paths: Sequence[str | Path] = (),
+               dirs: Sequence[str | Path] = (), devices: Sequence[str] = ()) -> None:
+    """Raise :class:`HostFailure` when ``text`` (or the end of ``log_paths``) names a host failure the
+    bot observes (measuring ``dirs``); ``where`` says what was being done (``preparing nightly_main_20260408``)."""
+    cause = host_cause(text, log_paths, dirs, devices)
     if cause is not None:
         raise HostFailure(host_message(where, cause))
 
@@ -85,4 +190,5 @@ def host_message(where: str, cause: str) -> str:
             "command again")
 
 
-__all__ = ["HOST_CAUSES", "check_host", "exception_cause", "host_cause", "host_message"]
+__all__ = ["HOST_CAUSES", "PROBE_WRITE_BYTES", "check_host", "disk_full", "docker_unreachable", "exception_cause",
+           "host_cause", "host_message", "observe"]

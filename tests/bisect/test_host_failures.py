@@ -11,6 +11,7 @@ every candidate, the third bisected as if the profile's devices were there.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -134,3 +135,48 @@ def test_state_directory_on_a_full_disk(tmp_path, kit, starts_file, full_fs) -> 
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
     assert "disk is full" in p.stderr or "No space left on device" in p.stderr, p.stderr
     assert not (out / "issue.md").exists() and kit.read_starts(starts_file) == []
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
+
+
+@pytest.mark.parametrize("fake", [
+    "OSError: [Errno 28] No space left on device",
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+    "error gathering device information while adding custom device \"/dev/kfd\": no such file or directory",
+])
+def test_a_candidate_that_prints_a_host_failure_is_a_skip_not_a_stopped_night(tmp_path, fake: str) -> None:
+    """Hostile pass: build and server logs are the candidate's output. A commit whose build prints a
+    host failure it did not meet (the disk has room, no daemon is needed, the device exists or is not
+    the profile's) must not stop every night: the bot observes the host itself. On the previous main
+    the run ended exit 1 "This is the host" and wrote no report; now the commit is a skip and the
+    bisection names the culprit."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(8):
+        (repo / "state.txt").write_text(f"{'bad' if i >= 5 else 'good'} {i}\n")
+        (repo / "build.py").write_text(f"import sys\nprint({fake!r}, file=sys.stderr)\nsys.exit(1)\n" if i == 3
+                                       else "print('built')\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"change {i}")
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "fake-host", "source": {"kind": "git", "repo": str(repo)}, "regress": "command",
+        "server": {"build_command": [sys.executable, "build.py"]},
+        "reproducer": {"kind": "command", "command": [sys.executable, "-c",
+                                                      "import sys; sys.exit(open('state.txt').read().startswith('bad'))"]},
+        "bisect": {"good": shas[0], "bad": shas[-1]}, "report": {"dir": str(tmp_path / "out")}}))
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state"), "--json", "run",
+                        str(recipe), "--runner", "local", "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=600)
+    assert "This is the host" not in p.stderr, p.stderr[-2000:]
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    final = json.loads(p.stdout)["result"]["stages"][-1] if "result" in json.loads(p.stdout) else \
+        json.loads(p.stdout)["stages"][-1]
+    assert final["first_bad"]["ref"] == shas[5]

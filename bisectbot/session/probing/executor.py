@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
+from ... import sandbox
 from ...errors import HostFailure, ServerError
 from ...models import Candidate, ProbeResult, Verdict
 from ...recipe import Recipe
@@ -111,7 +112,8 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
     prepared = _prepare(ctx, c, name)
     builds, build_cause = 0, None
     while isinstance(prepared, PrepareFailed):
-        check_host(f"preparing {name}", prepared.reason, prepared.log_paths)  # issue 35: no skip of the host
+        check_host(f"preparing {name}", prepared.reason, prepared.log_paths,  # issue 35: no skip of the host
+                   _probe_dirs(ctx), _devices(ctx))
         build_cause = transient_cause(prepared.reason, prepared.log_paths, ("build-",))
         if build_cause is None or builds >= START_RETRIES:
             break
@@ -139,7 +141,7 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
                     res.table = extra.pop("table", [])
                     res.extra = extra
                 except ServerError as e:
-                    check_host(f"starting {name}", str(e), prepared.log_paths)
+                    check_host(f"starting {name}", str(e), prepared.log_paths, _probe_dirs(ctx), _devices(ctx))
                     cause = transient_cause(str(e), prepared.log_paths) if is_start_failure(str(e)) else None
                     if cause is not None and retry < START_RETRIES:
                         retry += 1  # issue 23, input 3: a hub rate limit at start passes on its own
@@ -166,13 +168,27 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
     return res
 
 
+def _probe_dirs(ctx: ProbeContext) -> list[Path]:
+    """The directories a probe writes, where a host failure is measured (:func:`bisectbot.run.host.observe`):
+    the runner's work and log directories and what the sandbox lets a candidate write (its caches)."""
+    r = ctx.runner
+    base = [Path(d) for d in (getattr(r, "workdir", None), getattr(r, "log_dir", None)) if d]
+    return [*base, *sandbox.writable_paths(base[0])] if base else []
+
+
+def _devices(ctx: ProbeContext) -> list[str]:
+    """The device nodes the runner's profile requires (``HOST[:CONTAINER[:PERMS]]``); none without a profile."""
+    profile = getattr(ctx.runner, "profile", None)
+    return list(getattr(profile, "devices", None) or [])
+
+
 def _prepare(ctx: ProbeContext, c: Candidate, name: str) -> Prepared | PrepareFailed:
     """``ctx.prepare(c)``; an exception that names a host failure (a full disk under the worktrees, a
     daemon gone) becomes :class:`bisectbot.errors.HostFailure`: the host, never a verdict (issue 35)."""
     try:
         return ctx.prepare(c)
     except Exception as e:
-        cause = exception_cause(e)
+        cause = exception_cause(e, _probe_dirs(ctx))
         if cause is None:
             raise
         raise HostFailure(host_message(f"preparing {name}", cause)) from None
