@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bisectbot.session.oracle import UNCALIBRATED
 
 from bisectbot.cli.demo_cmd import concrete_recipe, subtle_recipe
 from bisectbot.demo import history as H
+from bisectbot.reproduce.oracle import UNCALIBRATED
 from bisectbot.session.probing.oracles import ROUNDS_UNCALIBRATED
 from tests.rounds.test_scope_rounds import drive
 
