@@ -25,7 +25,7 @@ from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
 from ...recipe import Recipe
 from ...reproduce.search import counted_by
-from ...verdict.badend import clean, sequential_end
+from ...verdict.badend import clean, sequential_end, sequential_good_end, shows_bug
 from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
 from ...verdict.scope import Scope, learn
 from ..probing.executor import Echo
@@ -240,6 +240,15 @@ class RoundLoop:
                     # issue 23, input 8: the known-failing end is probed until its "clean" is believable
                     res, a, note = sequential_end(
                         r, candidates[i], res, a,
+                        lambda att, i=i: self._end_reprobe(b, candidates, i, att, attempts, probes, executor),
+                        self.echo)
+                    if note:
+                        self.end_notes.append(note)
+                elif (i == 0 and not r.regress.is_fix and phase_of(b, i) == "boundary" and verdict_fn is None
+                        and shows_bug(r, res) and not b.done):
+                    # issue 35, input 4: a minority of failing runs at the good end is probed further
+                    res, a, note = sequential_good_end(
+                        r, candidates[i], res, a, b.runs_seen.get(len(candidates) - 1, (0, 0)),
                         lambda att, i=i: self._end_reprobe(b, candidates, i, att, attempts, probes, executor),
                         self.echo)
                     if note:
