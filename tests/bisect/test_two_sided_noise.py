@@ -72,3 +72,29 @@ def test_two_sided_noise_names_no_wrong_culprit_and_no_older_regression(tmp_path
     assert not older, text
     right = [o for o in outcomes if o[2] == CULPRIT]
     assert len(right) >= 6, text
+
+
+def test_verified_says_which_end_was_measured_now_and_which_came_from_the_cache(tmp_path, kit) -> None:
+    """Issue 35, item 6 / "Done when": "verified" (verdict.record.verification) says which of the
+    first bad and the last good were measured in this run. The culprit c7's cached rows were
+    rewritten (dropped, probed again: measured now); its predecessor c6 came from the ledger cache."""
+    from .test_verdict_evidence import CHECK, _rewrite_verdicts, history, recipe
+
+    shas = history(kit, tmp_path / "repo", [{"bug": i >= 7} for i in range(10)], files=[{"check.py": CHECK}] * 10)
+    r = recipe(tmp_path, tmp_path / "repo", shas, {"kind": "command", "command": [sys.executable, "check.py"]},
+               regress="command")
+    state = tmp_path / "s"
+    p = kit.run_cli("--state", str(state), "run", str(r))
+    first = result(tmp_path)
+    note = next(n for n in first["notes"] if n.startswith("may blame"))
+    assert re.search(r"verified in this run: first bad \S* ?c7 and last good \S* ?c6 re-measured", note), note
+    assert _rewrite_verdicts(state, shas[7], "good") >= 1
+    p = kit.run_cli("--state", str(state), "run", str(r))
+    res = result(tmp_path)
+    assert res["stages"][-1]["first_bad"]["ref"] == shas[7], p.stdout + p.stderr
+    note = next(n for n in res["notes"] if n.startswith("may blame"))
+    assert re.search(r"first bad \S* ?c7 measured in this run; last good \S* ?c6 taken from the ledger cache", note), note
+    assert first["session_id"] in note and "verified in this run" not in note, note
+    for name in ("report.md", "issue.md"):
+        text = (tmp_path / "out" / name).read_text()
+        assert re.search(r"last good \S* ?c6 taken from the ledger cache", text) and "culprit verified" not in text, (name, text)
