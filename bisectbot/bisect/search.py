@@ -409,7 +409,7 @@ class Bisection:
 
     # ------------------------------------------------------------------ feeding verdicts
     def feed(self, index: int, verdict: Verdict | str, signature: Signature | str | None = None,
-             note: str = "") -> Verdict:
+             note: str = "", runs: tuple[int, int] | None = None) -> Verdict:
         """Record the verdict of a probe of candidate ``index``; returns the verdict the search used.
 
         A ``bad`` whose ``signature`` does not match the reference (the first bad's) is
@@ -437,7 +437,8 @@ class Bisection:
         self._post = self._q = self._ig = None
         phase = ("boundary" if index in self._ends_left else "verify" if index in self._verify_targets
                  else "search")
-        self.history.append(Step(index, v, eff, _sig_str(sig), phase, note))
+        ok = runs is not None and 0 <= runs[0] <= runs[1] and runs[1] >= 1
+        self.history.append(Step(index, v, eff, _sig_str(sig), phase, note, runs if ok else None))
         if index in self._ends_left:
             self._ends_left.remove(index)
             if eff is Verdict.SKIP:
@@ -457,7 +458,7 @@ class Bisection:
         if eff is Verdict.SKIP:
             self.untestable[index] = True
         else:
-            self._update(index, eff is Verdict.BAD)
+            self._update(index, eff is Verdict.BAD, self.history[-1].runs)
         self._advance()
         return eff
 
@@ -572,9 +573,29 @@ class Bisection:
         stands for): kept with the step; weighed once the noise is two-sided (:meth:`set_run_mixture`)."""
         if not self.history or not 0 <= hits <= runs or runs < 1:
             return
-        self.history[-1] = dataclasses.replace(self.history[-1], runs=(hits, runs))
-        if self._run_grid is not None and self._result is None:
-            self._replay()
+        st = self.history[-1]
+        if st.runs is not None:
+            return
+        self.history[-1] = dataclasses.replace(st, runs=(hits, runs))
+        if self._run_grid is None or self._result is not None or st.effective is Verdict.SKIP:
+            return
+        assert self._logp2 is not None and self._grid is not None
+        # the step weighed as one verdict so far: take that out, put its runs in (no replay)
+        bad, j = st.effective is Verdict.BAD, st.index
+        fp, fn = self._grid
+        f, h = self._run_grid
+        with np.errstate(divide="ignore"):
+            lo0, hi0 = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
+        lo = hits * np.log(h) + (runs - hits) * np.log1p(-h) - lo0
+        hi = hits * np.log(f) + (runs - hits) * np.log1p(-f) - hi0
+        self._logp2[:, : j + 1] += lo[:, None]
+        self._logp2[:, j + 1:] += hi[:, None]
+        self._logp2 -= float(self._logp2.max())
+        self._logp = np.logaddexp.reduce(self._logp2, axis=0)
+        self._logp -= np.logaddexp.reduce(self._logp)
+        self._post = self._q = self._ig = None
+        self.fp, self.fn = self._mean_rates()
+        self._advance()
 
     def _set_point_rates(self, false_positive: float, false_negative: float, parallel: int) -> None:
         self.fp, self.fn = float(false_positive), float(false_negative)

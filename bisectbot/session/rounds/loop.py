@@ -259,7 +259,9 @@ class RoundLoop:
                     eff, note, phase = res.verdict, "not used: the search had ended", "extra"
                 else:
                     scoped_out = res.reason.split(": not tested", 1)[0] if "scope" in res.extra else ""
-                    eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note)
+                    counted = (int(res.extra.get("hits") or 0), int(res.extra.get("runs") or 0))
+                    eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
+                                 runs=counted if counted[1] > 0 else None)
                     note = b.history[-1].note
                     adapt_rates(r, b, i, res, self.echo)
                 prober.event("probe", {
