@@ -96,13 +96,18 @@ def two_sided_prior(points: int = HIT_RATE_POINTS) -> tuple[list[tuple[float, fl
     :meth:`bisectbot.bisect.Bisection.set_run_mixture`: every per-run pair ``(false_positive,
     hit_rate)`` on the midpoints of ``points`` equal bins of (0, 1) with ``false_positive <
     hit_rate`` (a bad build fails more often than a good one: the only order the question itself
-    gives), equally weighted. No rate is assumed: the ends' counted runs and every later probe's
-    tell them, jointly with the first bad. Raises ``ValueError`` when ``points`` < 2."""
+    gives), equally weighted, beside the one-sided family (``false_positive`` =
+    :data:`RUN_FALSE_POSITIVE`, every hit rate) with the same total weight: a flaky bug that failed
+    every run at the bad end by luck and one run in three at a bad build is the same question
+    with a healthy build that never fails, and keeps the one-sided search's strength once its
+    good builds' clean runs say so. No rate is assumed: the ends' counted runs and every later
+    probe's tell them, jointly with the first bad. Raises ``ValueError`` when ``points`` < 2."""
     if points < 2:
         raise ValueError(f"need points >= 2, got {points}")
     grid = [(i + 0.5) / points for i in range(points)]
     pairs = [(f, h) for h in grid for f in grid if f < h]
-    return pairs, [1.0 / len(pairs)] * len(pairs)
+    one = [(RUN_FALSE_POSITIVE, h) for h in grid]
+    return one + pairs, [0.5 / len(one)] * len(one) + [0.5 / len(pairs)] * len(pairs)
 
 
 def minority(hits: int, runs: int) -> bool:
