@@ -5,7 +5,7 @@
 * :mod:`.bounds` -- information bounds and probe budgets (``binary_entropy`` ...
   :func:`channel_bound`, :func:`default_budget`, :func:`search_settings`);
 * :mod:`.repeats` -- repeats of one probe (:func:`combine_repeats`, :func:`per_probe_rates`,
-  :func:`estimate_hit_rate`, :func:`hit_rate_prior`);
+  :func:`estimate_hit_rate`, :func:`hit_rate_prior`, :func:`two_sided_prior`, :func:`minority`);
 * :mod:`.signatures` -- failure signatures (:class:`Signature`, :func:`command_failures`);
 * :mod:`.drift` -- :class:`Drift`, the data of the second search when the threshold moved;
 * :mod:`.blame` -- blame rules (:func:`plausibility_flags`, :func:`may_blame`,
@@ -34,7 +34,9 @@ from .repeats import (
     combine_repeats,
     estimate_hit_rate,
     hit_rate_prior,
+    minority,
     per_probe_rates,
+    two_sided_prior,
 )
 from .search import CONFIRMATION_MASS, REPROBE_BAND, Bisection, SearchResult, Step, budget_text
 from .signatures import Signature, command_failures
@@ -60,6 +62,8 @@ __all__ = [
     "per_probe_rates",
     "estimate_hit_rate",
     "hit_rate_prior",
+    "two_sided_prior",
+    "minority",
     "RUN_FALSE_POSITIVE",
     "CONFIRMATION_MASS",
     "REPROBE_BAND",

@@ -89,3 +89,28 @@ def clean_probes_needed(miss_per_probe: float, confidence: float) -> int:
     if miss_per_probe == 0:
         return 1
     return max(1, math.ceil(math.log(1 - confidence) / math.log(miss_per_probe) - 1e-9))
+
+
+def two_sided_prior(points: int = HIT_RATE_POINTS) -> tuple[list[tuple[float, float]], list[float]]:
+    """The prior of a two-sided noisy measurement (issue 35, input 4) for
+    :meth:`bisectbot.bisect.Bisection.set_run_mixture`: every per-run pair ``(false_positive,
+    hit_rate)`` on the midpoints of ``points`` equal bins of (0, 1) with ``false_positive <
+    hit_rate`` (a bad build fails more often than a good one: the only order the question itself
+    gives), equally weighted, beside the one-sided family (``false_positive`` =
+    :data:`RUN_FALSE_POSITIVE`, every hit rate) with the same total weight: a flaky bug that failed
+    every run at the bad end by luck and one run in three at a bad build is the same question
+    with a healthy build that never fails, and keeps the one-sided search's strength once its
+    good builds' clean runs say so. No rate is assumed: the ends' counted runs and every later
+    probe's tell them, jointly with the first bad. Raises ``ValueError`` when ``points`` < 2."""
+    if points < 2:
+        raise ValueError(f"need points >= 2, got {points}")
+    grid = [(i + 0.5) / points for i in range(points)]
+    pairs = [(f, h) for h in grid for f in grid if f < h]
+    one = [(RUN_FALSE_POSITIVE, h) for h in grid]
+    return one + pairs, [0.5 / len(one)] * len(one) + [0.5 / len(pairs)] * len(pairs)
+
+
+def minority(hits: int, runs: int) -> bool:
+    """True when some but fewer than half of ``runs`` failed: what a good build of a two-sided noisy
+    measurement does, never the sign of a bug that fails every run at the bad end."""
+    return 0 < hits and 2 * hits < runs

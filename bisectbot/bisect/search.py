@@ -43,6 +43,7 @@ The verdicts it is fed come from :mod:`bisectbot.verdict`, its budget from :mod:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class Step:
     signature: str = ""
     phase: str = "search"
     note: str = ""
+    #: ``(hits, runs)`` of the probe's repeats (:meth:`Bisection.attach_runs`), None when not counted
+    runs: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "verdict": self.verdict.value, "effective": self.effective.value,
@@ -185,6 +188,10 @@ class Bisection:
         self._grid: tuple[np.ndarray, np.ndarray] | None = None
         self._grid_logw: np.ndarray | None = None
         self._logp2: np.ndarray | None = None  # log P(hit-rate hypothesis g, first bad h), shape (G, n + 1)
+        #: per-run ``(false_positive, hit_rate)`` of each hypothesis once the noise is two-sided
+        #: (:meth:`set_run_mixture`): steps with counted runs are then weighed run by run
+        self._run_grid: tuple[np.ndarray, np.ndarray] | None = None
+        self._repeats = 1
         self._advance()
 
     # ------------------------------------------------------------------ posterior views
@@ -402,7 +409,7 @@ class Bisection:
 
     # ------------------------------------------------------------------ feeding verdicts
     def feed(self, index: int, verdict: Verdict | str, signature: Signature | str | None = None,
-             note: str = "") -> Verdict:
+             note: str = "", runs: tuple[int, int] | None = None) -> Verdict:
         """Record the verdict of a probe of candidate ``index``; returns the verdict the search used.
 
         A ``bad`` whose ``signature`` does not match the reference (the first bad's) is
@@ -430,7 +437,8 @@ class Bisection:
         self._post = self._q = self._ig = None
         phase = ("boundary" if index in self._ends_left else "verify" if index in self._verify_targets
                  else "search")
-        self.history.append(Step(index, v, eff, _sig_str(sig), phase, note))
+        ok = runs is not None and 0 <= runs[0] <= runs[1] and runs[1] >= 1
+        self.history.append(Step(index, v, eff, _sig_str(sig), phase, note, runs if ok else None))
         if index in self._ends_left:
             self._ends_left.remove(index)
             if eff is Verdict.SKIP:
@@ -450,7 +458,7 @@ class Bisection:
         if eff is Verdict.SKIP:
             self.untestable[index] = True
         else:
-            self._update(index, eff is Verdict.BAD)
+            self._update(index, eff is Verdict.BAD, self.history[-1].runs)
         self._advance()
         return eff
 
@@ -484,7 +492,7 @@ class Bisection:
         probes per round).
         Raises ``ValueError`` on impossible rates (see the class doc)."""
         _check_rates(false_positive, false_negative)
-        self._grid = self._grid_logw = None
+        self._grid = self._grid_logw = self._run_grid = None
         self._set_point_rates(false_positive, false_negative, parallel)
         self._replay()
 
@@ -512,7 +520,82 @@ class Bisection:
         keep = w > 0
         self._grid = (fp[keep], fn[keep])
         self._grid_logw = np.log(w[keep])
+        self._run_grid = None
         self._replay()
+
+    @property
+    def two_sided(self) -> bool:
+        """True once :meth:`set_run_mixture` made the search weigh counted runs (two-sided noise)."""
+        return self._run_grid is not None
+
+    def set_run_mixture(self, rates: Sequence[tuple[float, float]], weights: Sequence[float], repeats: int,
+                        parallel: int = 1) -> None:
+        """Two-sided noise (issue 35, input 4): neither per-run rate is known. ``rates`` are per-run
+        ``(false_positive, hit_rate)`` pairs (``P(a run fails | good candidate)``, ``P(a run fails |
+        bad candidate)``, ``false_positive < hit_rate``: a bad build fails more often than a good one,
+        else there is nothing to bisect), ``weights`` their prior weights; a probe is ``repeats`` runs
+        combined one-sidedly. From here a step whose runs were counted (:meth:`attach_runs`) weighs
+        as its runs, binomially (``k`` failing runs of ``m``: ``f^k (1-f)^(m-k)`` if the candidate is
+        good, ``h^k (1-h)^(m-k)`` if bad), other steps as one verdict at the pair's per-probe rates
+        (:func:`per_probe_rates`); the posterior is the mixture over the pairs, so both rates are
+        learnt jointly with the first bad from every probe, the ends included. "1 of 3 runs failed"
+        and "3 of 3" are then different evidence: the first is what a good build of a noisy
+        measurement does, and the good end failing a minority of its runs while the bad end fails
+        every run no longer reads as "the regression is older than the range". Probes are chosen
+        at the posterior-mean per-probe rates. Raises ``ValueError`` on impossible arguments."""
+        w = np.asarray(weights, dtype=float)
+        if len(rates) == 0 or w.shape != (len(rates),) or not np.all(w >= 0) or float(w.sum()) <= 0 or repeats < 1:
+            raise ValueError("need one weight >= 0 per (false_positive, hit_rate) pair, not all 0, and repeats >= 1")
+        f = np.array([a for a, _ in rates], dtype=float)
+        h = np.array([b for _, b in rates], dtype=float)
+        if not (np.all((f > 0) & (f < h) & (h < 1))):
+            raise ValueError("need 0 < false_positive < hit_rate < 1 per run in every pair")
+        keep = w > 0
+        f, h, w = f[keep], h[keep], w[keep] / w.sum()
+        self._repeats = repeats
+        fp, fn = 1 - (1 - f) ** repeats, (1 - h) ** repeats
+        self._grid = (fp, fn)
+        self._grid_logw = np.log(w)
+        self._run_grid = (f, h)
+        self._replay()
+        self._set_point_rates(*self._mean_rates(), parallel)
+
+    def _mean_rates(self) -> tuple[float, float]:
+        """Per-probe ``(false_positive, false_negative)`` averaged over the rate pairs' posterior."""
+        assert self._grid is not None and self._logp2 is not None
+        lw = np.logaddexp.reduce(self._logp2, axis=1)
+        w = np.exp(lw - lw.max())
+        w /= w.sum()
+        return float((w * self._grid[0]).sum()), float((w * self._grid[1]).sum())
+
+    def attach_runs(self, hits: int, runs: int) -> None:
+        """The last step's probe counted ``hits`` failing runs of ``runs`` (pooled over the probes it
+        stands for): kept with the step; weighed once the noise is two-sided (:meth:`set_run_mixture`)."""
+        if not self.history or not 0 <= hits <= runs or runs < 1:
+            return
+        st = self.history[-1]
+        if st.runs is not None:
+            return
+        self.history[-1] = dataclasses.replace(st, runs=(hits, runs))
+        if self._run_grid is None or self._result is not None or st.effective is Verdict.SKIP:
+            return
+        assert self._logp2 is not None and self._grid is not None
+        # the step weighed as one verdict so far: take that out, put its runs in (no replay)
+        bad, j = st.effective is Verdict.BAD, st.index
+        fp, fn = self._grid
+        f, h = self._run_grid
+        with np.errstate(divide="ignore"):
+            lo0, hi0 = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
+        lo = hits * np.log(h) + (runs - hits) * np.log1p(-h) - lo0
+        hi = hits * np.log(f) + (runs - hits) * np.log1p(-f) - hi0
+        self._logp2[:, : j + 1] += lo[:, None]
+        self._logp2[:, j + 1:] += hi[:, None]
+        self._logp2 -= float(self._logp2.max())
+        self._logp = np.logaddexp.reduce(self._logp2, axis=0)
+        self._logp -= np.logaddexp.reduce(self._logp)
+        self._post = self._q = self._ig = None
+        self.fp, self.fn = self._mean_rates()
+        self._advance()
 
     def _set_point_rates(self, false_positive: float, false_negative: float, parallel: int) -> None:
         self.fp, self.fn = float(false_positive), float(false_negative)
@@ -531,7 +614,9 @@ class Bisection:
         self._inconsistent = ""
         for st in self.history:
             if st.effective is not Verdict.SKIP:
-                self._update(st.index, st.effective is Verdict.BAD)
+                self._update(st.index, st.effective is Verdict.BAD, st.runs)
+        if self._run_grid is not None and self._logp2 is not None:
+            self.fp, self.fn = self._mean_rates()
         self._advance()
 
     def drift(self) -> Drift | None:
@@ -552,12 +637,17 @@ class Bisection:
             return None
         return Drift(i0, t0, i1, t1)
 
-    def _update(self, j: int, bad: bool) -> None:
+    def _update(self, j: int, bad: bool, runs: tuple[int, int] | None = None) -> None:
         self.informed[j] = True
         if self._logp2 is not None and self._grid is not None:  # a mixture over hit rates
             fp, fn = self._grid
-            with np.errstate(divide="ignore"):
-                lo, hi = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
+            if self._run_grid is not None and runs is not None:
+                f, h = self._run_grid  # two-sided: the counted runs, binomially
+                k, m = runs
+                lo, hi = k * np.log(h) + (m - k) * np.log1p(-h), k * np.log(f) + (m - k) * np.log1p(-f)
+            else:
+                with np.errstate(divide="ignore"):
+                    lo, hi = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
             self._logp2[:, : j + 1] += lo[:, None]
             self._logp2[:, j + 1:] += hi[:, None]
             top2 = float(self._logp2.max())

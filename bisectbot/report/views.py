@@ -496,7 +496,7 @@ def note_words(result: RunResult, note: str) -> str:
     """A run note in the patch modes' words (no "culprit" for a release that ships a patch)."""
     if patch_mode(result.regress) is None:
         return note
-    return note.replace("may blame: culprit verified", "answer verified").replace("culprit", "answer")
+    return note.replace("may blame: culprit", "answer").replace("culprit", "answer")
 
 
 def patch_message(result: RunResult, message: str) -> str:

@@ -34,6 +34,8 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
         # which release, which patch state: the report's headline for patch questions
         final.message = patch_summary(final, recipe.regress)
     ok, why = may_blame(final.status, final.confidence, final.flags, recipe.bisect.blame_confidence)
+    if ok:  # "verified" as verdict.record defines it: which of the two verdicts were measured now
+        why = why.replace("culprit verified", f"culprit ({verified_ends(final)})", 1)
     result.notes.append(("may blame: " if ok else "will not blame: ") + why)
     if final.status is Status.CULPRIT and not is_patch_mode(recipe.regress) and exact_search(recipe):
         # what "confidence 1.00" rests on (issue 12: a flaky bug probed once per candidate can
@@ -82,6 +84,34 @@ def verification_words(final: StageResult) -> str:
     other = "predecessor" if role == "culprit" else "culprit"
     return (f"the {other} was re-probed in this run; the {role} was verified from the cached verdict of {of([m])}, "
             "not re-probed")
+
+
+def verified_ends(final: StageResult) -> str:
+    """Which of the first bad and the last good were measured in this run, by
+    :func:`bisectbot.verdict.record.verification` (the one definition of "verified", issue 35):
+    ``verified in this run: first bad X and last good Y re-measured`` when both were, else
+    ``first bad X measured in this run; last good Y taken from the ledger cache (measured WHEN in
+    session S), not re-measured`` (and so on): the note never says "verified" for a verdict this run
+    did not measure."""
+    from ..provenance import when_text
+    from ..verdict.record import verification
+
+    ends = {"first bad": final.first_bad, "last good": final.last_good}
+    last = {role: next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
+            for role, c in ends.items()}
+    v = verification(last)
+
+    def name(role: str) -> str:
+        c = ends[role]
+        return f"{role} {(c.label or c.ref[:12]) if c is not None else '-'}"
+
+    if v.all_measured and len(v.measured) == 2:
+        return f"verified in this run: {name('first bad')} and {name('last good')} re-measured"
+    parts = [f"{name(role)} measured in this run" for role in v.measured]
+    parts += [f"{name(role)} taken from the ledger cache (measured {when_text(m['measured_at'])}"
+              f"{' in session ' + m['session'] if m.get('session') else ''}), not re-measured"
+              for role, m in v.cached.items()]
+    return "; ".join(parts) or "no probe of its ends in this run"
 
 
 def end_arg(c: Candidate) -> str:

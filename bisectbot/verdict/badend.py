@@ -13,6 +13,13 @@ rate of :data:`bisectbot.bisect.MIN_HIT_RATE` or more (or the recipe's ``false_n
 per probe) so many clean probes happen less often than ``1 - confidence``. The verdict then
 carries how many probes and runs it took. A deterministic reproducer (one run per probe, no
 ``bisect.flake``) is believed at once, as before.
+
+:func:`sequential_good_end` is the same test on the other end (issue 35, input 4): the good end of
+a regression search whose probe failed a minority of its runs (:func:`bisectbot.bisect.minority`)
+while the bad end failed every run is probed again while that holds, up to the same number of
+probes, its runs pooled: "the regression is older than the range" is never concluded from such
+failures, which are what a good build of a two-sided noisy measurement (a throughput check) does.
+The pooled runs go to the search, which weighs them (:func:`bisectbot.verdict.honesty.adapt_rates`).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..bisect import MIN_HIT_RATE, clean_probes_needed
+from ..bisect import MIN_HIT_RATE, clean_probes_needed, minority
 from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe
 from .honesty import repeats_per_probe
@@ -91,4 +98,38 @@ def sequential_end(recipe: Recipe, end: Candidate, first: ProbeResult, attempt: 
                                extra={**last.extra, "end_test": note}), attempt, note
 
 
-__all__ = ["clean", "miss_per_probe", "sequential_end", "shows_bug"]
+def sequential_good_end(recipe: Recipe, end: Candidate, first: ProbeResult, attempt: int, bad_end: tuple[int, int],
+                        reprobe: Callable[[int], ProbeResult], echo: Callable[[str], None]) -> tuple[ProbeResult, int, str]:
+    """The good ``end`` of a regression search showed the bug in ``first`` (its probe number
+    ``attempt``); ``bad_end`` is the bad end's ``(hits, runs)``. While its runs, pooled, fail a
+    minority and the bad end failed every run, probe it again (``reprobe(attempt)``), up to
+    :func:`clean_probes_needed` probes in all as for the bad end; stop at the first clean probe or
+    once the pooled failures are no minority. Returns ``(verdict to feed, last attempt, note)``:
+    the last probe with the pooled ``runs``/``hits`` (a skip as it came), and a sentence ("" when
+    the test did not apply)."""
+    miss = miss_per_probe(recipe)
+    bad_hits, bad_runs = bad_end
+    runs, hits = int(first.extra.get("runs") or 0), int(first.extra.get("hits") or 0)
+    if (miss is None or recipe.regress.is_fix or recipe.bisect.flake is not None or bad_runs == 0
+            or bad_hits != bad_runs or not minority(hits, runs)):
+        return first, attempt, ""
+    need = clean_probes_needed(miss, recipe.bisect.confidence)
+    probes, last = 1, first
+    while probes < need and minority(hits, runs) and shows_bug(recipe, last):
+        echo(f"good end {end.label or end.ref[:12]} failed {hits} of {runs} runs while the bad end failed "
+             f"{bad_hits} of {bad_runs}: a minority, probing it again ({probes + 1} of up to {need})")
+        attempt += 1
+        res = reprobe(attempt)
+        if res.verdict is Verdict.SKIP:
+            return res, attempt, ""
+        runs += int(res.extra.get("runs") or 0)
+        hits += int(res.extra.get("hits") or 0)
+        probes += 1
+        last = res
+    note = (f"the good end failed {hits} of {runs} runs over {probes} probes while the bad end failed "
+            f"{bad_hits} of {bad_runs}")
+    extra = {**last.extra, "runs": runs, "hits": hits, "end_test": note}
+    return dataclasses.replace(last, reason=f"{last.reason}; {note}", extra=extra), attempt, note
+
+
+__all__ = ["clean", "miss_per_probe", "sequential_end", "sequential_good_end", "shows_bug"]

@@ -34,7 +34,9 @@ from ..bisect import (
     budget_text,
     estimate_hit_rate,
     hit_rate_prior,
+    minority,
     per_probe_rates,
+    two_sided_prior,
 )
 from ..errors import BadInput
 from ..models import Candidate, ProbeResult, Verdict
@@ -139,6 +141,9 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     runs, hits = int(res.extra.get("runs") or 0), int(res.extra.get("hits") or 0)
     pooled = b.runs_seen.get(index, (0, 0))
     b.runs_seen[index] = (pooled[0] + hits, pooled[1] + runs)
+    b.attach_runs(hits, runs)
+    if b.two_sided or _two_sided(recipe, b, index, reps, echo):
+        return
     current = b.hit_rate
     if current is None:
         if index != (0 if fix else b.n - 1) or runs <= 1 or hits <= 0:
@@ -169,6 +174,33 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     echo(f"hit rate {where}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f} (the search weighs "
          f"{lo:.2f}..{hi:.2f}, 90 % of the weight): per probe ({reps} runs, {combined}) false_positive "
          f"{fp:.3f}, false_negative {fn:.3f}; noisy search, ~{b.steps_left()} probes, {budget_text(b)}")
+
+
+def _two_sided(recipe: Recipe, b: Bisection, index: int, reps: int, echo: Callable[[str], None]) -> bool:
+    """Issue 35, input 4: turn the search two-sided once a probe's runs fail a minority
+    (:func:`bisectbot.bisect.minority`, pooled over the candidate's probes) while the bad end failed
+    every one of its runs: a bug that fails every run at the bad end does not fail one run in three
+    of a bad build, so those failures are the measurement's noise on a good build (a throughput check
+    below its limit now and then), not the bug. The search then weighs every probe's counted runs
+    under both unknown per-run rates (:func:`bisectbot.bisect.two_sided_prior`,
+    :meth:`bisectbot.bisect.Bisection.set_run_mixture`): the false-positive rate is learnt from the
+    good end's runs (and every later probe's) as the hit rate is from the bad end's. Regression
+    searches only (a fix bisection's runs combine the other way). True when it did (or had)."""
+    if recipe.regress.is_fix:
+        return False
+    bad_hits, bad_runs = b.runs_seen.get(b.n - 1, (0, 0))
+    hits, runs = b.runs_seen.get(index, (0, 0))
+    if bad_runs == 0 or bad_hits != bad_runs or not minority(hits, runs):
+        return False
+    pairs, weights = two_sided_prior()
+    b.set_run_mixture(pairs, weights, reps, recipe.bisect.parallel)
+    good_hits, good_runs = b.runs_seen.get(0, (0, 0))
+    echo(f"two-sided noise: {hits} of {runs} runs failed at {'the good end' if index == 0 else f'candidate {index}'} "
+         f"while the bad end failed {bad_hits} of {bad_runs}: a good build fails some runs too. The search now "
+         f"weighs every probe's runs, learning the false-positive rate (good end so far: {good_hits} of {good_runs} "
+         f"runs) with the hit rate: per probe ({reps} runs) false_positive ~{b.fp:.3f}, false_negative "
+         f"~{b.fn:.3f}; ~{b.steps_left()} probes, {budget_text(b)}")
+    return True
 
 
 def _weight_span(rates: list[float], weights: list[float], mass: float = 0.9) -> tuple[float, float]:

@@ -25,7 +25,7 @@ from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
 from ...recipe import Recipe
 from ...reproduce.search import counted_by
-from ...verdict.badend import clean, sequential_end
+from ...verdict.badend import clean, sequential_end, sequential_good_end, shows_bug
 from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
 from ...verdict.scope import Scope, learn
 from ..probing.executor import Echo
@@ -244,13 +244,24 @@ class RoundLoop:
                         self.echo)
                     if note:
                         self.end_notes.append(note)
+                elif (i == 0 and not r.regress.is_fix and phase_of(b, i) == "boundary" and verdict_fn is None
+                        and shows_bug(r, res) and not b.done):
+                    # issue 35, input 4: a minority of failing runs at the good end is probed further
+                    res, a, note = sequential_good_end(
+                        r, candidates[i], res, a, b.runs_seen.get(len(candidates) - 1, (0, 0)),
+                        lambda att, i=i: self._end_reprobe(b, candidates, i, att, attempts, probes, executor),
+                        self.echo)
+                    if note:
+                        self.end_notes.append(note)
                 phase = phase_of(b, i)
                 probes.append(res)
                 if b.done:  # a folded re-probe the outcome did not need: evidence, not fed
                     eff, note, phase = res.verdict, "not used: the search had ended", "extra"
                 else:
                     scoped_out = res.reason.split(": not tested", 1)[0] if "scope" in res.extra else ""
-                    eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note)
+                    counted = (int(res.extra.get("hits") or 0), int(res.extra.get("runs") or 0))
+                    eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
+                                 runs=counted if counted[1] > 0 else None)
                     note = b.history[-1].note
                     adapt_rates(r, b, i, res, self.echo)
                 prober.event("probe", {
