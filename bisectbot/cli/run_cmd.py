@@ -288,7 +288,8 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         replay_notes(result, replay, text, sum(x.prober.fresh_probes for x in sessions),
                      set().union(*(x.prober.fresh_refs for x in sessions)))
     if not recipe.bisect.verify:  # say so wherever the result is read: nothing was re-probed
-        result.notes = [n.replace("culprit verified", "culprit (not verified)") for n in result.notes]
+        result.notes = [n.replace("verified in this run:", "measured in this run, not verified:")
+                        .replace(" re-measured", " measured") for n in result.notes]
         result.notes.append("not verified (run --no-verify or bisect.verify: false): the culprit and its "
                             "predecessor were not probed again")
     if held and result.status.value in ("no-regression", "boundary-failed"):
