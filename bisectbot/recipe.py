@@ -496,6 +496,8 @@ class Recipe(_Model):
                 data["reproducer"].pop(key, None)
         if data["reproducer"].get("stream") == "off":  # the default keeps the hashes of older recipes
             data["reproducer"].pop("stream", None)
+        if data.get("server", {}).get("network") == "loopback":  # likewise the sandbox's default network
+            data["server"].pop("network", None)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -37,5 +37,5 @@ def test_round_probe_refuses_focus_that_is_not_prompt_sizes(tmp_path: Path, focu
                         str(tmp_path / "r.yaml"), "--session", "s1", "--ref", sha, "--focus", focus, "--out", str(out)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-1500:])
-    assert f"--focus {focus!r}: prompt sizes (tokens) joined by commas expected" in r.stderr, r.stderr[-1500:]
+    assert f"--focus {focus!r}: prompt sizes (tokens) or prompts (N@seedSwW" in r.stderr, r.stderr[-1500:]
     assert "internal error" not in r.stderr and not out.exists()
