@@ -124,8 +124,11 @@ def test_a_candidate_cannot_read_the_bots_environ(tmp_path_factory) -> None:
         if drop:
             for p in [work, *work.rglob("*")]:
                 os.chown(p, NOBODY, NOBODY)
+        # the second line of defence alone: in the sandbox (issue 36) the candidate does not even see its
+        # bot ancestor (own PID namespace: tests/sandbox); here the bot's non-dumpable flag is tested
         env = clean_env(HOME=str(work / "home"), BISECTBOT_STATE=str(work / "state"), DUMPABLE_SENTINEL=sentinel,
-                        BISECTBOT_CACHE=str(work / "cache"), XDG_CACHE_HOME=str(work / "cache"))
+                        BISECTBOT_CACHE=str(work / "cache"), XDG_CACHE_HOME=str(work / "cache"),
+                        BISECTBOT_SANDBOX="off")
         r = subprocess.run([*drop, exe(), "probe", "--recipe", str(work / "recipe.yaml"), "--sizes", "1000"],
                            cwd=work, env=env, capture_output=True, text=True, timeout=120)
         assert out.is_file(), f"the candidate never ran: rc {r.returncode}\n{r.stdout}\n{r.stderr}"
