@@ -199,16 +199,23 @@ def _position_diffs(a: list[Any], b: list[Any]) -> list[float | None]:
         if not isinstance(x, dict) or not isinstance(y, dict):
             out.append(None)
             continue
-        diffs: list[float] = []
-        for tid in x.keys() & y.keys():
-            lx, ly = x[tid], y[tid]
-            vx = lx.get("logprob") if isinstance(lx, dict) else lx
-            vy = ly.get("logprob") if isinstance(ly, dict) else ly
-            if isinstance(vx, (int, float)) and isinstance(vy, (int, float)) and math.isfinite(vx) \
-                    and math.isfinite(vy):
-                diffs.append(abs(float(vx) - float(vy)))
+        diffs = _entry_diffs(x, y)
         out.append(math.fsum(diffs) / len(diffs) if diffs else None)
     return out
+
+
+def _entry_diffs(x: dict[Any, Any], y: dict[Any, Any]) -> list[float]:
+    """|Δ| log-probability (nats) of each token id both positions' entries carry (a number, or a dict
+    with ``logprob``); non-finite or missing values are left out."""
+    diffs: list[float] = []
+    for tid in x.keys() & y.keys():
+        lx, ly = x[tid], y[tid]
+        vx = lx.get("logprob") if isinstance(lx, dict) else lx
+        vy = ly.get("logprob") if isinstance(ly, dict) else ly
+        if isinstance(vx, (int, float)) and isinstance(vy, (int, float)) and math.isfinite(vx) \
+                and math.isfinite(vy):
+            diffs.append(abs(float(vx) - float(vy)))
+    return diffs
 
 
 def worst_window(per_position: list[float | None], width: int = LOGPROB_WINDOW) -> tuple[float, int] | None:
@@ -233,13 +240,7 @@ def _logprob_diff(a: list[Any], b: list[Any]) -> tuple[float, float, int, float,
     for x, y in zip(a, b):
         if not isinstance(x, dict) or not isinstance(y, dict):
             continue
-        for tid in x.keys() & y.keys():
-            lx, ly = x[tid], y[tid]
-            vx = lx.get("logprob") if isinstance(lx, dict) else lx
-            vy = ly.get("logprob") if isinstance(ly, dict) else ly
-            if isinstance(vx, (int, float)) and isinstance(vy, (int, float)) and math.isfinite(vx) \
-                    and math.isfinite(vy):
-                diffs.append(abs(float(vx) - float(vy)))
+        diffs += _entry_diffs(x, y)
     win = worst_window(_position_diffs(a, b))
     if not diffs or win is None:
         return None

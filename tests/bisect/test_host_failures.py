@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from bisectbot.ledger import Ledger
+from tests.bisect.conftest import git
 from tests.containers.fake_registry import FakeRegistry
 
 REPO = "rocm/vllm-dev"
@@ -137,12 +138,6 @@ def test_state_directory_on_a_full_disk(tmp_path, kit, starts_file, full_fs) -> 
     assert not (out / "issue.md").exists() and kit.read_starts(starts_file) == []
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
-
-
 @pytest.mark.parametrize("fake", [
     "OSError: [Errno 28] No space left on device",
     "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
@@ -156,15 +151,15 @@ def test_a_candidate_that_prints_a_host_failure_is_a_skip_not_a_stopped_night(tm
     bisection names the culprit."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     shas = []
     for i in range(8):
         (repo / "state.txt").write_text(f"{'bad' if i >= 5 else 'good'} {i}\n")
         (repo / "build.py").write_text(f"import sys\nprint({fake!r}, file=sys.stderr)\nsys.exit(1)\n" if i == 3
                                        else "print('built')\n")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"change {i}")
-        shas.append(_git(repo, "rev-parse", "HEAD"))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"change {i}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump({
         "name": "fake-host", "source": {"kind": "git", "repo": str(repo)}, "regress": "command",

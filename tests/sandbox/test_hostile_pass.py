@@ -24,14 +24,9 @@ import yaml
 from bisectbot import sandbox
 from bisectbot.sandbox import SandboxUnavailable
 from bisectbot.secrets import candidate_env, redact
+from tests.bisect.conftest import git
 
 PY = sys.executable
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
 
 
 PLANT = r'''
@@ -52,14 +47,14 @@ def test_a_candidate_cannot_create_the_bots_cache_and_plant_in_it(tmp_path: Path
     cache.mkdir(parents=True)  # ~/.cache exists, ~/.cache/bisectbot does not (a fresh runner user)
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     shas = []
     for i in range(6):
         (repo / "state.txt").write_text(f"{'bad' if i >= 3 else 'good'} {i}\n")
         (repo / "plant.py").write_text(PLANT)
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"c{i}")
-        shas.append(_git(repo, "rev-parse", "HEAD"))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"c{i}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump({
         "name": "plant", "source": {"kind": "git", "repo": str(repo)}, "regress": "command",

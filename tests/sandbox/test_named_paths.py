@@ -20,25 +20,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.bisect.conftest import git
+
 PY = sys.executable
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
 
 
 def _history(repo: Path, n: int = 10, bad_from: int = 6) -> list[str]:
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     shas = []
     for i in range(n):
         (repo / "state.txt").write_text("bad\n" if i >= bad_from else "good\n")
         (repo / "n.txt").write_text(f"{i}\n")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"change {i}")
-        shas.append(_git(repo, "rev-parse", "HEAD"))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"change {i}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
     return shas
 
 
