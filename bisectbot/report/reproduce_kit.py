@@ -175,7 +175,8 @@ def make_request_script(body: dict[str, Any], seed: int, words: int, question: s
     start = src.index("_NEEDLE_WORDS = ")
     end = src.index("@dataclass\nclass Prompt")
     parts = [src[start:end].rstrip(), "_WORD_CACHE: dict[int, tuple[list[str], list[int]]] = {}",
-             inspect.getsource(prompts.filler_words).rstrip(), inspect.getsource(prompts.build_messages).rstrip()]
+             inspect.getsource(prompts.filler_words).rstrip(), inspect.getsource(prompts.preamble).rstrip(),
+             inspect.getsource(prompts.build_messages).rstrip()]
     rest = {k: v for k, v in body.items() if k != "messages"}
     return "\n".join([
         '"""Prints the chat request of a bisectbot report as JSON: python3 make_request.py > request.json',

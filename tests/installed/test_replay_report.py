@@ -16,7 +16,10 @@ pytestmark = pytest.mark.slow
 
 
 def bb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BISECTBOT_", "GITHUB_", "GH_"))}
+    # the sandbox's writable paths stay (tests/conftest: the candidate's CHECK_LOG lies in tmp_path,
+    # which the candidate's private /tmp would otherwise hide): every other setting of the bot goes
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("BISECTBOT_", "GITHUB_", "GH_")) or k == "BISECTBOT_SANDBOX_WRITABLE"}
     return subprocess.run([sys.executable, "-m", "bisectbot", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
 

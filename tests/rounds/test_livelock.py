@@ -57,6 +57,11 @@ def test_each_livelock_shape_stops_or_progresses(tmp_path, kit) -> None:
     assert r.returncode == 0, r.stderr
     t1 = json.loads((tmp_path / "b.json").read_text())
     t1["probe"]["extra"]["transient"] = True
+    # a transient answer measured nothing: no search status, no table (else the recorded skip
+    # contradicts its own evidence and is dropped, verdict/record.contradiction)
+    for k in ("status", "returncode", "hits"):
+        t1["probe"]["extra"].pop(k, None)
+    t1["probe"]["table"], t1["probe"]["threshold"] = [], None
     t1["probe"]["verdict"] = t1["verdict"] = "skip"
     t1["probe"]["reason"] = "HTTP 500 from /v1/chat/completions after 2 retries"
     (tmp_path / "t1.json").write_text(json.dumps(t1))
