@@ -115,9 +115,9 @@ def test_probe_pins_sampling_so_server_defaults_cannot_read_as_divergence(
 def test_an_undecided_size_is_asked_again_and_the_search_goes_on(
         penalty_servers: tuple[lane.VllmServer, lane.VllmServer]) -> None:
     """Input 6 on real vLLM: a size that cannot be decided (its reply served from vLLM's prefix cache: the
-    client sends no cache_salt, as with a server that ignores it, and the size was asked before) is asked
-    again with a sibling prompt instead of ending the search -- in the middle of the coarse ladder and at
-    its largest size (before: "inconclusive", exit 3, after the ladder reached that size)."""
+    client sends no cache_salt, as to a server that ignores it, and the very same prompt was sent just
+    before) is asked again with a sibling prompt instead of ending the search -- at the largest size,
+    asked first (before: "inconclusive", exit 3, after 2 requests) and in the middle of the coarse ladder."""
     from bisectbot.models import Outcome
     from bisectbot.recipe import ReferenceSpec, ReproducerSpec
     from bisectbot.reproduce.client import Client
@@ -132,11 +132,21 @@ def test_an_undecided_size_is_asked_again_and_the_search_goes_on(
     spec = ReproducerSpec(min_size=1000, max_size=4000, question="Summarize the document in two sentences.",
                           expected_answer=None, needles=0, max_tokens=32, seed=11,
                           reference=ReferenceSpec(endpoint=b.url))
-    inner = HttpProbe(client, spec, PromptBuilder(spec.question, needles=0, seed=spec.seed, tokenize=client.tokenize))
+    builder = PromptBuilder(spec.question, needles=0, seed=spec.seed, tokenize=client.tokenize)
+    inner = HttpProbe(client, spec, builder)
     ladder = coarse_ladder(spec.min_size, spec.max_size)
     assert ladder == [1000, 2000, 4000]
-    for size in ladder[1:]:  # asked once before the search: the search's own requests for them are cache hits
-        inner(size)
+    warm = set(ladder[1:])
+    build = builder.build
+
+    def build_and_warm(target: int):  # the first prompt of 2000 and of 4000 tokens is sent once before
+        prompt = build(target)
+        if target in warm:
+            warm.discard(target)
+            assert client.chat(prompt.messages, max_tokens=4).ok
+        return prompt
+
+    builder.build = build_and_warm  # type: ignore[method-assign]
     probe = ReferenceProbe(inner, Client(b.url, timeout_s=300), spec, Noise(), diverges_bad=True, garbage_bad=False)
     res = search(probe, spec, log=print)
     rows = [(r.requested, r.size, r.outcome.value, r.evidence.get("sibling_of"), (r.reasons or [""])[0][:100])
