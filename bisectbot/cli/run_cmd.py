@@ -100,7 +100,10 @@ def preflight(ctx: Ctx, recipe, recipe_path: Path, kind: str, echo) -> None:
             raise
         ok, detail = state_writable(Path(state))
         checks = [{"name": "state writable", "ok": ok, "detail": detail, "required": True}]
-    failed = [c for c in checks if not c["ok"] and c["required"] and c["name"] not in PREFLIGHT_WARN_ONLY]
+    # only what the bot saw fail stops the run (issue 35: a host failure is observed, never inferred):
+    # a GPU count no tool could take is a warning here, as in `runner check` it is a failed check
+    failed = [c for c in checks if not c["ok"] and c["required"] and c["name"] not in PREFLIGHT_WARN_ONLY
+              and c.get("observed", True)]
     for c in checks:
         if not c["ok"] and c not in failed:
             echo(f"runner check: warning: {c['name']}: {c['detail']}")

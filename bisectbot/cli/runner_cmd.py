@@ -63,8 +63,8 @@ def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | Non
 
     checks: list[dict[str, Any]] = []
 
-    def add(name: str, ok: bool, detail: str, required: bool = True) -> None:
-        checks.append({"name": name, "ok": ok, "detail": detail, "required": required})
+    def add(name: str, ok: bool, detail: str, required: bool = True, observed: bool = True) -> None:
+        checks.append({"name": name, "ok": ok, "detail": detail, "required": required, "observed": observed})
 
     recipe = recipe_path = None
     if recipe_file:
@@ -107,7 +107,7 @@ def run_checks(profile_name: str, state_dir: Path | None, recipe_file: str | Non
     need = max((max(int(x) for x in _gpus(s)) + 1 for s in profile.gpu_slots), default=0)
     if count is None:
         add("gpus", need == 0, "no amd-smi/rocm-smi/nvidia-smi found" + (f"; profile needs {need}" if need else ""),
-            required=need > 0)
+            required=need > 0, observed=False)  # the count is unknown, not seen to be short
     else:
         add("gpus", count >= need, f"{count} GPU(s) by {tool}; profile slots need {need}", required=need > 0)
     for label, path in (("disk docker", docker_root), ("disk state", str(state_dir or default_state_dir()))):

@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
+import time
 
 import pytest
 import yaml
 
 from tests.act.actkit import DEPLOY_REPO, make_deployment
 from tests.act.actnight import act, comment_payload
+from tests.act.runnerkill import DIE, RunnerKiller
 from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
 from tests.rounds.conftest import History, git
 
@@ -34,20 +35,22 @@ FANOUT = "act-fanout"
 DIES = 5  # the probe of this commit kills its runner's bisectbot the first time (a runner dying mid-round)
 
 CHECK = """\
-import glob, os, signal, sys, time
+import glob, os, sys, time
+""" + DIE + """
 n = int(open("n.txt").read())
 once = os.environ.get("KILL_ONCE")
 if once and n == DIES and not os.path.exists(once):
     open(once, "w").close()
-    os.kill(os.getppid(), signal.SIGKILL)  # the bisectbot round probe process: no verdict file
+    die(os.environ["KILL_DIR"])  # the bisectbot round probe process dies (tests/act/runnerkill): no verdict file
 bad = os.path.exists("BUG")
 forge = os.environ.get("FORGE_DIR")
 if bad and forge and os.fork() == 0:  # issue 24: a setsid'd forger waits for verdict files, rewrites bad -> good
     os.setsid()
     if os.fork() == 0:
-        open(os.path.join(forge, f"forger-{os.getpid()}"), "w").close()
+        beat = os.path.join(forge, "forger-" + os.urandom(6).hex())  # its heartbeat: a pid means nothing here
         end = time.time() + 20
         while time.time() < end:
+            open(beat, "a").write(".")
             for f in glob.glob(os.environ["FORGE_GLOB"], recursive=True):
                 try:
                     text = open(f).read()
@@ -85,7 +88,7 @@ def _recipe(hist, api_url: str, out: str) -> str:
         "name": FANOUT,
         "source": {"kind": "git", "repo": str(hist.path)},
         "reproducer": {"kind": "command", "command": ["python3", "check.py"], "command_timeout_s": 60},
-        "env_passthrough": ["KILL_ONCE", "FORGE_DIR", "FORGE_GLOB"],
+        "env_passthrough": ["KILL_ONCE", "KILL_DIR", "FORGE_DIR", "FORGE_GLOB"],
         "regress": "command",
         "bisect": {"good": hist.shas[0], "bad": hist.shas[-1], "executor": "actions", "parallel": 3},
         "report": {"dir": out, "github": {"repo": GH_REPO, "labels": ["bisectbot"], "api_url": api_url}},
@@ -106,17 +109,18 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
         rounds += 1
         assert rounds <= 6, "the fan-out does not converge"
         seen = len(fake_github.dispatches)
-        run, art = act(deploy, "bisect-fanout.yml", "workflow_dispatch", payload, tmp_path, state, f"round{rounds}",
-                       api_url=fake_github.base_url, env={"KILL_ONCE": str(tmp_path / "killed-once"),
-                                                          "FORGE_DIR": str(forge),
-                                                          "FORGE_GLOB": str(tmp_path / "act-cache" / "**" / "verdict"
-                                                                            / "*.json")})
+        with RunnerKiller(tmp_path / "kill-requests", hist.shas) as killer:
+            run, art = act(deploy, "bisect-fanout.yml", "workflow_dispatch", payload, tmp_path, state,
+                           f"round{rounds}", api_url=fake_github.base_url,
+                           env={"KILL_ONCE": str(tmp_path / "killed-once"), "KILL_DIR": str(killer.reqdir),
+                                "FORGE_DIR": str(forge),
+                                "FORGE_GLOB": str(tmp_path / "act-cache" / "**" / "verdict" / "*.json")})
         probes = [j for j in run.jobs_started() if "/probe " in j]
         sizes.append(len(probes))
         if f"change {DIES}" in "".join(probes) and "died" not in sizes:
             # the runner probing DIES died: the run fails, yet reduce imported the others and
             # dispatched the same round again, with only that candidate
-            assert run.returncode != 0 and (tmp_path / "killed-once").exists(), run.tail()
+            assert run.returncode != 0 and (tmp_path / "killed-once").exists() and killer.killed == [DIES], run.tail()
             assert "Job succeeded" in run.output.split("bisect-fanout/reduce")[-1], run.tail()
             sizes.append("died")
         else:
@@ -132,10 +136,11 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
     print(f"fan-out: {rounds} runs, probes per run {sizes}")
     # issue 24, input 3: every bad probe left a setsid'd forger; each was killed before its verdict
     # file was written, so none rewrote a file (the digests matched in every reduce)
-    forgers = [int(p.name.split("-")[1]) for p in forge.glob("forger-*")]
+    forgers = sorted(forge.glob("forger-*"))
     assert forgers and not (forge / "forged").exists()
-    assert not [p for p in forgers if Path(f"/proc/{p}").exists()
-                and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    beats = {p: p.stat().st_size for p in forgers}  # a living forger appends every 0.05 s
+    time.sleep(1.0)
+    assert not [p for p in forgers if p.stat().st_size != beats[p]], "a forger outlived its probe"
     assert "differs from the probe job's" not in run.output
     assert sizes[:3] == [3, "died", 1], sizes  # round 1: 3 probes, one runner died; round 1 again: that one
     assert all(1 <= s <= 3 for s in sizes[3:] if s != "died"), sizes

@@ -237,6 +237,7 @@ def test_first_night_of_the_glm_recipe_on_the_mi355x_profile(registry, base_imag
                       artifacts=art, bot_login="bisectbot-app",
                       env={k: v for k, v in env.items() if k != "BISECTBOT_STATE"})
         print(f"act nightly.yml schedule: rc {run.returncode} in {run.seconds:.0f} s; steps {run.step_seconds()}")
+        (tmp_path / "act-output.log").write_text(run.output)
         assert run.returncode == 0, run.tail(12000)
         started = run.jobs_started()
         for job in ("nightly/recipes", "nightly/commands", "nightly/nightly", "nightly/file", "nightly/dashboard"):

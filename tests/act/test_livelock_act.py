@@ -40,6 +40,7 @@ import yaml
 
 from bisectbot.ledger import Ledger
 from tests.act.actkit import DEPLOY_REPO, FanoutRounds, make_deployment, reduce_log
+from tests.act.runnerkill import DIE, RunnerKiller
 from tests.night.conftest import GH_REPO, TOKEN
 from tests.report.fake_github import FakeGitHub, serving
 from tests.rounds.conftest import History, git
@@ -53,10 +54,11 @@ HANDRUN = "act-hand-run"  # (c)
 FORGED = "act-forged"  # (d)
 
 CHECK = """\
-import os, signal, sys
+import os, sys
+""" + DIE + """
 bad = os.path.exists("BUG")
 if os.environ.get("KILL_ALL"):
-    os.kill(os.getppid(), signal.SIGKILL)  # this runner dies: no verdict file
+    die(os.environ["KILL_ALL"])  # this runner dies (killed from the host, tests/act/runnerkill): no verdict file
 once = os.environ.get("CLEAN_ONCE")
 if once and bad and not os.path.exists(once):  # a flaky reproducer: a bad build looks clean once
     open(once, "w").close()
@@ -198,7 +200,9 @@ def test_a_round_without_progress_fails_reduce_and_dispatches_nothing(deployment
             data = json.dumps(doc).encode()
         seed[v.name.replace("-r1-", "-r2-", 1)] = {f.name: data}
         assert len(digest) == 64
-    run, _ = rounds.run("round2", {"inputs": d["inputs"]}, env={"KILL_ALL": "1"}, seed=seed)
+    with RunnerKiller(rounds.tmp / "kill-round2", deployment.hist.shas) as killer:
+        run, _ = rounds.run("round2", {"inputs": d["inputs"]}, env={"KILL_ALL": str(killer.reqdir)}, seed=seed)
+    assert killer.killed, run.tail()  # the runners died
     assert run.returncode != 0, run.tail()
     reduce = reduce_log(run)
     assert "made no progress" in reduce and "already recorded" in reduce, run.tail()
@@ -294,8 +298,10 @@ def test_c_a_hand_run_probe_without_the_plans_attempt_fails_reduce(deployment, t
 
     elsewhere = hand_run("elsewhere", tmp_path / "gpu-box-state")  # no ledger there: attempt 1
     assert json.loads(elsewhere)["attempt"] == 1
-    run, _ = rounds.run("handrun-2", {"inputs": d["inputs"]}, env={"KILL_ALL": "1"},
-                        seed=rounds.verdict_artifact(session, 2, "elsewhere", elsewhere))
+    with RunnerKiller(tmp_path / "kill-handrun-2", hist.shas) as killer:
+        run, _ = rounds.run("handrun-2", {"inputs": d["inputs"]}, env={"KILL_ALL": str(killer.reqdir)},
+                            seed=rounds.verdict_artifact(session, 2, "elsewhere", elsewhere))
+    assert killer.killed, run.tail()
     assert run.returncode != 0, run.tail()
     reduce = reduce_log(run)
     assert "stopped: round 2 made no progress: elsewhere.json: already recorded" in reduce, reduce[-4000:]
@@ -307,8 +313,9 @@ def test_c_a_hand_run_probe_without_the_plans_attempt_fails_reduce(deployment, t
     on_ledger = hand_run("on-ledger", rounds.state)  # the plan's key, attempt and round
     doc = json.loads(on_ledger)
     assert doc["attempt"] == 2 and doc["round"] == 2 and doc["key"] != json.loads(elsewhere)["key"]
-    run, _ = rounds.run("handrun-3", {"inputs": d["inputs"]}, env={"KILL_ALL": "1"},
-                        seed=rounds.verdict_artifact(session, 2, "on-ledger", on_ledger))
+    with RunnerKiller(tmp_path / "kill-handrun-3", hist.shas) as killer:
+        run, _ = rounds.run("handrun-3", {"inputs": d["inputs"]}, env={"KILL_ALL": str(killer.reqdir)},
+                            seed=rounds.verdict_artifact(session, 2, "on-ledger", on_ledger))
     reduce = reduce_log(run)
     assert f"on-ledger.json: {hist.shas[-1]} bad (round 2" in reduce, reduce[-4000:]
     (nxt,) = github.dispatches[seen + 1:]

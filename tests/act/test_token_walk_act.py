@@ -108,7 +108,9 @@ def test_no_candidate_sees_the_token_and_none_outlives_its_probe(fake_github, tm
     logs = [p for p in state.rglob("*.log") if p.is_file()]
     walked = [ln for p in logs for ln in p.read_text(errors="replace").splitlines() if ln.startswith("walked ")]
     assert len(walked) >= 3, logs  # the walk ran (the probes' logs hold it): the assertions below mean something
-    assert leak.exists() and leak.read_text().strip()  # and so did the leftover, while it lived
+    # and so did the leftover, while it lived: a line per walk (empty inside the sandbox, whose /proc
+    # shows the probe's own processes only; what it found is checked below)
+    assert leak.exists() and leak.read_text().count("\n") >= 1
 
     # the culprit is filed from the artifact, by the job that holds the token
     (issue,) = fake_github.issues(GH_REPO)
