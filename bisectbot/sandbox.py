@@ -13,11 +13,14 @@ CI containers lack. What a candidate gets (:func:`wrap`):
   the probe's process ends -- or the bot kills it, or the bot dies (``--die-with-parent``) --
   the kernel kills everything it started: no ``setsid`` survivor outlives the probe.
 * **its own mount namespace**: the host read-only (``--ro-bind / /``); a fresh ``/tmp``,
-  ``/var/tmp`` and ``/dev/shm``; writable only the candidate's own tree, the user's cache
-  directory (``$XDG_CACHE_HOME`` or ``~/.cache``: model weights, compiler caches) and the paths
-  of ``$BISECTBOT_SANDBOX_WRITABLE`` (``:``-separated); hidden (an empty directory or file in
+  ``/var/tmp``, ``/dev/shm`` and ``/run`` (:func:`_private_run`); its own ``/dev`` with the host's
+  GPU nodes only (:data:`GPU_DEVICES`); ``$HOME`` veiled (:func:`veiled`: a fresh tmpfs showing
+  only what is bound below it); writable only the candidate's own tree, the candidates' own
+  caches below the user's cache directory (:data:`CANDIDATE_CACHES`; the rest of it read-only)
+  and the paths of ``$BISECTBOT_SANDBOX_WRITABLE`` (``:``-separated); hidden (an empty directory or file in
   their place) the bot's state directories (every ledger the process opened), the credential
-  files of ``$HOME`` (:data:`HIDDEN_HOME`), the Actions runner's credential files and the
+  files of ``$HOME`` (:data:`HIDDEN_HOME`) and the stores :data:`CREDENTIAL_ENV` moved elsewhere,
+  ``$RUNNER_TEMP``, the Actions runner's credential files and the
   directories of the job's ``GITHUB_ENV``/``GITHUB_OUTPUT``/``GITHUB_STEP_SUMMARY``/
   ``GITHUB_PATH``/``GITHUB_STATE`` files; read-only the repositories' git directories (no
   hook, config or ref a candidate could plant), the bot's work directory (other probes'
@@ -84,6 +87,32 @@ DAEMON_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/c
 """Container daemons' sockets a candidate never reaches (with one, ``docker inspect`` of its own
 container shows the job's environment, and ``docker run -v /:/host`` is the host); also
 ``$DOCKER_HOST`` (``unix://``) and ``$XDG_RUNTIME_DIR/{docker.sock,podman/podman.sock}``."""
+
+CREDENTIAL_ENV = ("XDG_CONFIG_HOME", "GH_CONFIG_DIR", "DOCKER_CONFIG", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+                  "GIT_CONFIG_GLOBAL", "NETRC", "PIP_CONFIG_FILE", "NPM_CONFIG_USERCONFIG", "CARGO_HOME",
+                  "REGISTRY_AUTH_FILE", "KUBECONFIG", "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CONFIG_DIR",
+                  "CLOUDSDK_CONFIG", "GNUPGHOME", "SSH_AUTH_SOCK")
+"""Variables of the bot's environment that move a credential store out of ``$HOME`` (the tools'
+documented overrides: gh, docker, AWS, git, curl/netrc, pip, npm, cargo, podman, kubectl, gcloud,
+Azure, GnuPG, the ssh agent's socket): what each names is hidden like ``$HOME`` itself."""
+
+CANDIDATE_CACHES = ("huggingface", "vllm", "torch", "triton", "torch_extensions", "flashinfer", "miopen",
+                    "comgr", "aiter", "tvm", "cupy", "nv")
+"""Subdirectories of the user's cache directory a candidate may write (created before it runs): the
+caches of what candidates run -- model weights and the kernel/compiler caches of vLLM, PyTorch,
+Triton, FlashInfer, MIOpen, ROCm's comgr, aiter, TVM, CuPy and CUDA. The rest of the cache
+directory (pip's and uv's wheels, pre-commit's environments, the bot's own repositories) is read
+only: a tool the bot or a later workflow step runs outside the sandbox reads it, and a candidate
+that rewrote a cached wheel had its code run there (hostile pass of issue 36)."""
+
+GPU_DEVICES = ("/dev/kfd", "/dev/dri", "/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm*", "/dev/nvidia-modeset",
+               "/dev/nvidia-caps")
+"""The host's GPU device nodes (AMD: ``kfd``, ``dri``; NVIDIA: ``nvidia*``) a candidate server gets in
+its own ``/dev`` (``bwrap --dev``: ``null``, ``zero``, ``random``, ``tty``... and nothing of the
+host's); plus the paths of ``$BISECTBOT_SANDBOX_DEVICES`` (``:``-separated). With the host's whole
+``/dev`` a root candidate created files there and opened ``/dev/kmsg`` for writing (hostile pass)."""
+
+DEVICES_ENV = "BISECTBOT_SANDBOX_DEVICES"
 
 RUNNER_FILES = (".credentials", ".credentials_rsaparams", ".runner", ".env", ".path")
 """Files of a self-hosted Actions runner's directory (above ``$RUNNER_TEMP``/../..) that a candidate never sees."""
@@ -180,12 +209,32 @@ def _home() -> Path | None:
     return Path(h).resolve() if h and h != "/" else None
 
 
-def writable_paths(tree: Path, extra: Iterable[str | Path] = ()) -> list[Path]:
-    """The host paths a candidate may write: its tree, the user's cache directory,
-    ``$BISECTBOT_SANDBOX_WRITABLE`` and ``extra`` (those that exist)."""
-    out = [Path(tree).resolve()]
+def user_cache() -> Path | None:
+    """The user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``), None without a home."""
     cache = os.environ.get("XDG_CACHE_HOME") or (str(_home() / ".cache") if _home() else "")
-    more = [cache, *os.environ.get(WRITABLE_ENV, "").split(":"), *map(str, extra)]
+    return Path(cache) if cache and os.path.isabs(cache) else None
+
+
+def candidate_caches() -> list[Path]:
+    """The :data:`CANDIDATE_CACHES` below :func:`user_cache`, made when missing (a directory that
+    does not exist cannot be bound, and the cache above it is read-only to the candidate)."""
+    cache = user_cache()
+    out = []
+    for name in CANDIDATE_CACHES if cache is not None else ():
+        p = cache / name
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        out.append(p)
+    return out
+
+
+def writable_paths(tree: Path, extra: Iterable[str | Path] = ()) -> list[Path]:
+    """The host paths a candidate may write: its tree, the candidates' caches
+    (:func:`candidate_caches`), ``$BISECTBOT_SANDBOX_WRITABLE`` and ``extra`` (those that exist)."""
+    out = [Path(tree).resolve()]
+    more = [*map(str, candidate_caches()), *os.environ.get(WRITABLE_ENV, "").split(":"), *map(str, extra)]
     for m in more:
         if m and os.path.isabs(m) and os.path.exists(m):
             out.append(Path(m).resolve())
@@ -211,6 +260,17 @@ def hidden_paths() -> list[Path]:
     if temp:
         runner_root = Path(temp).resolve().parent.parent
         out.update(runner_root / f for f in RUNNER_FILES)
+        # the job's step scripts (a secret in a `run:` line is in one) and file commands: all of it
+        out.add(Path(temp).resolve())
+    from .secrets import secret_env
+
+    for name in CREDENTIAL_ENV:  # some are taken out of os.environ at start-up (secret-looking names)
+        v = secret_env(name) or ""
+        if v and os.path.isabs(v) and Path(v).resolve() != Path("/"):
+            out.add(Path(v).resolve())
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if cache and os.path.isabs(cache):
+        out.update(Path(cache) / "huggingface" / f for f in ("token", "stored_tokens"))
     for name in JOB_FILES:
         f = os.environ.get(name)
         if f:
@@ -241,6 +301,9 @@ def readonly_paths(extra: Iterable[str | Path] = ()) -> list[Path]:
     except OSError:
         pass
     out.add(Path(cache).resolve())
+    user = user_cache()
+    if user is not None:  # read only but for the candidates' own caches (writable_paths)
+        out.add(user.resolve())
     return sorted(p for p in out if os.path.exists(p))
 
 
@@ -288,7 +351,8 @@ def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str]) ->
                 if home and os.path.isabs(home):
                     out.add(Path(home).resolve().parent)
     hide = hidden_paths()
-    return sorted(q for q in out if os.path.exists(q) and _under(q, PRIVATE_DIRS) and not _under(q, hide))
+    private = [*PRIVATE_DIRS, Path("/run"), *veiled()]  # what the sandbox gives fresh and empty
+    return sorted(q for q in out if os.path.exists(q) and _under(q, private) and not _under(q, hide))
 
 
 #: What bubblewrap writes to stderr when it cannot start the command inside the sandbox.
@@ -308,6 +372,43 @@ def exec_failure(returncode: int | None, stderr_tail: str) -> tuple[int, str] | 
     rc = 126 if "ermission" in m.group(2) else 127
     return rc, (f"cannot run {m.group(1)!r} inside the candidates' sandbox: {m.group(2)} (its /tmp is private; "
                 f"a path the command names is shown, one it only reaches indirectly is not)")
+
+
+def devices() -> list[Path]:
+    """The host device nodes a candidate gets (:data:`GPU_DEVICES`, ``$BISECTBOT_SANDBOX_DEVICES``)
+    that exist."""
+    import glob
+
+    pats = [*GPU_DEVICES, *(d for d in os.environ.get(DEVICES_ENV, "").split(":") if d)]
+    return sorted({Path(m) for pat in pats if pat.startswith("/dev/") for m in glob.glob(pat)})
+
+
+def veiled() -> list[Path]:
+    """The directories a candidate sees as empty, writable tmpfs (only what is bound below them
+    shows): ``$HOME``, when it is a directory below ``/`` that holds no system directory."""
+    home = _home()
+    if home is None or len(home.parts) < 2 or not home.is_dir():
+        return []
+    if any(_under(Path(sysdir), [home]) for sysdir in ("/usr", "/etc", "/bin", "/lib", "/opt", "/var")):
+        return []
+    return [home]
+
+
+def _private_run(network: str) -> list[str]:
+    """bwrap arguments for an empty ``/run`` (and ``/var/run`` where it is no link to it): no daemon's
+    socket of the host (Docker's own containerd at ``/run/docker/containerd/containerd.sock`` is root
+    on the host: hostile pass of issue 36), whatever its path. With ``network: host`` the resolver
+    configuration ``/etc/resolv.conf`` may point into ``/run`` (systemd-resolved): its target is shown
+    read-only."""
+    out: list[str] = []
+    for d in ("/run", "/var/run"):
+        if os.path.isdir(d) and not os.path.islink(d):
+            out += ["--tmpfs", d]
+    if network == "host" and os.path.islink("/etc/resolv.conf"):
+        target = Path("/etc/resolv.conf").resolve()
+        if target.exists() and _under(target, [Path("/run"), Path("/var/run")]):
+            out += ["--ro-bind", str(target), str(target)]
+    return out
 
 
 def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
@@ -343,9 +444,12 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     if bridge is not None and network == "loopback":  # the bridge runs the bot's own interpreter
         named += [p for p in named_paths([sys.executable], None, env) if not _under(p, rw)]
     ro = readonly_paths([*readonly, *named])
-    out = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
+    out = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", *_caps()]
+    for dev in devices():
+        out += ["--dev-bind", str(dev), str(dev)]
+    out += _private_run(network)
     if network == "loopback":
         out.append("--unshare-net")
     # a deeper path's rule wins over its ancestors' (mounts made later cover earlier ones): the
@@ -353,9 +457,16 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     # a repository's git directory or a state directory below a writable one. Same depth:
     # writable, then read-only, then hidden.
     remount: list[str] = []  # hidden directories become read-only once every mount point below them exists
-    ops = [(p, 0) for p in rw] + [(p, 1) for p in ro] + [(p, 2) for p in hide]
+    # the home directory is veiled: a fresh, writable tmpfs (kind -1, made before anything at its
+    # depth is bound) in which only what is bound below it appears -- the caches, the tree, named
+    # paths. Credential files of every tool a user keeps there (~/.npmrc, ~/.config/pip/pip.conf,
+    # ~/.cargo/credentials.toml ...) are then absent without a list (hostile pass of issue 36).
+    veil = [(p, -1) for p in veiled()]
+    ops = veil + [(p, 0) for p in rw] + [(p, 1) for p in ro] + [(p, 2) for p in hide]
     for p, kind in sorted(set(ops), key=lambda o: (len(o[0].parts), o[1], str(o[0]))):
-        if kind == 0:
+        if kind == -1:
+            out += ["--tmpfs", str(p)]
+        elif kind == 0:
             out += ["--bind", str(p), str(p)]
         elif kind == 1:
             out += ["--ro-bind", str(p), str(p)]

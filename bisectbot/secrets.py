@@ -284,7 +284,10 @@ def redact_data(data: Any, secrets: list[str] | None = None) -> Any:
 
 
 def _clean_proxy(value: str) -> str | None:
-    return None if _URL_CREDENTIALS.search(value) else value
+    """``value`` of a proxy variable, or None (not passed) when its URL carries any user part:
+    ``user:pass@``, and a token alone as the user (``http://TOKEN@proxy:3128``, hostile pass of
+    issue 36) -- a short one included, since no shape tells a token from a user name there."""
+    return None if _URL_CREDENTIALS.search(value) or _URL_USERINFO.search(value) else value
 
 
 def strip_url_credentials(value: str) -> str:

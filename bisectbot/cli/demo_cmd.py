@@ -196,8 +196,11 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
         if issue:
             say(f"would-be GitHub issue (no token, not filed): {issue[0]}")
         if keep:
+            # the hint runs as printed: the opt-out this demo ran under, if any (issue 41: without it
+            # a host with no sandbox stops the re-run)
+            off = "" if sandbox.enabled() else f"{sandbox.MODE_ENV}=off "
             say(f"kept: history {hist.path}, recipe {recipe_path}, ledger {state}; "
-                f"re-run with: bisectbot --state {state} run {recipe_path}")
+                f"re-run with: {off}bisectbot --state {state} run {recipe_path}")
         if ctx.json:
             ctx.emit({"demo": {"ok": code == EXIT_OK, "expected_culprit": hist.culprit,
                                "expected_position": hist.first_bad + 1, "commits": commits, "seed": seed,

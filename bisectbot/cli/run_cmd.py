@@ -297,6 +297,14 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                             "predecessor were not probed again")
     if held and result.status.value in ("no-regression", "boundary-failed"):
         result.notes.append(withheld_note(recipe, held, result.status.value))
+    from ..sandbox import MODE_ENV as SANDBOX_MODE_ENV
+    from ..sandbox import enabled as sandbox_enabled
+
+    if runner_kind_of(recipe, runner_kind) == "local" and not sandbox_enabled():  # issue 36: said where it is read
+        result.environment["candidate sandbox"] = f"off ({SANDBOX_MODE_ENV}={os.environ.get(SANDBOX_MODE_ENV, '')})"
+        result.notes.append(f"candidates ran unconfined on this host ({SANDBOX_MODE_ENV}="
+                            f"{os.environ.get(SANDBOX_MODE_ENV, '')}): no sandbox kept them from its files, "
+                            "processes and network")
     gh = recipe.report.github
     out_dir = Path(out or recipe.report.dir).resolve()
     if reproducible:
@@ -328,10 +336,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
 
             if final.first_bad is not None and final.status.value == "culprit":
                 from ..report.views import culprit_word, patch_message
+                from ..session.result import verified_word
 
                 terminal.echo(f"{culprit_word(result).lower()}: {final.first_bad.component} {final.first_bad.ref} "
                            f"({final.first_bad.label}), confidence {confidence_text(final.confidence, percent=True)}, "
-                           f"{'verified' if recipe.bisect.verify else 'not verified'}")
+                           f"{verified_word(final, recipe.bisect.verify)}")
                 if final.message.startswith("first-bad:"):  # patch modes: which release, which state
                     terminal.echo(patch_message(result, final.message))
             else:

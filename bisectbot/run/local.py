@@ -332,22 +332,33 @@ class LocalRunner:
             raise
 
     def release(self, prepared: Prepared) -> None:
-        """Remove the candidate's worktrees and temporary directory (idempotent)."""
+        """Remove the candidate's worktrees and temporary directory (idempotent).
+
+        The bot deletes the candidate's directory itself and then lets git forget the worktrees
+        (``git worktree prune``); it never asks git to remove a worktree by its path. The candidate
+        owned that tree: it may have put a symlink where its worktree was and a ``.git`` file that
+        points back at its worktree's metadata into the link's target, and ``git worktree remove
+        --force`` then deleted the target (the whole ``~/.cache``, hostile pass of issue 36).
+        :func:`shutil.rmtree` neither follows a symlink inside the tree nor deletes through a
+        symlink given as the path."""
         worktrees: dict[str, Path] = prepared.meta.get("worktrees") or {}
-        for comp, wt in list(worktrees.items()):
+        root = prepared.meta.get("root")
+        for wt in list(worktrees.values()):
+            if wt.is_symlink():  # a link the candidate put there: the link goes, never its target
+                wt.unlink(missing_ok=True)
+        if root:
+            rp = Path(root)
+            if rp.is_symlink():
+                rp.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(rp, ignore_errors=True)
+        for comp in list(worktrees):  # every worktree lies in root (prepare): gone with it
             with _worktree_lock(self.repos[comp]):
-                try:
-                    self.repos[comp].repo.git.worktree("remove", "--force", str(wt))
-                except Exception:  # already gone: prune below
-                    pass
                 try:
                     self.repos[comp].repo.git.worktree("prune")
                 except Exception:  # pragma: no cover
                     pass
             worktrees.pop(comp, None)
-        root = prepared.meta.get("root")
-        if root:
-            shutil.rmtree(root, ignore_errors=True)
 
     def _track(self, proc: subprocess.Popen) -> Path:
         """Note a started process group in ``workdir/pids`` (removed when it is killed)."""

@@ -111,7 +111,28 @@ def verified_ends(final: StageResult) -> str:
     parts += [f"{name(role)} taken from the ledger cache (measured {when_text(m['measured_at'])}"
               f"{' in session ' + m['session'] if m.get('session') else ''}), not re-measured"
               for role, m in v.cached.items()]
+    parts += [f"{name(role)} taken from {src}, not measured" for role, src in v.given.items()]
     return "; ".join(parts) or "no probe of its ends in this run"
+
+
+def verified_word(final: StageResult, verify: bool) -> str:
+    """The culprit line's word on verification (``culprit: ... confidence 100.0%, WORD``), by the one
+    definition (:func:`bisectbot.verdict.record.verification`): ``verified`` only when this run
+    measured both the first bad and the last good; ``not verified`` when the recipe turned
+    verification off; else where the ends' verdicts came from (the ledger cache, a replay log, a
+    maintainer), ``not re-measured``."""
+    from ..verdict.record import verification
+
+    if not verify:
+        return "not verified"
+    ends = (final.first_bad, final.last_good)
+    last = {str(i): next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
+            for i, c in enumerate(ends)}
+    v = verification(last)
+    if v.all_measured and len(v.measured) == 2:
+        return "verified"
+    sources = (["the ledger cache"] if v.cached else []) + sorted(set(v.given.values()))
+    return f"ends from {' and '.join(sources)}, not re-measured" if sources else "not verified"
 
 
 def end_arg(c: Candidate) -> str:

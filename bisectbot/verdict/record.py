@@ -14,7 +14,7 @@ verdicts were measured in this run and which were taken from the ledger.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BisectbotError
@@ -23,6 +23,9 @@ from ..provenance import cached_from
 from ..recipe import Recipe
 from .judge import threshold_regress
 from .rules import judge_command, judge_patches, judge_threshold
+
+#: ``ProbeResult.extra`` key of a verdict taken as given, never measured: its source, in words.
+GIVEN_KEY = "given"
 
 #: Threshold statuses that mean a GARBAGE size was found.
 _GARBAGE_STATUSES = ("garbage", "all-garbage", "non-monotone")
@@ -89,30 +92,37 @@ class Verification:
 
     measured: tuple[str, ...]
     cached: dict[str, dict[str, str]]
+    #: role -> where a verdict nobody measured came from (``the replay log``, ``a maintainer's verdict``)
+    given: dict[str, str] = field(default_factory=dict)
 
     @property
     def all_measured(self) -> bool:
         """True when every verdict was re-measured in this run: only then is the answer "verified"
         by this run."""
-        return not self.cached
+        return not self.cached and not self.given
 
 
 def verification(roles: dict[str, ProbeResult | None]) -> Verification:
     """"Verified", defined once: for each role (``culprit`` -> the first bad's last probe,
     ``predecessor`` -> the last good's), whether that verdict was measured in this run or taken
-    from the ledger cache (:func:`bisectbot.provenance.cached_from`). A role without a probe counts
-    as neither."""
+    from the ledger cache (:func:`bisectbot.provenance.cached_from`), or given without a measurement
+    (a replay log's line, a maintainer's verdict: ``extra[GIVEN_KEY]``). A role without a probe counts
+    as none of them."""
     measured: list[str] = []
     cached: dict[str, dict[str, str]] = {}
+    given: dict[str, str] = {}
     for role, res in roles.items():
         if res is None:
             continue
+        extra = res.extra if isinstance(res.extra, dict) else {}
         mark = cached_from(res)
-        if mark is None:
+        if extra.get(GIVEN_KEY):
+            given[role] = str(extra[GIVEN_KEY])
+        elif mark is None:
             measured.append(role)
         else:
             cached[role] = mark
-    return Verification(tuple(measured), cached)
+    return Verification(tuple(measured), cached, given)
 
 
 def decoded(row: Any) -> ProbeResult | None:
@@ -123,4 +133,4 @@ def decoded(row: Any) -> ProbeResult | None:
         return None
 
 
-__all__ = ["Verification", "contradiction", "decoded", "verification"]
+__all__ = ["GIVEN_KEY", "Verification", "contradiction", "decoded", "verification"]

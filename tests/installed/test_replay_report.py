@@ -40,6 +40,10 @@ def test_replayed_report_names_its_session_and_claims_no_probe(tmp_path) -> None
     assert f"replayed from session.log of session {session}: its verdicts were taken as given; nothing was probed" \
         in report, report[-3000:]
     assert "were re-probed" not in report
+    # "verified" defined once (issue 35): a verdict the log gave is not one this run measured
+    assert "re-measured" not in report and "verified in this run" not in report, report[-3000:]
+    assert "taken from the replay log, not measured" in report, report[-3000:]
+    assert ", verified" not in r.stdout and "ends from the replay log, not re-measured" in r.stdout, r.stdout[-2000:]
     replayed = json.loads((tmp_path / "replayed" / "result.json").read_text())
     assert replayed["stages"][-1]["first_bad"]["ref"] == first["stages"][-1]["first_bad"]["ref"]
 

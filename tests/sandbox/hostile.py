@@ -30,6 +30,7 @@ import importlib.metadata as md
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -47,7 +48,8 @@ NETRC = "ghp_NETRCsecret00011122233344455566677"
 GITCRED = "ghp_GITCREDENTIALS0001112223334445556667"
 GITCONFIG = "ghp_GITCONFIGhelper00011122233344455566"
 SECRETS = (TOKEN, MARKER_KEY, HF, NETRC, GITCRED, GITCONFIG)
-SURVIVOR = "97.3125"  # seconds a planted survivor sleeps: its argv names it
+SURVIVOR = "97.3125"  # seconds a planted survivor sleeps: its argv names it (each Night adds digits of its own,
+# so nights that run at once -- xdist workers -- count only their own survivors)
 NOBODY = 65534
 
 HOSTILE = r'''
@@ -195,7 +197,14 @@ subprocess.Popen(["setsid", "env", "-i", "sleep", "SURVIVOR"], stdin=subprocess.
 time.sleep(0.2)
 # 4. the job's command files: through the ancestors' environment, and by the path given
 job = set()
-for p in os.listdir("/proc"):
+ancestors, p = [], os.getppid()  # its ancestors only: other nights' bots (tests run at once) are not its own
+while p > 1 and len(ancestors) < 64:
+    ancestors.append(str(p))
+    try:
+        p = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        break
+for p in ancestors:
     try:
         for item in open(f"/proc/{p}/environ", "rb").read().split(b"\0"):
             k, _, v = item.partition(b"=")
@@ -270,23 +279,23 @@ json.dump({"survivors_seen": seen, "tried": tried, "extra_fds": extra_fds, "fore
           open(os.path.join(loot, f"probe-{me}.json"), "w"))
 cfg = json.load(open("engine.json"))
 sys.exit(1 if cfg["threshold"] < 10000 else 0)
-'''.replace("SURVIVOR", SURVIVOR)
+'''
 
 
-def survivors() -> list[int]:
-    """Pids of planted survivors alive now (any uid)."""
+def survivors(survivor: str = SURVIVOR) -> list[int]:
+    """Pids of planted survivors alive now (any uid) whose argv is ``sleep survivor``."""
     out = []
     for pid in os.listdir("/proc"):
         try:
-            if pid.isdigit() and Path(f"/proc/{pid}/cmdline").read_bytes() == f"sleep\0{SURVIVOR}\0".encode():
+            if pid.isdigit() and Path(f"/proc/{pid}/cmdline").read_bytes() == f"sleep\0{survivor}\0".encode():
                 out.append(int(pid))
         except OSError:
             pass
     return out
 
 
-def kill_survivors() -> None:
-    for pid in survivors():
+def kill_survivors(survivor: str = SURVIVOR) -> None:
+    for pid in survivors(survivor):
         try:
             os.kill(pid, 9)
         except OSError:
@@ -406,7 +415,8 @@ class Night:
             py = system_python()
             prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
             env = {"PYTHONPATH": str(lib), "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        (self.loot / "hostile.py").write_text(HOSTILE)  # /tmp is the sandbox's own: the script lies in loot/
+        self.survivor = f"{SURVIVOR}{secrets.randbelow(10 ** 6):06d}1"
+        (self.loot / "hostile.py").write_text(HOSTILE.replace("SURVIVOR", self.survivor))  # /tmp is the sandbox's own: the script lies in loot/
         rec = write_recipe(tmp / "r.yaml", self.repo, tmp / "out", mode="command")
         data = yaml.safe_load(rec.read_text().replace(sys.executable, py))
         data["reproducer"]["command"] = [py, str(self.loot / "hostile.py")]
@@ -434,8 +444,8 @@ class Night:
             self.p = self.cli("run", str(rec), "--out", str(tmp / "out"))
         else:
             self.p = self.round()
-        self.survivors_after = survivors()
-        kill_survivors()
+        self.survivors_after = survivors(self.survivor)
+        kill_survivors(self.survivor)
         self.probes = [json.loads(f.read_text()) for f in sorted(self.loot.glob("probe-*.json"))]
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:

@@ -16,6 +16,7 @@ sandbox off (``test_each_check_fails_without_the_sandbox`` keeps that check).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -106,6 +107,10 @@ def test_no_sandbox_fails_closed_naming_what_is_missing(tmp_path: Path) -> None:
                 env={**base, "BISECTBOT_SANDBOX": "off"})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert repo.shas[2] in p.stdout
+    # the opt-out is said where the result is read: result.json's environment, report.md's notes
+    res = json.loads((tmp_path / "out2" / "result.json").read_text())
+    assert res["environment"].get("candidate sandbox") == "off (BISECTBOT_SANDBOX=off)", res["environment"]
+    assert "candidates ran unconfined on this host" in (tmp_path / "out2" / "report.md").read_text()
 
 
 def test_sandboxed_probe_sees_only_its_own_processes(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from ...provenance import CACHED_KEY, HOST_KEY, SESSION_KEY, host_facts, mark_ca
 from ...recipe import Recipe, TriageToggle
 from ...run.base import CandidateRunner
 from ...run.probe import ProbeContext, ProbeJob
+from ...verdict.record import GIVEN_KEY
 from ..replay import LogLine
 from .executor import (
     Echo,
@@ -139,10 +140,12 @@ class Prober:
         tname = toggle.name if toggle else ""
         hv = None if toggle else self.human_verdict(c)
         if hv is not None:
-            return ProbeResult(c, hv.verdict, reason=hv.note or "maintainer verdict"), "human", ""
+            return (ProbeResult(c, hv.verdict, reason=hv.note or "maintainer verdict",
+                                extra={GIVEN_KEY: "a maintainer's verdict"}), "human", "")
         if not toggle and self.replay.get(c.ref):
             ln = self.replay[c.ref].pop(0)
-            return ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature), "replay", ""
+            return (ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature,
+                                extra={GIVEN_KEY: "the replay log"}), "replay", "")
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), tname, attempt)
         if self.replayed and not toggle and c.ref not in self.fresh_refs:
             # a candidate the log lacks (a line dropped from it) is probed again, never answered by
