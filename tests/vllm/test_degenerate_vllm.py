@@ -85,7 +85,7 @@ def test_a_degenerate_flood_reads_garbage_without_a_reference(degenerate: tuple[
     rc, doc, err = probe(cand, "--min-size", "500", "--max-size", str(4 * FIRST_BAD), "--max-tokens", "32",
                          "--no-expected-answer")
     rows = [(r.get("prompt_tokens"), r["outcome"], (r.get("reasons") or [""])[0][:100]) for r in doc["table"]]
-    assert doc["status"] == "garbage" and rc == 1, (rc, doc["status"], rows, err[-2000:])
+    assert doc["status"] in ("garbage", "all-garbage") and rc == 1, (rc, doc["status"], rows, err[-2000:])
     assert any("repeat" in " ".join(r.get("reasons") or []) for r in doc["table"]), rows
 
 
@@ -94,15 +94,20 @@ def test_prompt_logprobs_judge_the_worst_window_not_the_mean(plain_vllm: lane.Vl
     """Input 5: just over the batch size the planted bug touches the prompt's last positions only. The
     size is bad by the worst window of prompt log-probabilities, while the mean over the prompt stays
     within the mean's own tolerance (which alone read it OK)."""
+    import re
+
     size = FIRST_BAD + 14
     rc, doc, err = probe(planted_vllm.url, "--reference-endpoint", plain_vllm.url, "--regress", "diverges",
                          "--sizes", str(size), "--min-size", str(size), "--max-size", str(size),
                          "--max-tokens", "1", "--no-expected-answer", "--prompt-logprobs")
     rows = [r for r in doc["table"] if r.get("evidence", {}).get("reference", {}).get("logprob_window") is not None]
     assert rows, (doc["status"], doc["table"], err[-2000:])
+    for r in rows:
+        print(r.get("prompt_tokens"), r["outcome"], r["evidence"]["reference"], (r.get("reasons") or [""])[0][:300])
     reasons = " ".join(x for r in rows for x in r.get("reasons") or [])
-    assert "worst" in reasons and "window" in reasons, (reasons, doc.get("notes"))
+    assert re.search(r"worst \d+-position window [0-9.]+ \(from position \d+\) > tolerance", reasons), reasons
     for r in rows:
         ev = r["evidence"]["reference"]
         assert ev["logprob_window"] > 10 * ev["logprob_mean"], ev  # the tail, not the prompt, differs
-    assert not any("prompt logprobs |Δ| mean" in x for r in rows for x in r.get("reasons") or []), reasons
+    # the mean over the prompt stays within its own tolerance: judged alone, it read the size OK
+    assert not re.search(r"\|Δ\| mean [0-9.]+ > tolerance", reasons), reasons

@@ -140,9 +140,10 @@ def test_no_divergence_without_the_planted_bug(plain_vllm: lane.VllmServer, othe
 
 def test_a_reply_served_from_the_prefix_cache_is_not_evidence(plain_vllm: lane.VllmServer) -> None:
     """The check behind the cold prefills: a client that sends no cache_salt (as a server that ignores
-    it would behave) asks the same size twice; vLLM serves the second from its cache, and the probe
+    it would behave) asks the same prompt twice (the same PromptKey: a prompt rebuilt for the same
+    size may take another word count, and its identity preamble then differs); vLLM serves the second from its cache, and the probe
     reads its counters and calls that size INCONCLUSIVE, not a verdict."""
-    from bisectbot.models import Outcome
+    from bisectbot.models import Outcome, PromptKey
     from bisectbot.recipe import ReproducerSpec
     from bisectbot.reproduce.client import Client
     from bisectbot.reproduce.prompts import PromptBuilder
@@ -155,7 +156,7 @@ def test_a_reply_served_from_the_prefix_cache_is_not_evidence(plain_vllm: lane.V
     probe = HttpProbe(client, spec, PromptBuilder(spec.question, needles=0, seed=5, tokenize=client.tokenize))
     first = probe(1500)
     assert first.outcome != Outcome.INCONCLUSIVE and first.evidence["prefix_cache"]["metrics_hits"] == 0, first
-    again = probe(1500)
+    again = probe.ask(PromptKey.of_row(first))  # the very same prompt (its identity preamble included)
     pc = again.evidence["prefix_cache"]
     assert pc["served_from_cache"] and pc["metrics_hits"] >= 1000, pc
     assert again.outcome == Outcome.INCONCLUSIVE and again.reasons[0].startswith(CACHED_REASON), again
