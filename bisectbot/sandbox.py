@@ -49,6 +49,7 @@ an unprivileged user, a seccomp profile that blocks ``clone``), :func:`require` 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import re
 import shutil
@@ -245,8 +246,7 @@ def hidden_paths() -> list[Path]:
     """The paths a candidate never sees: :func:`protect`-ed ones, credentials below ``$HOME``,
     the runner's credential files and the job's command-file directories (those that exist)."""
     out = set(_hidden)
-    home = _home()
-    if home:
+    for home in _homes():
         out.update(home / h for h in HIDDEN_HOME)
     # huggingface_hub keeps the login token and every stored one beside the weights (HF_HOME, or a
     # file HF_TOKEN_PATH names): the cache is the candidate's, the tokens are not
@@ -319,14 +319,29 @@ def _venv_root(p: Path) -> Path | None:
     return root if p.parent.name == "bin" and (root / "pyvenv.cfg").is_file() else None
 
 
-def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str]) -> list[Path]:
+def _python_prefix(exe: Path) -> Path | None:
+    """The installation prefix of a Python interpreter ``PREFIX/bin/pythonX.Y`` (``PREFIX/lib/pythonX*/os.py``
+    exists), else None."""
+    if not exe.name.startswith("python") or exe.parent.name != "bin":
+        return None
+    prefix = exe.parent.parent
+    return prefix if any(prefix.glob("lib/python3*/os.py")) else None
+
+
+def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],
+                untrusted: Iterable[Path] = ()) -> list[Path]:
     """Host paths ``argv`` names that the sandbox would otherwise hide by giving the candidate an
     empty ``/tmp`` (:data:`PRIVATE_DIRS`): the program (``argv[0]``, as ``Popen`` finds it: relative
     to ``cwd`` or on ``env["PATH"]``) and every absolute path argument that exists -- with, for an
     interpreter of a virtualenv, the whole virtualenv (its ``pyvenv.cfg`` and ``site-packages``),
     and the base interpreter's prefix that ``pyvenv.cfg`` names. A recipe that runs
     ``/tmp/x/.venv/bin/python check.py`` or ``/tmp/repro/run.sh`` means those files; they are
-    shown read-only. Paths under :func:`hidden_paths` are never shown."""
+    shown read-only. Paths under :func:`hidden_paths` are never shown, and a path below
+    ``untrusted`` (what a candidate may write: its tree) names nothing more -- neither a symlink's
+    target nor a ``pyvenv.cfg``'s ``home`` there is followed: the candidate wrote them (a tree's
+    ``.venv/pyvenv.cfg`` with ``home = $HOME/bin`` bound the whole home over its veil, second
+    hostile pass of issue 36)."""
+    untrusted = [Path(u) for u in untrusted]
     found: list[Path] = []
     prog = argv[0] if argv else ""
     if "/" in prog:
@@ -337,7 +352,19 @@ def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str]) ->
             found.append(Path(w))
     found += [Path(a) for a in argv[1:] if os.path.isabs(a) and os.path.exists(a)]
     out: set[Path] = set()
+    prog_path = found[0] if found and prog else None
     for f in found:
+        if _under(Path(os.path.abspath(f)), untrusted) or _under(f.resolve(), untrusted):
+            # visible as the candidate's own; what it points at is its choice, not the recipe's. Only
+            # the program its command runs is shown (a tree's .venv/bin/python -> a pyenv Python in
+            # $HOME): that executable file, and the installation of a Python interpreter
+            t = f.resolve()
+            if f is prog_path and not _under(t, untrusted) and t.is_file() and os.access(t, os.X_OK):
+                out.add(t)
+                prefix = _python_prefix(t)
+                if prefix is not None:
+                    out.add(prefix)
+            continue
         for q in {Path(os.path.abspath(f)), f.resolve()}:
             out.add(q)
             root = _venv_root(Path(os.path.abspath(q)))
@@ -384,14 +411,35 @@ def devices() -> list[Path]:
 
 
 def veiled() -> list[Path]:
-    """The directories a candidate sees as empty, writable tmpfs (only what is bound below them
-    shows): ``$HOME``, when it is a directory below ``/`` that holds no system directory."""
-    home = _home()
-    if home is None or len(home.parts) < 2 or not home.is_dir():
-        return []
-    if any(_under(Path(sysdir), [home]) for sysdir in ("/usr", "/etc", "/bin", "/lib", "/opt", "/var")):
-        return []
-    return [home]
+    """The directories a candidate sees as empty and its own (only what is bound below them shows):
+    ``$HOME`` and the user's home directory of the password database (they differ under ``sudo``,
+    ``docker run -u``, ``HOME=/``: second hostile pass of issue 36), each when it is a directory
+    below ``/`` that holds no system directory."""
+    out = []
+    for home in _homes():
+        if len(home.parts) < 2 or not home.is_dir():
+            continue
+        if any(_under(Path(sysdir), [home]) for sysdir in ("/usr", "/etc", "/bin", "/lib", "/opt", "/var")):
+            continue
+        out.append(home)
+    return sorted(set(out))
+
+
+def _homes() -> list[Path]:
+    """``$HOME`` (unless ``/``) and the password database's home of this uid, resolved."""
+    import pwd
+
+    out = []
+    h = os.environ.get("HOME")
+    if h and h != "/" and os.path.isabs(h):
+        out.append(Path(h).resolve())
+    try:
+        pw = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        pw = ""
+    if pw and pw != "/" and os.path.isabs(pw):
+        out.append(Path(pw).resolve())
+    return list(dict.fromkeys(out))
 
 
 def _private_run(network: str) -> list[str]:
@@ -413,14 +461,17 @@ def _private_run(network: str) -> list[str]:
 
 def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
          readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = (), network: str = "loopback",
-         bridge: ServerBridge | None = None) -> tuple[list[str], dict[str, str]]:
+         bridge: ServerBridge | None = None, home: str | Path | None = None) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` that run ``argv`` inside the sandbox (module docstring), its tree ``tree``
     writable. ``env`` is the candidate's (allow-listed) environment; ``TMPDIR`` becomes ``/tmp``
     unless it lies in a writable path. ``readonly``: more paths seen read-only (the bot's work and
     log directories; the tree itself stays writable even below them). ``network`` (:data:`NETWORKS`):
     ``loopback`` gives the process its own network namespace; ``bridge``, with ``loopback``, makes
     ``argv`` a server the bot reaches on ``127.0.0.1:bridge.port`` (it must listen on that port of
-    its own ``lo``; see :class:`ServerBridge`). Returns them unchanged when :func:`enabled` is
+    its own ``lo``; see :class:`ServerBridge`). ``home``: a directory of the candidate's own (made
+    here) that stands in for each veiled home (:func:`veiled`), so what its build writes there
+    (``~/.triton``, ``pip install --user``) is there for its server; without it a fresh tmpfs per
+    process. Returns them unchanged when :func:`enabled` is
     False. Raises :class:`SandboxUnavailable` (see :func:`require`), ``ValueError`` for another
     ``network``, and ``FileNotFoundError`` / ``PermissionError`` when ``argv[0]`` cannot be run
     (as ``Popen`` would)."""
@@ -440,9 +491,9 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
         raise FileNotFoundError(2, "No such file or directory", prog)
     rw = writable_paths(Path(tree), writable)
     hide = hidden_paths()
-    named = [p for p in named_paths(argv, cwd, env) if not _under(p, rw)]
+    named = [p for p in named_paths(argv, cwd, env, untrusted=rw) if not _under(p, rw)]
     if bridge is not None and network == "loopback":  # the bridge runs the bot's own interpreter
-        named += [p for p in named_paths([sys.executable], None, env) if not _under(p, rw)]
+        named += [p for p in named_paths([sys.executable], None, env, untrusted=rw) if not _under(p, rw)]
     ro = readonly_paths([*readonly, *named])
     out = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
@@ -465,7 +516,12 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     ops = veil + [(p, 0) for p in rw] + [(p, 1) for p in ro] + [(p, 2) for p in hide]
     for p, kind in sorted(set(ops), key=lambda o: (len(o[0].parts), o[1], str(o[0]))):
         if kind == -1:
-            out += ["--tmpfs", str(p)]
+            if home is not None:
+                own = Path(home) / hashlib.sha256(str(p).encode()).hexdigest()[:12]  # the same in every process
+                own.mkdir(parents=True, exist_ok=True)
+                out += ["--bind", str(own), str(p)]
+            else:
+                out += ["--tmpfs", str(p)]
         elif kind == 0:
             out += ["--bind", str(p), str(p)]
         elif kind == 1:

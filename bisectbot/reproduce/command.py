@@ -58,6 +58,9 @@ def _git_dirs(source: Path | None) -> list[Path]:
     if dot.is_dir():
         return [dot]
     if dot.is_file():
+        # the command may have written this file (a probe runs it many times in the same tree): what it
+        # names is shown only when it is a git directory outside every hidden path -- else a `.git`
+        # naming ~/.config/gh/hosts.yml showed that file to the next size (second hostile pass, issue 36)
         text = dot.read_text(errors="replace").strip()
         if text.startswith("gitdir:"):
             gitdir = (Path(source) / text.removeprefix("gitdir:").strip()).resolve()
@@ -65,7 +68,9 @@ def _git_dirs(source: Path | None) -> list[Path]:
             out = [gitdir]
             if common.is_file():
                 out.append((gitdir / common.read_text().strip()).resolve())
-            return out
+            hide = sandbox.hidden_paths()
+            return [g for g in out if (g / "HEAD").is_file() and (g / "objects").is_dir() or (g / "commondir").is_file()
+                    if not any(g == h or h in g.parents or g in h.parents for h in hide)]
     return []
 
 

@@ -420,9 +420,10 @@ class LocalRunner:
         ``bridge``). Unchanged with ``BISECTBOT_SANDBOX=off``. Raises :class:`bisectbot.sandbox.SandboxUnavailable` and, when
         ``argv[0]`` cannot be run, ``OSError`` (as ``Popen``)."""
         tree = prepared.meta.get("root") or prepared.source or self.workdir
+        root = prepared.meta.get("root")
         return sandbox.wrap(argv, tree=tree, env=env, cwd=prepared.source,
                             readonly=[self.workdir, self.log_dir], network=self.recipe.server.network,
-                            bridge=bridge)
+                            bridge=bridge, home=Path(root) / ".home" if root else None)
 
     @contextmanager
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,

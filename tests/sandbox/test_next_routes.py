@@ -40,7 +40,7 @@ SECRET = "s3cr3tT0kenValue9876"
 
 
 def _history(repo: Path, check: str) -> list[str]:
-    repo.mkdir(parents=True)
+    repo.mkdir(parents=True, exist_ok=True)
     git(repo, "init", "-q", "-b", "main")
     (repo / "check.py").write_text(check)
     shas = []
@@ -267,3 +267,104 @@ def test_the_cache_a_later_step_executes_is_read_only_the_candidates_caches_are_
     _night(tmp_path, POISON, {"HOME": str(home)})
     assert wheel.read_bytes() == b"PK-original"
     assert list((home / ".cache" / "vllm").glob("compiled-*")), "the candidates' own cache was not writable"
+
+
+# ----------------------------------------------------------------- the second hostile pass: what the
+# candidate wrote never decides what it is shown, and the home is veiled whatever $HOME says
+
+VENV_STEAL = """\
+import json, os, sys, time
+bad = open("state.txt").read().startswith("bad")
+found = {}
+for root in json.loads(os.environ["PLACES"]) if os.environ.get("PLACES") else []:
+    for dirpath, dirs, files in os.walk(root):
+        for f in files:
+            try:
+                if "s3cr3t" in open(os.path.join(dirpath, f), errors="replace").read(4096):
+                    found[os.path.join(dirpath, f)] = True
+            except OSError:
+                pass
+json.dump(found, open(os.path.join(os.environ["LOOT"], "found-%d.json" % time.time_ns()), "w"))
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_a_venv_in_the_tree_names_no_path_to_show(tmp_path: Path) -> None:
+    """The recipe runs the tree's ``.venv/bin/python``; the candidate's ``.venv/pyvenv.cfg`` says
+    ``home = $HOME/bin``. Before, that bound the whole home over its veil (``~/.npmrc`` read)."""
+    visible = tmp_path / "visible"
+    home = visible / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / ".npmrc").write_text(f"//registry.npmjs.org/:_authToken={SECRET}\n")
+    repo = tmp_path / "repo"
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "pyvenv.cfg").write_text(f"home = {home / 'bin'}\n")
+    (repo / ".venv" / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+    shas = _history(repo, VENV_STEAL.replace('os.environ["PLACES"]', repr(json.dumps([str(home)])))
+                    .replace('if os.environ.get("PLACES")', "if True"))
+    loot = tmp_path / "loot"
+    loot.mkdir()
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "hostile-venv", "source": {"kind": "git", "repo": str(repo)}, "regress": "command",
+        "reproducer": {"kind": "command", "command": [".venv/bin/python", "check.py"], "command_timeout_s": 60},
+        "env_passthrough": ["LOOT"], "bisect": {"good": shas[0], "bad": shas[-1]},
+        "report": {"dir": str(tmp_path / "out")}}, sort_keys=False))
+    p = run_cli("--state", str(tmp_path / "state"), "run", str(recipe),
+                env={"LOOT": str(loot), "HOME": str(home), "BISECTBOT_SANDBOX_WRITABLE": str(loot)})
+    assert p.returncode == 0 and shas[3] in p.stdout, p.stdout[-2000:] + p.stderr[-3000:]
+    assert not _found_or_empty(loot)
+
+
+def test_home_slash_still_veils_the_users_home(tmp_path: Path) -> None:
+    """``HOME=/`` (or a ``$HOME`` other than the password database's): the user's real home directory
+    is veiled all the same -- a file planted there is not seen."""
+    import pwd
+
+    real = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    if not real.is_dir() or real == Path("/") or not os.access(real, os.W_OK):
+        pytest.skip(f"no writable home directory of this uid to plant into ({real})")
+    planted = real / f".bisectbot-test-secret-{os.getpid()}"
+    planted.write_text(f"token {SECRET}\n")
+    try:
+        check = VENV_STEAL.replace('os.environ["PLACES"]', repr(json.dumps([str(real)]))) \
+            .replace('if os.environ.get("PLACES")', "if True")
+        # os.walk of a whole home is slow: only the planted file's directory, not below it
+        check = check.replace("for dirpath, dirs, files in os.walk(root):",
+                              "for dirpath, dirs, files in [next(os.walk(root), (root, [], []))]:")
+        _, loot = _night(tmp_path, check, {"HOME": "/"})
+        found = _found_or_empty(loot)
+        assert not found, found
+    finally:
+        planted.unlink(missing_ok=True)
+
+
+def test_a_git_file_the_command_wrote_shows_no_hidden_path(tmp_path: Path) -> None:
+    """``bisectbot probe --recipe R --source DIR`` runs the command in DIR size after size. The first
+    run writes ``DIR/.git`` = ``gitdir: <a hidden credential file>``; before, the next size was shown
+    that file read-only (the bot reads DIR/.git to show a checkout's git directory)."""
+    home = tmp_path / "visible" / "home"
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text(f"oauth_token: {SECRET}\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    target = home / ".config" / "gh" / "hosts.yml"
+    (src / "check.py").write_text(f"""\
+import os, sys
+try:
+    text = open({str(target)!r}).read()
+except OSError:
+    text = ""
+    open(os.path.join(sys.argv[2], ".git"), "w").write("gitdir: " + {str(target)!r} + "\\n")
+sys.exit(1 if "s3cr3t" in text else 0)
+""")
+    recipe = tmp_path / "k.yaml"
+    recipe.write_text(f"name: k\nsource: {{kind: git, repo: .}}\nregress: command\nreproducer:\n"
+                      f"  kind: command\n  command: [{sys.executable!r}, {str(src / 'check.py')!r}, '{{size}}', "
+                      f"'{{source}}']\n  min_size: 1000\n  max_size: 8000\n")
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "--json", "probe", "--recipe", str(recipe), "--source",
+                        str(src)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HOME": str(home), "BISECTBOT_SANDBOX_WRITABLE": str(tmp_path / "visible")})
+    assert (src / ".git").is_file(), p.stderr[-2000:]  # the plant happened
+    doc = json.loads(p.stdout)
+    assert p.returncode == 0 and doc["status"] == "ok", (p.returncode, doc.get("status"), p.stderr[-2000:])
