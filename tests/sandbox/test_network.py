@@ -223,8 +223,14 @@ def test_a_dead_forwarder_is_server_trouble_never_a_reply(served) -> None:
         port = int(srv.base_url.rsplit(":", 1)[1])
         pids = _forwarder_pids(port)
         assert pids, "no forwarder inside the sandbox"
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
+        killed = 0
+        for pid in pids:  # one of them may be a fork already gone (the wrapper's intermediate child)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        assert killed, pids
         time.sleep(0.3)
         assert not client.health()
         dead = client.chat([{"role": "user", "content": "hello again"}], max_tokens=8)
