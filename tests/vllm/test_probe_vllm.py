@@ -18,7 +18,7 @@ import pytest
 
 from tests.vllm import lane
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 PROBE = [sys.executable, "-m", "bisectbot", "--json", "probe"]
 #: First prompt size (tokens) the planted bug corrupts: a prompt over --max-num-batched-tokens prefills in
@@ -45,6 +45,8 @@ def test_probe_facts_on_real_vllm(plain_vllm: lane.VllmServer) -> None:
     for row in doc["table"]:
         # the server's own count; the prompt was sized with /tokenize to within 0.5 % of the request
         assert row["prompt_tokens"] == row["evidence"]["usage_prompt_tokens"]
+        if row["evidence"].get("sibling_of") is not None:
+            continue  # a sibling prompt (another filler seed) is sized with the first seed's learnt rate
         assert abs(row["prompt_tokens"] - row["requested"]) <= max(8, 0.005 * row["requested"]), row
     assert doc["status"] == "all-garbage" and rc == 1
     assert doc["text_oracles"] == "blind"
@@ -228,7 +230,7 @@ def test_a_degenerate_flood_never_reads_ok_against_a_degenerate_reference(degene
     cand, ref = degenerate
     rc, doc, err = probe(cand, "--reference-endpoint", ref, "--regress", "diverges", "--min-size", "500",
                          "--max-tokens", "32", "--no-expected-answer",
-                         *(["--max-size", str(max_size)] if max_size else []))
+                         *(["--max-size", str(max_size)] if max_size else []), timeout=1500)
     rows = [(r.get("prompt_tokens"), r["outcome"], (r.get("reasons") or [""])[0][:100]) for r in doc["table"]]
     assert doc["status"] != "ok" and rc != 0, (rc, doc["status"], doc.get("reasons"), rows, err[-2000:])
     # the reference's own reply is degenerate: no size was compared against it as if it were good
