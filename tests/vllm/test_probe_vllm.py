@@ -48,7 +48,9 @@ def test_probe_facts_on_real_vllm(plain_vllm: lane.VllmServer) -> None:
         if row["evidence"].get("sibling_of") is not None:
             continue  # a sibling prompt (another filler seed) is sized with the first seed's learnt rate
         assert abs(row["prompt_tokens"] - row["requested"]) <= max(8, 0.005 * row["requested"]), row
-    assert doc["status"] == "all-garbage" and rc == 1
+    # word salad of random weights: whether one reply reads garbage is chance (all-garbage, or
+    # non-monotone when a reply happens to pass); what the probe must say is that no text oracle can judge
+    assert doc["status"] in ("all-garbage", "non-monotone") and rc == 1, doc["status"]
     assert doc["text_oracles"] == "blind"
     assert any("every text oracle is blind here; use a reference" in n for n in doc["notes"])
     assert doc["control"]["candidate"]["status"] == "broken"
