@@ -368,12 +368,17 @@ def blind_oracles(res: ThresholdResult, extra: dict) -> str | None:
     GARBAGE already at the smallest size with no OK size at all (and, when it ran, a decode
     control that is not fine either). A model that never answers right -- random weights, a
     tiny model, as on the real-vLLM lane -- and a build broken at every size look the same to
-    them; only a comparison with a known-good server (``--reference-endpoint``) tells them apart."""
-    if res.status != "all-garbage" or any(r.outcome.value == "OK" for r in res.table):
-        return None
+    them; only a comparison with a known-good server (``--reference-endpoint``) tells them apart.
+    With a decode control that is broken too, a stray OK reply among the sizes (``non-monotone``: a
+    random model's word salad passes the checks by chance) does not make the text checks judges."""
     ctl = (extra.get("control") or {}).get("candidate") or {}
     if ctl and ctl.get("status") == "fine":
         return None  # the decode path answers right: the garbage is about the long prompt
+    if not res.table or min(res.table, key=lambda r: r.size).outcome.value != "GARBAGE":
+        return None
+    stray_ok = res.status == "non-monotone" and ctl.get("status") == "broken"
+    if not (res.status == "all-garbage" and not any(r.outcome.value == "OK" for r in res.table)) and not stray_ok:
+        return None
     smallest = min((r.size for r in res.table), default=res.min_size)
     why = f"GARBAGE already at the smallest size ({smallest} prompt tokens)"
     if ctl:
