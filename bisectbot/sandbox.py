@@ -342,17 +342,15 @@ def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],
     ``.venv/pyvenv.cfg`` with ``home = $HOME/bin`` bound the whole home over its veil, second
     hostile pass of issue 36)."""
     untrusted = [Path(u) for u in untrusted]
-    found: list[Path] = []
     prog = argv[0] if argv else ""
+    prog_path: Path | None = None
     if "/" in prog:
-        found.append(Path(os.path.join(str(cwd or "."), prog)))
+        prog_path = Path(os.path.join(str(cwd or "."), prog))
     elif prog:
         w = shutil.which(prog, path=env.get("PATH"))
-        if w:
-            found.append(Path(w))
-    found += [Path(a) for a in argv[1:] if os.path.isabs(a) and os.path.exists(a)]
+        prog_path = Path(w) if w else None
+    found = ([prog_path] if prog_path else []) + [Path(a) for a in argv[1:] if os.path.isabs(a) and os.path.exists(a)]
     out: set[Path] = set()
-    prog_path = found[0] if found and prog else None
     for f in found:
         if _under(Path(os.path.abspath(f)), untrusted) or _under(f.resolve(), untrusted):
             # visible as the candidate's own; what it points at is its choice, not the recipe's. Only

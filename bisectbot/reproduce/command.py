@@ -69,8 +69,12 @@ def _git_dirs(source: Path | None) -> list[Path]:
             if common.is_file():
                 out.append((gitdir / common.read_text().strip()).resolve())
             hide = sandbox.hidden_paths()
-            return [g for g in out if (g / "HEAD").is_file() and (g / "objects").is_dir() or (g / "commondir").is_file()
-                    if not any(g == h or h in g.parents or g in h.parents for h in hide)]
+
+            def shown(g: Path) -> bool:
+                is_git = (g / "HEAD").is_file() and ((g / "objects").is_dir() or (g / "commondir").is_file())
+                return is_git and not any(g == h or h in g.parents or g in h.parents for h in hide)
+
+            return [g for g in out if shown(g)]
     return []
 
 

@@ -57,6 +57,12 @@ REPROBED = "the culprit and its predecessor were re-probed"
 """What the exact search's note says when both verification probes ran in this run."""
 
 
+def _last_probes(final: StageResult, ends: dict[str, Candidate | None]) -> dict[str, ProbeResult | None]:
+    """Per role, the last probe of that end's candidate in ``final`` (None when it has none)."""
+    return {role: next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
+            for role, c in ends.items()}
+
+
 def verification_words(final: StageResult) -> str:
     """What verified the culprit (issue 23: a verdict claims only what was tested): :data:`REPROBED`
     when the last probes of the first bad and the last good were measured in this run; else which of
@@ -65,9 +71,7 @@ def verification_words(final: StageResult) -> str:
     from ..provenance import when_text
     from ..verdict.record import verification
 
-    ends = [("culprit", final.first_bad), ("predecessor", final.last_good)]
-    last = {role: next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
-            for role, c in ends}
+    last = _last_probes(final, {"culprit": final.first_bad, "predecessor": final.last_good})
     cached = verification(last).cached  # "verified", defined once (issue 35)
     if not cached:
         return REPROBED
@@ -97,9 +101,7 @@ def verified_ends(final: StageResult) -> str:
     from ..verdict.record import verification
 
     ends = {"first bad": final.first_bad, "last good": final.last_good}
-    last = {role: next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
-            for role, c in ends.items()}
-    v = verification(last)
+    v = verification(_last_probes(final, ends))
 
     def name(role: str) -> str:
         c = ends[role]
@@ -125,10 +127,7 @@ def verified_word(final: StageResult, verify: bool) -> str:
 
     if not verify:
         return "not verified"
-    ends = (final.first_bad, final.last_good)
-    last = {str(i): next((p for p in reversed(final.probes) if c is not None and p.candidate.ref == c.ref), None)
-            for i, c in enumerate(ends)}
-    v = verification(last)
+    v = verification(_last_probes(final, {"first bad": final.first_bad, "last good": final.last_good}))
     if v.all_measured and len(v.measured) == 2:
         return "verified"
     sources = (["the ledger cache"] if v.cached else []) + sorted(set(v.given.values()))

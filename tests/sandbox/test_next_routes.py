@@ -52,18 +52,25 @@ def _history(repo: Path, check: str) -> list[str]:
     return shas
 
 
+def _recipe(tmp: Path, shas: list[str], name: str, command: list[str] | None = None) -> Path:
+    """``tmp/r.yaml``: the command reproducer ``command`` (default: this interpreter on check.py) over
+    ``tmp/repo``'s history ``shas``, ``$LOOT`` passed through, the report in ``tmp/out``."""
+    recipe = tmp / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": name, "source": {"kind": "git", "repo": str(tmp / "repo")}, "regress": "command",
+        "reproducer": {"kind": "command", "command": command or [sys.executable, "check.py"], "command_timeout_s": 60},
+        "env_passthrough": ["LOOT"], "bisect": {"good": shas[0], "bad": shas[-1]},
+        "report": {"dir": str(tmp / "out")}}, sort_keys=False))
+    return recipe
+
+
 def _night(tmp: Path, check: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, Path]:
     """One ``bisectbot run`` of the hostile history as the bot would run it, with ``env`` added to
     the bot's environment; returns the run and ``$LOOT``."""
     shas = _history(tmp / "repo", check)
     loot = tmp / "loot"
     loot.mkdir()
-    recipe = tmp / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "name": "hostile-next", "source": {"kind": "git", "repo": str(tmp / "repo")}, "regress": "command",
-        "reproducer": {"kind": "command", "command": [sys.executable, "check.py"], "command_timeout_s": 60},
-        "env_passthrough": ["LOOT"], "bisect": {"good": shas[0], "bad": shas[-1]},
-        "report": {"dir": str(tmp / "out")}}, sort_keys=False))
+    recipe = _recipe(tmp, shas, "hostile-next")
     p = run_cli("--state", str(tmp / "state"), "run", str(recipe),
                 env={"LOOT": str(loot), "BISECTBOT_SANDBOX_WRITABLE": str(loot), "GITHUB_TOKEN": "ghp_" + SECRET,
                      **env})
@@ -95,12 +102,7 @@ def test_the_bot_never_deletes_through_a_link_its_candidate_planted(tmp_path: Pa
     for i in range(5):
         (victim / f"weights-{i}.bin").write_text("x" * 100)
     shas = _history(tmp_path / "repo", SWAP)
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "name": "hostile-swap", "source": {"kind": "git", "repo": str(tmp_path / "repo")}, "regress": "command",
-        "reproducer": {"kind": "command", "command": [sys.executable, "check.py"], "command_timeout_s": 60},
-        "env_passthrough": ["LOOT"], "bisect": {"good": shas[0], "bad": shas[-1]},
-        "report": {"dir": str(tmp_path / "out")}}, sort_keys=False))
+    recipe = _recipe(tmp_path, shas, "hostile-swap")
     loot = tmp_path / "loot"
     p = run_cli("--state", str(tmp_path / "state"), "run", str(recipe),
                 env={"LOOT": str(loot), "BISECTBOT_SANDBOX_WRITABLE": str(loot)})
@@ -304,12 +306,7 @@ def test_a_venv_in_the_tree_names_no_path_to_show(tmp_path: Path) -> None:
                     .replace('if os.environ.get("PLACES")', "if True"))
     loot = tmp_path / "loot"
     loot.mkdir()
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "name": "hostile-venv", "source": {"kind": "git", "repo": str(repo)}, "regress": "command",
-        "reproducer": {"kind": "command", "command": [".venv/bin/python", "check.py"], "command_timeout_s": 60},
-        "env_passthrough": ["LOOT"], "bisect": {"good": shas[0], "bad": shas[-1]},
-        "report": {"dir": str(tmp_path / "out")}}, sort_keys=False))
+    recipe = _recipe(tmp_path, shas, "hostile-venv", [".venv/bin/python", "check.py"])
     p = run_cli("--state", str(tmp_path / "state"), "run", str(recipe),
                 env={"LOOT": str(loot), "HOME": str(home), "BISECTBOT_SANDBOX_WRITABLE": str(loot)})
     assert p.returncode == 0 and shas[3] in p.stdout, p.stdout[-2000:] + p.stderr[-3000:]
