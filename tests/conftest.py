@@ -95,3 +95,21 @@ def sandbox_writable(tmp_path_factory: pytest.TempPathFactory) -> None:
     base temporary directory is a writable path of the sandbox (state and git dirs inside it stay
     hidden / read-only). tests/sandbox narrows it per test."""
     os.environ.setdefault("BISECTBOT_SANDBOX_WRITABLE", str(tmp_path_factory.getbasetemp()))
+
+
+#: Test areas whose files run longest (real vLLM servers, generated worlds, whole workflows under
+#: act), in the order they are handed out first. ``--dist loadfile`` gives each xdist worker whole
+#: files in collection order, so a 25-minute file collected last (``tests/vllm`` sorts last) ran
+#: alone at the end of the session while the other worker idled.
+LONG_AREAS = ("vllm", "worlds", "act")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Collect the long areas' files first (:data:`LONG_AREAS`), every file's tests kept together and
+    in their order; nothing else moves."""
+    def rank(item: pytest.Item) -> int:
+        parts = Path(str(item.fspath)).relative_to(ROOT).parts
+        area = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+        return LONG_AREAS.index(area) if area in LONG_AREAS else len(LONG_AREAS)
+
+    items[:] = sorted(items, key=rank)  # sorted() is stable: files and tests keep their order

@@ -102,25 +102,30 @@ def test_fanout_rounds_replayed_through_dispatches_name_the_culprit(fake_github,
     state = tmp_path / "ledger-runner-state"
 
     payload = {"inputs": {"recipe": FANOUT, "slots": "3"}}
-    forge = tmp_path / "forgers"
-    forge.mkdir()
+    # what the candidates may write, and nothing else: in act host mode the matrix's jobs share
+    # act-cache, so the session-wide writable base temp (tests/conftest.py) would let one probe's
+    # forger rewrite a sibling job's finished verdict file, which on real runners is another
+    # machine (or at least a path outside the sandbox's writable set)
+    rw = tmp_path / "candidate-rw"
+    forge = rw / "forgers"
+    forge.mkdir(parents=True)
     rounds, sizes = 0, []
     while True:
         rounds += 1
         assert rounds <= 6, "the fan-out does not converge"
         seen = len(fake_github.dispatches)
-        with RunnerKiller(tmp_path / "kill-requests", hist.shas) as killer:
+        with RunnerKiller(rw / "kill-requests", hist.shas) as killer:
             run, art = act(deploy, "bisect-fanout.yml", "workflow_dispatch", payload, tmp_path, state,
                            f"round{rounds}", api_url=fake_github.base_url,
-                           env={"KILL_ONCE": str(tmp_path / "killed-once"), "KILL_DIR": str(killer.reqdir),
-                                "FORGE_DIR": str(forge),
+                           env={"KILL_ONCE": str(rw / "killed-once"), "KILL_DIR": str(killer.reqdir),
+                                "FORGE_DIR": str(forge), "BISECTBOT_SANDBOX_WRITABLE": str(rw),
                                 "FORGE_GLOB": str(tmp_path / "act-cache" / "**" / "verdict" / "*.json")})
         probes = [j for j in run.jobs_started() if "/probe " in j]
         sizes.append(len(probes))
         if f"change {DIES}" in "".join(probes) and "died" not in sizes:
             # the runner probing DIES died: the run fails, yet reduce imported the others and
             # dispatched the same round again, with only that candidate
-            assert run.returncode != 0 and (tmp_path / "killed-once").exists() and killer.killed == [DIES], run.tail()
+            assert run.returncode != 0 and (rw / "killed-once").exists() and killer.killed == [DIES], run.tail()
             assert "Job succeeded" in run.output.split("bisect-fanout/reduce")[-1], run.tail()
             sizes.append("died")
         else:

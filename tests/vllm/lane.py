@@ -33,7 +33,13 @@ PLANTED_FILE = "v1/attention/backends/cpu_attn.py"
 #: ``--max-num-batched-tokens`` of the lane's servers: prompts longer than this prefill in chunks,
 #: so the planted bug (a continuation chunk loses its context) shows from this size on.
 BATCH_TOKENS = 2048
-MAX_MODEL_LEN = 32768
+#: ``--max-model-len``: four chunks of :data:`BATCH_TOKENS`, so every prompt shape the planted bug
+#: knows (one chunk, a first continuation chunk, later ones) fits, and so does a probe's default
+#: ``max_size``. Longer contexts test nothing more here and cost superlinear CPU time: a cold
+#: request of ~32.7K prompt tokens took 74 s on an idle 2-core machine, one of ~8.7K 8.5 s, so the
+#: suite's probes up to the server's limit ran 500-570 s each at 32768 (benchmarks/vllm_lane.py
+#: sweeps whatever limit this says).
+MAX_MODEL_LEN = 8192
 #: Seconds a lane server may take to become healthy (measured: ~55 s on a loaded 2-core machine).
 HEALTH_TIMEOUT_S = 420.0
 
