@@ -23,6 +23,15 @@ Run: ``python benchmarks/worlds.py [--n 500] [--jobs 2] [--seed 0] [--shapes ste
 [--json FILE] [--keep DIR]``. Seeds are ``seed .. seed + n - 1``; the shape of a world is drawn
 by its seed from ``--shapes`` (default: every shape).
 
+Five shapes added 2026-12-03 (issue 35's list: two-sided noise, merges, silent truncation,
+per-start flakiness, sampling-default changes), measured on main ad3f1ce: ``--n 15 --jobs 1
+--shapes noise,merge,server-truncate,server-flaky,server-sampling``, wall 334 s: 14 of 14
+identifiable right, and **1 confident wrong culprit**: server-truncate seed 7 (commits that keep the
+last 1373 tokens of a prompt read good at the bad end's ~2096-token prompts; c15 named at 1.000;
+tests/worlds/test_worlds.py holds it as a strict xfail). ``--n 44 --jobs 2`` over all 17 shapes
+(the suite's sample), wall 312 s: 0 confident wrong, 33 of 34 identifiable right (server-flaky
+seed 2 without rates: inconclusive, "set bisect.flake rates").
+
 Measured on main 2104dba's bot (branch ``worlds``), 2026-12-03, on the shared 2-core machine
 (load average 8-10 from other work): ``--n 160 --jobs 2`` (seeds 0..159, every shape; 500 would
 take about 70 minutes there), wall 1377 s, 8.6 s a world (16.8 s of one job each; server and

@@ -46,11 +46,12 @@ if size is not None:
     bad = (t is not None and size >= t) or bool(band and band[0] <= size < band[1])
 if c.get("env_bad") is not None and env == c["env_bad"]:
     bad = True
-if bad and c.get("hit", 1.0) < 1.0:
+p = c.get("hit", 1.0) if bad else c.get("fp", 0.0)  # the chance this run fails
+if 0.0 < p < 1.0:
     path = os.path.join(os.environ["WORLD_RW"], "runs-%d" % c["i"])
     n = int(open(path).read()) if os.path.exists(path) else 0
     open(path, "w").write(str(n + 1))
-    bad = random.Random("%s-%d-%d" % (c["seed"], c["i"], n)).random() < c["hit"]
+    bad = random.Random("%s-%d-%d" % (c["seed"], c["i"], n)).random() < p
 if bad:
     print("garbage at %s tokens" % size if size else "the bug shows", file=sys.stderr)
 sys.exit(1 if bad else 0)
@@ -73,9 +74,20 @@ print("built")
 """
 
 SERVE = """\
-import sys
+import json, os, random, sys
 from bisectbot.demo.engine import main
-sys.exit(main(["--config", "engine.json"] + sys.argv[1:]))
+config = "engine.json"
+e = json.load(open(config))
+hit = e.pop("start_hit", None)
+if hit is not None:  # the bug shows on a share of server starts: decided once per start
+    path = os.path.join(os.environ["WORLD_RW"], "starts-%d" % e["seed"])
+    n = int(open(path).read()) if os.path.exists(path) else 0
+    open(path, "w").write(str(n + 1))
+    if random.Random("start-%d-%d" % (e["seed"], n)).random() >= hit:
+        e["threshold"] = None
+    config = os.path.join(os.environ["WORLD_RW"], "engine-%d-%d.json" % (e["seed"], n))
+    json.dump(e, open(config, "w"))
+sys.exit(main(["--config", config] + sys.argv[1:]))
 """
 
 
@@ -100,10 +112,19 @@ def _fast_import_stream(world: World) -> bytes:
     scripts = {"check.py": CHECK, "build.py": BUILD, "serve.py": SERVE}
     for i, c in enumerate(world.commits):
         chunks.append(b"commit refs/heads/main\n")
+        chunks.append(b"mark :%d\n" % (i + 1))
         chunks.append(b"committer t <t@example.com> %d +0000\n" % (1_760_000_000 + 60 * i))
         data(f"c{i}".encode())
+        # parents: the previous commit (a linear history), or the listed indices (merge worlds)
+        parents = c.get("parents", [i - 1] if i else [])
+        if parents:
+            chunks.append(b"from :%d\n" % (parents[0] + 1))
+        else:
+            chunks.append(b"deleteall\n")
+        for extra in parents[1:]:
+            chunks.append(b"merge :%d\n" % (extra + 1))
         files = dict(scripts)
-        settings = {k: v for k, v in c.items() if k != "engine"}
+        settings = {k: v for k, v in c.items() if k not in ("engine", "parents")}
         files["world.json"] = json.dumps({"i": i, "seed": world.seed, **settings}, sort_keys=True) + "\n"
         if "engine" in c:
             files["engine.json"] = json.dumps({"seed": i, "threshold": None, **c["engine"]}, sort_keys=True) + "\n"
@@ -129,10 +150,12 @@ def materialise(world: World, root: Path, python: str = sys.executable) -> Mater
     repo = root / "repo"
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
-    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=_fast_import_stream(world), check=True, env=env)
+    marks = root / "marks"
+    subprocess.run(["git", "fast-import", "--quiet", f"--export-marks={marks}"], cwd=repo,
+                   input=_fast_import_stream(world), check=True, env=env)
     subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=repo, check=True, env=env)
-    shas = subprocess.run(["git", "rev-list", "--reverse", "main"], cwd=repo, check=True, env=env,
-                          capture_output=True, text=True).stdout.split()
+    by_mark = dict(line.split() for line in marks.read_text().splitlines())
+    shas = [by_mark[f":{i + 1}"] for i in range(len(world.commits))]  # world.commits' order
     night = world.nights[-1]
     subs = {"@REPO@": str(repo), "@OUT@": str(root / "out"), "@PY@": python,
             "@GOOD@": shas[night.good], "@BAD@": shas[night.bad]}

@@ -25,7 +25,8 @@ From the per-commit verdicts (index 0 is the good end, ``n - 1`` the bad end):
 Settings of a commit (``world.json``; absent keys mean "no"):
 
 * ``bad`` (size-less command: the bug shows), ``skip`` (exit 125), ``hit`` (probability that a
-  run of a bad commit shows the bug, per run; 1.0 = deterministic);
+  run of a bad commit shows the bug, per run; 1.0 = deterministic), ``fp`` (probability that a run
+  of a good commit fails all the same: two-sided noise);
 * ``threshold`` / ``band`` (``[lo, hi)``) / ``crash_above`` (sized command ``check.py {size}``:
   exit 1 at or above ``threshold`` or inside ``band``; exit 3 "Segmentation fault" at or above
   ``crash_above``, checked first);
@@ -34,7 +35,8 @@ Settings of a commit (``world.json``; absent keys mean "no"):
 * ``build`` (``"fail"``: the build prints an error and exits 1; ``"transient"``: the first build
   of the commit prints ``HTTP 429 Too Many Requests`` and exits 1, later builds succeed);
 * ``engine`` (server worlds: the reference engine's settings: ``threshold``, ``max_model_len``,
-  ``crash_above``, ``broken``).
+  ``crash_above``, ``broken``, ``truncate_to``; ``start_hit``: the share of server starts on which
+  a bad commit's bug shows, decided per start by ``serve.py``).
 """
 
 from __future__ import annotations
@@ -255,6 +257,8 @@ def verdicts_server(commits: list[dict[str, Any]], good: int, bad: int) -> list[
             out.append("skip")
             continue
         room = e.get("max_model_len", 131072) - SERVER_MAX_TOKENS - 64
+        if e.get("truncate_to") is not None:  # a longer prompt is cut silently: it is never asked
+            room = min(room, int(e["truncate_to"]))
         t = e.get("threshold")
         if t_end is not None and room < SERVER_MAX:
             if room > t_end / 1.3:
@@ -354,6 +358,61 @@ def shape_flaky(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any
     return cs, {"n": n, "k": k, "hit": h, "repeats": r, "rates": rates}, command_recipe(False, r, flake)
 
 
+def shape_noise(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Two-sided noise (issue 35, input 4): good builds fail a share ``fp`` of runs and bad ones pass a
+    share ``1 - h``; ``reproducer.repeats`` 3 as the README recommends, with the true two-sided
+    ``bisect.flake`` rates (per probe: any of ``r`` runs failing) or without them."""
+    n = _n(rng, 8, 32)
+    k = rng.randint(1, n - 1)
+    h = rng.choice([0.9, 0.97, 1.0])
+    fp = rng.choice([0.03, 0.07, 0.1])
+    r = 3
+    rates = rng.random() < 0.5
+    flake = {"false_positive": round(1 - (1 - fp) ** r + 0.01, 4),
+             "false_negative": round((1 - h) ** r + 0.01, 4)} if rates else None
+    cs = [{"bad": i >= k, "hit": h, "fp": fp} for i in range(n)]
+    return cs, {"n": n, "k": k, "hit": h, "fp": fp, "repeats": r, "rates": rates}, command_recipe(False, r, flake)
+
+
+def shape_merge(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """A branch forked at main commit f and merged at main commit m; the bug enters on main at k or
+    on the branch at its commit j. ``source.first_parent`` true (the default: the merge is the
+    culprit of a branch bug) or false (the bot descends into the branch and names its commit).
+
+    Commits are listed in creation order (a parent before its child): main 0..f, the branch, main
+    f+1..end; ``parents`` holds a commit's parent indices (first parent first). ``params['chain']``
+    is the first-parent chain from the good end to the bad end."""
+    n = _n(rng, 6, 24)  # main commits
+    b = rng.randint(2, 10)  # branch commits
+    f = rng.randint(0, n - 3)
+    m = rng.randint(f + 1, n - 1)  # main index of the merge
+    on_branch = rng.random() < 0.6
+    j = rng.randint(0, b - 1) if on_branch else None
+    k = None if on_branch else rng.choice([i for i in range(1, n) if i != m] or [1])
+    first_parent = rng.random() < 0.5
+    order: list[tuple[str, int]] = [("main", i) for i in range(f + 1)] + [("branch", i) for i in range(b)] \
+        + [("main", i) for i in range(f + 1, n)]
+    at = {key: idx for idx, key in enumerate(order)}
+    cs: list[dict[str, Any]] = []
+    for side, i in order:
+        if side == "branch":
+            parents = [at[("main", f)] if i == 0 else at[("branch", i - 1)]]
+            bad = j is not None and i >= j
+        else:
+            parents = [] if i == 0 else [at[("main", i - 1)]]
+            if i == m:
+                parents.append(at[("branch", b - 1)])
+            bad = (k is not None and i >= k) or (j is not None and i >= m)
+        cs.append({"bad": bad, "parents": parents})
+    chain = [at[("main", i)] for i in range(n)]
+    recipe = command_recipe(False)
+    recipe["source"]["first_parent"] = first_parent
+    params = {"n": n, "branch": b, "fork": f, "merge": m, "k": None if k is None else at[("main", k)],
+              "branch_bug": None if j is None else at[("branch", j)], "first_parent": first_parent, "chain": chain,
+              "merge_index": at[("main", m)]}
+    return cs, params, recipe
+
+
 def shape_revert(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     n = _n(rng, 10)
     k = rng.randint(1, n - 5)
@@ -437,6 +496,51 @@ def shape_server_ctx(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str
     return cs, {"n": n, "k": k, "threshold": t, "small_limit": [a, m], "limit": small}, server_recipe()
 
 
+def shape_server_truncate(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Reference engine: a window of commits silently truncates prompts (drops their front) to a
+    length below the failing size and answers OK; the bug enters before, inside or after it."""
+    n = _n(rng, 6, 20)
+    t = rng.randint(SERVER_MIN * 4, SERVER_MAX // 2)
+    a = rng.randint(1, n - 2)
+    m = rng.randint(a + 1, n - 1)  # commits a..m-1 truncate
+    k = rng.randint(1, n - 1)
+    keep = int(t / rng.uniform(1.4, 2.5))
+    cs = [{"engine": {"threshold": t if i >= k else None, **({"truncate_to": keep} if a <= i < m else {})}}
+          for i in range(n)]
+    return cs, {"n": n, "k": k, "threshold": t, "truncating": [a, m], "keep": keep}, server_recipe()
+
+
+def shape_server_sampling(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Reference engine: from commit s the server's default sampling turns penalised (a
+    ``repetition_penalty`` in the model's generation config, vllm#12622), which makes a reply that
+    leaves sampling to the server word salad. The probe's requests pin every sampling field (the
+    request contract of ``bisectbot.reproduce.client.PINNED_SAMPLING``), so the question is
+    unchanged by it: the truth is the bug's commit k alone (or none)."""
+    n = _n(rng, 5, 20)
+    k = rng.randint(1, n - 1)
+    s = rng.randint(1, n - 1)
+    t = rng.randint(SERVER_MIN * 2, SERVER_MAX // 2)
+    field_ = rng.choice([{"repetition_penalty": 1.3}, {"presence_penalty": 1.5}, {"frequency_penalty": 0.8}])
+    cs = [{"engine": {"threshold": t if i >= k else None, **({"sampling_defaults": field_} if i >= s else {})}}
+          for i in range(n)]
+    return cs, {"n": n, "k": k, "threshold": t, "sampling_from": s, "defaults": field_}, server_recipe()
+
+
+def shape_server_flaky(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Reference engine whose bug shows on a share h of server starts (whole starts, not requests:
+    memory layout, autotuning); the recipe with or without the true bisect.flake false_negative."""
+    n = _n(rng, 5, 20)
+    k = rng.randint(1, n - 1)
+    t = rng.randint(SERVER_MIN * 2, SERVER_MAX // 2)
+    h = rng.choice([0.5, 0.7, 0.9])
+    rates = rng.random() < 0.5
+    recipe = server_recipe()
+    if rates:
+        recipe["bisect"]["flake"] = {"false_positive": 0.01, "false_negative": round(1 - h + 0.01, 4)}
+    cs = [{"engine": {"threshold": t if i >= k else None, "start_hit": h}} for i in range(n)]
+    return cs, {"n": n, "k": k, "threshold": t, "start_hit": h, "rates": rates}, recipe
+
+
 def shape_server_start(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Reference engine: some commits never start (broken) or do not build, some next to the culprit."""
     n = _n(rng, 6, 20)
@@ -450,7 +554,28 @@ def shape_server_start(rng: random.Random) -> tuple[list[dict[str, Any]], dict[s
     return cs, {"n": n, "k": k, "threshold": t, "broken": sorted(broken)}, server_recipe()
 
 
+def _merge_truth(commits: list[dict[str, Any]], params: dict[str, Any]) -> Truth:
+    """The truth of a merge world: the first-parent chain's verdicts; a branch bug is named by the
+    merge (``first_parent`` true) or by its branch commit (false: the bot descends into the merge)."""
+    chain = params["chain"]
+    v = ["bad" if commits[i]["bad"] else "good" for i in chain]
+    t = truth_of(v, None)
+    culprits = [chain[c] for c in t.culprits]
+    if t.kind == "culprit" and culprits == [params["merge_index"]] and not params["first_parent"]:
+        culprits = [params["branch_bug"]]
+    intro = params["k"] if params["k"] is not None else params["branch_bug"]
+    why = f"first-parent chain {chain}: {t.why} (chain positions); commit(s) {culprits}"
+    return Truth(t.kind, culprits, why, v, intro)
+
+
 SHAPES: dict[str, Shape] = {s.name: s for s in [
+    Shape("server-truncate", "reference engine: a window of commits silently truncates prompts below the "
+          "failing size (varies n, k, threshold, the window, the kept length)", shape_server_truncate, server=True),
+    Shape("server-sampling", "reference engine: the server's default sampling turns penalised at commit s "
+          "(requests that leave sampling to the server get word salad); the bug enters at k (varies n, k, s, "
+          "the penalty field)", shape_server_sampling, server=True),
+    Shape("server-flaky", "reference engine whose bug shows on a share h of server starts, with or "
+          "without bisect.flake rates (varies n, k, threshold, h, rates)", shape_server_flaky, server=True),
     Shape("step", "size-less command, deterministic: exit 0 before commit k, 1 from k (varies n, k)",
           shape_step),
     Shape("skips", "size-less command with exit-125 commits, some right before or at the culprit "
@@ -460,6 +585,12 @@ SHAPES: dict[str, Shape] = {s.name: s for s in [
           shape_build),
     Shape("flaky", "size-less command whose bug shows in a share h of runs, reproducer.repeats r, with "
           "or without bisect.flake rates (varies n, k, h, r, rates)", shape_flaky),
+    Shape("noise", "size-less command with two-sided noise: good builds fail a share fp of runs, bad "
+          "ones pass a share 1-h; repeats 3, with or without the true bisect.flake rates (varies n, k, h, "
+          "fp, rates)", shape_noise),
+    Shape("merge", "size-less command over a history with a merge: the bug enters on main or on the "
+          "merged branch; first_parent true or false (varies main length, branch length, fork, merge, "
+          "where the bug enters, first_parent)", shape_merge),
     Shape("revert", "size-less command: the bug enters at k, is reverted at j, and re-enters later "
           "or only at the bad end (varies n, k, j, the re-entry)", shape_revert),
     Shape("threshold", "command with {size}: exit 1 from threshold t1 at commit k, drifting to t2 at "
@@ -505,6 +636,9 @@ def generate(seed: int, shapes: list[str] | None = None) -> World:
             nights = [Night(0, a, "a"), Night(b[0], b[1], "b")]
             env = "b"
         night = nights[-1]
+        if shape.name == "merge":
+            truth = _merge_truth(commits, params)
+            return World(seed, shape.name, params, commits, recipe, nights, truth, False)
         if shape.name in ("threshold", "band", "crash"):
             v = verdicts_sized(commits, night.good, night.bad, env)
         elif shape.server:
@@ -517,6 +651,6 @@ def generate(seed: int, shapes: list[str] | None = None) -> World:
         truth = truth_of(v, None if intro is None else intro - night.good)
         truth = Truth(truth.kind, [c + night.good for c in truth.culprits], truth.why, truth.verdicts,
                       intro)
-        needs_rw = shape.name in ("flaky", "build")
+        needs_rw = shape.name in ("flaky", "noise", "build")
         return World(seed, shape.name, params, commits, recipe, nights, truth, needs_rw)
     raise RuntimeError(f"seed {seed}: no unambiguous world of shape {shape.name} in 200 draws")

@@ -1,9 +1,9 @@
 """A fixed sample of generated worlds (issue 35, item 7) through the installed ``bisectbot run``.
 
 Seeds 0..43 of :func:`tests.worlds.generator.generate` over every shape (the shape of a world is
-its seed modulo the number of shapes: 3-4 worlds a shape). Each world is materialised and run
-once (two at a time, in a module fixture: 467 s measured on the shared 2-core machine at load
-average 11), then
+its seed modulo the number of shapes: 2-3 worlds a shape of 17). Each world is materialised and
+run once (two at a time, in a module fixture: 312 s measured on the shared 2-core machine beside
+a real-vLLM test run), then
 one test per world asks what :func:`tests.worlds.build.expected_ok` asks: no culprit named at the
 recipe's confidence that the truth does not allow, and the right culprit where one is
 identifiable. The worlds main gets wrong are strict xfails with the reason: a fix flips them.
@@ -24,7 +24,12 @@ SEEDS = list(range(44))
 #: Worlds main gets wrong, and how: seed -> reason (strict xfails: a fix flips them). Empty since
 #: the coarse ladder (a band of garbage below max_size, seeds 18 30 42: issue 37) and the retried
 #: transient build (HTTP 429 at the culprit, seeds 14 38: issue 35) landed.
-XFAIL: dict[int, str] = {}
+XFAIL: dict[int, str] = {
+    2: "server-flaky without bisect.flake rates (the bug shows on 70 % of server starts): the verification's "
+       "re-probe of c13 (a new start) read good, so the run ends 'inconclusive: verdicts contradict each other; "
+       "the probe may be flaky: set bisect.flake rates' -- honest, not the culprit. Needed: a per-start rate "
+       "estimated from the bad end's own re-starts, as the per-run rate is from its repeats",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +69,53 @@ def test_the_generator_is_pure_and_has_the_truths_the_sample_needs() -> None:
     assert kinds & {"no-regression", "older-than-range", "untestable-end"}, kinds
     src = (Path(__file__).parent / "generator.py").read_text()
     assert "import bisectbot" not in src and "from bisectbot" not in src
+
+
+def test_a_merge_world_is_the_history_its_truth_speaks_of(tmp_path: Path) -> None:
+    """The merge shape's repository: the merge commit has the main and branch tips as parents, the
+    first-parent chain is the one the truth was computed on, and a branch bug is named by the merge
+    (first_parent true) or by the branch commit (false)."""
+    import subprocess
+
+    from tests.worlds.build import materialise
+    from tests.worlds.generator import SHAPES
+
+    seen = set()
+    for seed in range(40):
+        world = generate(seed, ["merge"])
+        p = world.params
+        key = (p["first_parent"], p["branch_bug"] is not None)
+        if key in seen:
+            continue
+        seen.add(key)
+        m = materialise(world, tmp_path / f"w{seed}")
+        git = ["git", "-C", str(m.repo)]
+        merge = m.shas[p["merge_index"]]
+        parents = subprocess.run([*git, "rev-list", "--parents", "-n1", merge], capture_output=True, text=True,
+                                 check=True).stdout.split()[1:]
+        main_parent = p["chain"][p["chain"].index(p["merge_index"]) - 1]
+        branch_tip = p["fork"] + p["branch"]  # creation order: main 0..fork, then the branch
+        assert parents == [m.shas[main_parent], m.shas[branch_tip]], parents
+        chain = subprocess.run([*git, "rev-list", "--first-parent", "--reverse", m.shas[-1]], capture_output=True,
+                               text=True, check=True).stdout.split()
+        assert chain == [m.shas[i] for i in p["chain"]]
+        if p["branch_bug"] is not None:
+            assert world.truth.culprits == [p["merge_index"] if p["first_parent"] else p["branch_bug"]]
+        else:
+            assert world.truth.culprits == [p["k"]]
+    assert len(seen) == 4 and "merge" in SHAPES
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 35, a confident wrong culprit (benchmarks/worlds.py, server-truncate seed 7): c6..c14 keep the last "
+    "1373 tokens of a prompt; asked the bad end's failing prompts (~2096 tokens, measured 2096 there) they "
+    "measured 1373 and answered OK, so c14 read good and c15 was named at confidence 1.000. The same-prompt "
+    "rule compares outcomes, not what the server saw: a candidate that counted far fewer tokens than the bad "
+    "end for the same text was not asked that prompt (a skip), and the probe's own plateau check "
+    "(reproduce.threshold._plateau) runs on searched sizes only, not on the same-prompt requests"))
+def test_a_server_that_truncates_silently_is_never_good_at_the_bad_ends_prompts(tmp_path: Path) -> None:
+    world = generate(7, ["server-truncate"])
+    assert world.truth.kind == "range" and world.params["keep"] < world.params["threshold"]
+    o = run_world(world, tmp_path / "w", timeout_s=300)
+    assert o.category != "confident-wrong", (world.params, o)
