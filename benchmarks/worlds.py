@@ -28,7 +28,9 @@ per-start flakiness, sampling-default changes), measured on main ad3f1ce: ``--n 
 --shapes noise,merge,server-truncate,server-flaky,server-sampling``, wall 334 s: 14 of 14
 identifiable right, and **1 confident wrong culprit**: server-truncate seed 7 (commits that keep the
 last 1373 tokens of a prompt read good at the bad end's ~2096-token prompts; c15 named at 1.000;
-tests/worlds/test_worlds.py holds it as a strict xfail). ``--n 44 --jobs 2`` over all 17 shapes
+fixed: an OK of a prompt that measured the length at which the same server cuts longer ones is
+void, ``reproduce.focus._cut_focus``; seeds 7 and 16 of server-truncate are tests now, seed 103 --
+a cut that leaves a prompt *below* the limit -- a strict xfail). ``--n 44 --jobs 2`` over all 17 shapes
 (the suite's sample), wall 312 s: 0 confident wrong, 33 of 34 identifiable right (server-flaky
 seed 2 without rates: inconclusive, "set bisect.flake rates").
 

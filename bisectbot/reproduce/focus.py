@@ -62,6 +62,25 @@ def _merge(first: list[SizeResult], res: ThresholdResult) -> ThresholdResult:
     return res
 
 
+def _cut_focus(asked: list[SizeResult], res: ThresholdResult) -> tuple[SizeResult, int] | None:
+    """``(focus result, limit)`` when a request of this probe showed that the server silently cuts
+    prompts at ``limit`` tokens (``evidence["truncated_at"]``, :mod:`bisectbot.reproduce.threshold`)
+    and a focus prompt answered OK while measuring at least that many: the server may have seen only
+    its end, so it was not asked the bad end's prompt (issue 35: a truncating candidate read good and
+    the next commit was named). No constant: a prompt that measured the limit is a prompt that may
+    have been cut."""
+    limits = [int(t["evidence"]["truncated_at"]) if isinstance(t, dict) else int(t.evidence["truncated_at"])
+              for t in res.table
+              if (t.get("evidence") if isinstance(t, dict) else t.evidence or {}).get("truncated_at")]
+    if not limits:
+        return None
+    limit = min(limits)
+    for r in asked:
+        if r.outcome == Outcome.OK and r.size >= limit:
+            return r, limit
+    return None
+
+
 def as_key(item: int | PromptKey) -> PromptKey:
     """A focus item as a :class:`PromptKey` (a bare int: a requested size)."""
     return item if isinstance(item, PromptKey) else PromptKey(int(item))
@@ -110,6 +129,16 @@ def focused_search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min
         if r.outcome != Outcome.OK:
             break  # inconclusive / over the limit: the ordinary search decides
     res = _merge(asked, search(memo, spec, min_size, max_size, log=say, size_budget=size_budget))
+    cut = _cut_focus(asked, res)
+    if cut is not None:
+        r, limit = cut
+        res.status, res.second_finding = "error", None
+        res.error = (f"at {r.requested} tokens (where the bad end failed): silent truncation: this prompt measured "
+                     f"{r.size} tokens and the server keeps at most {limit} tokens of a prompt (a longer one "
+                     f"measured as much), so its OK is no answer to the prompt the bad end failed on")
+        res.notes.append(res.error)
+        say(res.error)
+        return res
     oks = [r.size for r in asked if r.outcome == Outcome.OK]
     if res.status == "error" and len(oks) == len(keys):
         # the candidate answered where the bad end failed; a failure above is a second finding

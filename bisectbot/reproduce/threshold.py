@@ -53,6 +53,16 @@ PLATEAU_REASON = "silent truncation"
 CACHED_REASON = "served from the prefix cache"
 
 
+def _cut_evidence(evidence: dict[str, Any], reason: str, usage: int) -> dict[str, Any]:
+    """``evidence`` with ``truncated_at`` (tokens: the ``usage.prompt_tokens`` this prompt measured)
+    when ``reason`` says the server cut the prompt silently (:data:`PLATEAU_REASON`, or an implausibly
+    low count for its characters): :func:`bisectbot.reproduce.focus.focused_search` then voids the OK
+    of every prompt that measured as much (it may have been cut as well)."""
+    if reason.startswith(PLATEAU_REASON) or "silently truncates" in reason:
+        return {**evidence, "truncated_at": int(usage)}
+    return evidence
+
+
 # --------------------------------------------------------------------------- HTTP probe
 
 
@@ -233,7 +243,7 @@ class HttpProbe:
             bad = self._plateau(prompt, usage) or self._cross_check(prompt, usage)
             if bad:
                 res = SizeResult(size, usage, Outcome.ERROR, [bad], 1.0, res.votes, res.requests, res.seconds,
-                                 error_kind="bad-response", evidence=res.evidence)
+                                 error_kind="bad-response", evidence=_cut_evidence(res.evidence, bad, usage))
                 return res
             self.builder.calibrate(prompt, usage)
         if (guessed or self._tokenize_dropped_now) and usage and res.outcome != Outcome.ERROR \
@@ -331,10 +341,13 @@ class HttpProbe:
             res = self._ask(key.requested, prompt, self.spec.max_tokens)
             usage = res.evidence.get("usage_prompt_tokens")
             if usage:
-                bad = self._cross_check(prompt, usage)
+                # the same prompt another candidate was asked: its measured pair joins this probe's
+                # plateau check (a server that cuts prompts at one length; issue 35, silent truncation)
+                bad = self._plateau(prompt, usage) or self._cross_check(prompt, usage)
                 if bad:
                     res = SizeResult(key.requested, usage, Outcome.ERROR, [bad], 1.0, res.votes, res.requests,
-                                     res.seconds, error_kind="bad-response", evidence=res.evidence)
+                                     res.seconds, error_kind="bad-response",
+                                     evidence=_cut_evidence(res.evidence, bad, usage))
                 else:
                     builder.observe(key.words, usage)
             if res.outcome != Outcome.ERROR:
@@ -360,7 +373,7 @@ class HttpProbe:
         if bad is None:
             return None
         return SizeResult(res.requested, usage, Outcome.ERROR, [bad], 1.0, res.votes, res.requests, res.seconds,
-                          error_kind="bad-response", evidence=res.evidence)
+                          error_kind="bad-response", evidence=_cut_evidence(res.evidence, bad, usage))
 
     def _finish(self, size: int, prompt: Prompt, res: SizeResult) -> SizeResult:
         # more room changes nothing for a misrouted reply or one served from the prefix cache
