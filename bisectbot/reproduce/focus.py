@@ -69,9 +69,7 @@ def _cut_focus(asked: list[SizeResult], res: ThresholdResult) -> tuple[SizeResul
     its end, so it was not asked the bad end's prompt (issue 35: a truncating candidate read good and
     the next commit was named). No constant: a prompt that measured the limit is a prompt that may
     have been cut."""
-    limits = [int(t["evidence"]["truncated_at"]) if isinstance(t, dict) else int(t.evidence["truncated_at"])
-              for t in res.table
-              if (t.get("evidence") if isinstance(t, dict) else t.evidence or {}).get("truncated_at")]
+    limits = [int(t.evidence["truncated_at"]) for t in res.table if t.evidence.get("truncated_at")]
     if not limits:
         return None
     limit = min(limits)
