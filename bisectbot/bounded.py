@@ -241,15 +241,16 @@ class _Drain(threading.Thread):
 
 def spawn_logged(argv: list[str], *, log_path: str | Path, cwd: str | Path | None = None,
                  env: dict[str, str] | None = None, log_limit: int = LOG_LIMIT_BYTES,
-                 ) -> tuple[subprocess.Popen, Any]:
+                 pass_fds: tuple[int, ...] = ()) -> tuple[subprocess.Popen, Any]:
     """Start a long-running process (a server) in its own process group with stdout and stderr
     streamed, redacted line by line, into ``log_path`` (at most ``log_limit`` bytes; the rest is
     drained and dropped). Returns ``(proc, finish)``: call ``finish()`` after the process group is
-    gone to close the log. Raises ``OSError`` when the process cannot start."""
+    gone to close the log. ``pass_fds``: descriptors the process inherits (a sandbox's launch pipe).
+    Raises ``OSError`` when the process cannot start."""
     log = open(log_path, "wb")
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds)
     except OSError:
         log.close()
         raise
@@ -289,20 +290,21 @@ def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
 def run_process(argv: list[str], *, timeout_s: float, cwd: str | Path | None = None,
                 env: dict[str, str] | None = None, log_path: str | Path | None = None,
                 tail_bytes: int = TAIL_BYTES, log_limit: int = LOG_LIMIT_BYTES, grace_s: float = 0.0,
-                on_start: Any = None) -> ProcessRun:
+                on_start: Any = None, pass_fds: tuple[int, ...] = ()) -> ProcessRun:
     """Run ``argv`` in its own process group with bounded memory and time.
 
     Stdout and stderr go to ``log_path`` (both streams, as they come, up to ``log_limit`` bytes
     each) and only the last ``tail_bytes`` of each stay in memory. After ``timeout_s`` seconds the
     process group gets SIGTERM, ``grace_s`` seconds, then SIGKILL (``timed_out=True``,
     ``returncode=None``). ``on_start(proc)`` is called once the process runs (e.g. to record its
-    pid). Raises ``OSError`` when the process cannot start (the caller maps it to 126/127).
+    pid). ``pass_fds``: descriptors the process inherits (a sandbox's launch pipe). Raises
+    ``OSError`` when the process cannot start (the caller maps it to 126/127).
     """
     t0 = time.monotonic()
     log = open(log_path, "wb") if log_path is not None else None
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+                                stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds)
     except OSError:
         if log is not None:
             log.close()

@@ -51,7 +51,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import re
 import shutil
 import socket
 import stat
@@ -59,10 +58,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
-from .errors import BisectbotError
+from .errors import BisectbotError, HostFailure
 
 MODE_ENV = "BISECTBOT_SANDBOX"
 """``off`` (also ``0``, ``no``, ``false``) runs candidates without the sandbox; anything else, or
@@ -380,23 +381,155 @@ def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],
     return sorted(q for q in out if os.path.exists(q) and _under(q, private) and not _under(q, hide))
 
 
-#: What bubblewrap writes to stderr when it cannot start the command inside the sandbox.
-_EXEC_FAILURE = re.compile(r"^bwrap: execvp (.+?): (.+)$", re.M)
+# --------------------------------------------------------------------------- did the candidate start?
+
+_LAUNCH = r"""
+import os, sys
+fd, argv = int(sys.argv[1]), sys.argv[2:]
+os.write(fd, b"S")
+os.set_inheritable(fd, False)
+raw = open("/proc/self/environ", "rb").read().split(b"\0")
+env = dict(v.split(b"=", 1) for v in raw if b"=" in v)
+try:
+    os.execvpe(argv[0], argv, env)
+except OSError as e:
+    os.write(fd, b"E%d %s" % (e.errno, (e.strerror or "").encode()))
+    os._exit(126 if e.errno in (13, 8) else 127)
+"""
+"""What runs first inside a sandbox (``python -I -S -c``, the bot's interpreter, no site packages):
+it writes ``S`` on the launch pipe (the sandbox is set up: bwrap reached its command), then execs
+the candidate's command with the environment the process was given (``/proc/self/environ``: the
+interpreter's own locale coercion never reaches the candidate). The pipe is closed on exec; when
+exec fails it writes ``E<errno> <reason>`` and exits 126 or 127, as a shell does."""
+
+SETUP_DELAYS_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+"""Seconds between the attempts to set up one sandboxed process (eight attempts, ~6.4 s in all).
+bwrap binds the host's ``/`` with its mounts, lists them and remounts each read-only; a mount of
+the host that appears or vanishes between the listing and the remount (Docker mounting a
+container's layers, another probe's mount namespace; the CI failure of issue 36's stop, on a host
+whose ``/`` propagates mounts) fails that setup with ``Unable to apply mount flags`` -- a race, not
+a state. Measured here: four processes mounting and unmounting a tmpfs as fast as the kernel
+allows, under a shared ``/``, failed 72 of 200 setups (p = 0.36). Attempts are independent, so all
+eight fail with p**8 < 0.03 % under that churn, and a failure that outlasts ~6 s of doubling
+waits is a state of the host (or of bwrap), reported as :class:`SandboxSetupFailed`."""
 
 
-def exec_failure(returncode: int | None, stderr_tail: str) -> tuple[int, str] | None:
-    """``(126 or 127, reason)`` when a sandboxed command never started -- bubblewrap could not
-    ``execvp`` it inside the sandbox (exit 1, ``bwrap: execvp PATH: No such file or directory``) --
-    as a shell reports a command it cannot run; None when the command ran. Exit 1 is then bwrap's,
-    never the candidate's verdict."""
-    if returncode != 1:
-        return None
-    m = _EXEC_FAILURE.search(stderr_tail or "")
-    if m is None:
-        return None
-    rc = 126 if "ermission" in m.group(2) else 127
-    return rc, (f"cannot run {m.group(1)!r} inside the candidates' sandbox: {m.group(2)} (its /tmp is private; "
-                f"a path the command names is shown, one it only reaches indirectly is not)")
+class SandboxSetupFailed(HostFailure):
+    """bwrap could not set up a candidate's sandbox in any of the attempts of :data:`SETUP_DELAYS_S`
+    (it never reached the candidate's command). The host, never a verdict: the run stops, nothing
+    is recorded (exit 1)."""
+
+
+class Launch:
+    """The pipe over which a sandboxed process says that its sandbox was set up (:data:`_LAUNCH`).
+
+    Made per attempt; :func:`wrap` with ``launch=`` puts the launcher before the command, and the
+    process must be started with ``pass_fds=launch.pass_fds`` (then call :meth:`spawned`). A
+    candidate never holds the pipe (it is closed on exec), and it cannot take back the ``S``
+    written before it ran: its own exit code, whatever it prints (``bwrap: ...`` included), never
+    reads as a failed setup, and a failed setup never reads as the candidate's exit."""
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        self.data = b""
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self._w,) if self._w >= 0 else ()
+
+    @property
+    def fd(self) -> int:
+        return self._w
+
+    def spawned(self) -> None:
+        """Close the bot's write end (after the process started, or failed to)."""
+        if self._w >= 0:
+            os.close(self._w)
+            self._w = -1
+
+    def _read(self) -> None:
+        while self._r >= 0:
+            try:
+                chunk = os.read(self._r, 4096)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self.data += chunk
+
+    def wait_setup(self, alive: Callable[[], bool], timeout_s: float) -> bool | None:
+        """Wait until the sandbox is set up (True), the process ended without reaching its command
+        (False), or ``timeout_s`` seconds passed (None). ``alive()`` says whether the process runs."""
+        import select
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._read()
+            if self.data.startswith(b"S"):
+                return True
+            if not alive():
+                self._read()
+                return self.data.startswith(b"S")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([self._r], [], [], min(left, 0.05))
+
+    def set_up(self) -> bool:
+        """After the process ended: whether its sandbox was set up (the launcher ran)."""
+        self._read()
+        return self.data.startswith(b"S")
+
+    def exec_failure(self, argv0: str) -> tuple[int, str] | None:
+        """``(126 or 127, reason)`` when the launcher could not exec the command (as a shell reports
+        a command it cannot run); None when it ran or the sandbox was never set up."""
+        self._read()
+        if not self.data.startswith(b"SE"):
+            return None
+        num, _, why = self.data[2:].decode(errors="replace").partition(" ")
+        rc = 126 if num in ("13", "8") else 127
+        return rc, (f"cannot run {argv0!r} inside the candidates' sandbox: {why or 'errno ' + num} (its /tmp is "
+                    f"private; a path the command names is shown, one it only reaches indirectly is not)")
+
+    def close(self) -> None:
+        self.spawned()
+        if self._r >= 0:
+            os.close(self._r)
+            self._r = -1
+
+
+R = TypeVar("R")
+
+
+def launched(start: Callable[[Launch | None], R], why: Callable[[R], str], *, what: str,
+             sleep: Callable[[float], None] = time.sleep) -> tuple[R, Launch | None]:
+    """``(result, launch)`` of ``start(launch)`` -- which starts one sandboxed process with a fresh
+    :class:`Launch` (``wrap(..., launch=launch)``, ``pass_fds=launch.pass_fds``) and returns once it
+    ended or, for a server, once :meth:`Launch.wait_setup` answered -- started again while bwrap
+    could not set the sandbox up (:data:`SETUP_DELAYS_S`). ``why(result)`` is the failed attempt's
+    last words (bwrap's message). ``launch`` is None with the sandbox off (``start(None)`` once).
+    Raises :class:`SandboxSetupFailed` naming ``what`` and bwrap's message when every attempt failed."""
+    if not enabled():
+        return start(None), None
+    last = ""
+    for delay in (*SETUP_DELAYS_S, None):
+        launch = Launch()
+        try:
+            result = start(launch)
+        except BaseException:
+            launch.close()
+            raise
+        launch.spawned()
+        if launch.set_up():
+            return result, launch
+        launch.close()
+        last = " ".join((why(result) or "").split())[-300:] or "no message"
+        if delay is not None:
+            sleep(delay)
+    raise SandboxSetupFailed(f"{what}: the candidates' sandbox could not be set up in {len(SETUP_DELAYS_S) + 1} "
+                             f"attempts over {sum(SETUP_DELAYS_S):.1f} s (bwrap: {last}); the host, not the "
+                             f"candidate -- nothing recorded")
 
 
 def devices() -> list[Path]:
@@ -459,7 +592,8 @@ def _private_run(network: str) -> list[str]:
 
 def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
          readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = (), network: str = "loopback",
-         bridge: ServerBridge | None = None, home: str | Path | None = None) -> tuple[list[str], dict[str, str]]:
+         bridge: ServerBridge | None = None, home: str | Path | None = None,
+         launch: Launch | None = None) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` that run ``argv`` inside the sandbox (module docstring), its tree ``tree``
     writable. ``env`` is the candidate's (allow-listed) environment; ``TMPDIR`` becomes ``/tmp``
     unless it lies in a writable path. ``readonly``: more paths seen read-only (the bot's work and
@@ -469,7 +603,9 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     its own ``lo``; see :class:`ServerBridge`). ``home``: a directory of the candidate's own (made
     here) that stands in for each veiled home (:func:`veiled`), so what its build writes there
     (``~/.triton``, ``pip install --user``) is there for its server; without it a fresh tmpfs per
-    process. Returns them unchanged when :func:`enabled` is
+    process. ``launch``: the process starts through the launcher (:data:`_LAUNCH`; with ``bridge``
+    the bridge's wrapper) that reports on ``launch``'s pipe whether the sandbox was set up -- start it
+    with ``pass_fds=launch.pass_fds`` (:func:`launched`). Returns them unchanged when :func:`enabled` is
     False. Raises :class:`SandboxUnavailable` (see :func:`require`), ``ValueError`` for another
     ``network``, and ``FileNotFoundError`` / ``PermissionError`` when ``argv[0]`` cannot be run
     (as ``Popen`` would)."""
@@ -490,7 +626,7 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     rw = writable_paths(Path(tree), writable)
     hide = hidden_paths()
     named = [p for p in named_paths(argv, cwd, env, untrusted=rw) if not _under(p, rw)]
-    if bridge is not None and network == "loopback":  # the bridge runs the bot's own interpreter
+    if launch is not None or (bridge is not None and network == "loopback"):  # the bot's own interpreter
         named += [p for p in named_paths([sys.executable], None, env, untrusted=rw) if not _under(p, rw)]
     ro = readonly_paths([*readonly, *named])
     out = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -534,7 +670,9 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
         # the bridge directory, writable, in the private /tmp; the wrapper listens there and execs argv
         out += ["--bind", str(bridge.dir), BRIDGE_DIR]
         argv = [sys.executable, "-I", "-S", "-c", _INSIDE, f"{BRIDGE_DIR}/{ServerBridge.SOCKET}", str(bridge.port),
-                *argv]
+                str(launch.fd if launch is not None else -1), *argv]
+    elif launch is not None:
+        argv = [sys.executable, "-I", "-S", "-c", _LAUNCH, str(launch.fd), *argv]
     env = dict(env)
     tmp = env.get("TMPDIR")
     if not tmp or not _under(Path(tmp).resolve(), rw) or _under(Path(tmp).resolve(), hide):
@@ -548,7 +686,10 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
 
 _INSIDE = r"""
 import os, socket, sys, threading
-path, port, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+path, port, fd, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+if fd >= 0:
+    os.write(fd, b"S")
+    os.set_inheritable(fd, False)
 lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
     os.unlink(path)
@@ -559,7 +700,16 @@ lst.listen(128)
 if os.fork():
     os.wait()
     lst.close()
-    os.execvp(argv[0], argv)
+    raw = open("/proc/self/environ", "rb").read().split(b"\0")
+    env = dict(v.split(b"=", 1) for v in raw if b"=" in v)
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as e:
+        if fd >= 0:
+            os.write(fd, b"E%d %s" % (e.errno, (e.strerror or "").encode()))
+        os._exit(126 if e.errno in (13, 8) else 127)
+if fd >= 0:
+    os.close(fd)
 if os.fork():
     os._exit(0)
 fd = os.open(os.devnull, os.O_RDWR)
@@ -602,7 +752,8 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 """
 """The wrapper a server candidate starts with (``python -I -S -c``, the bot's interpreter, no site
-packages): it listens on the bridge's Unix socket, forks the forwarder (socket -> 127.0.0.1:PORT
+packages): it reports on the launch pipe (:class:`Launch`, fd -1 for none) that the sandbox is
+set up, listens on the bridge's Unix socket, forks the forwarder (socket -> 127.0.0.1:PORT
 of the sandbox's ``lo``, else ``[::1]:PORT``; a child of the sandbox's init, killed with the
 namespace) and execs the server. Its own code, no import of the bot: a candidate's
 ``PYTHONPATH`` or site directory changes nothing (``-I -S``)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import sandbox
-from ..bounded import run_process
+from ..bounded import ProcessRun, run_process
 from ..errors import BadInput
 from ..models import Outcome
 from ..recipe import ReproducerSpec
@@ -91,27 +91,35 @@ def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, 
     allow-listed environment (:func:`bisectbot.secrets.candidate_env`: the bot's tokens never
     reach the command; ``passthrough`` names more host variables). A command that cannot start gives return code 127
     (not found) or 126 (not executable), like a shell. Raises :class:`BadInput` for a
-    ``{source}`` placeholder without a source tree, and :class:`bisectbot.sandbox.SandboxUnavailable`
-    when the command cannot be sandboxed (``BISECTBOT_SANDBOX=off`` opts out). The command runs in
+    ``{source}`` placeholder without a source tree, :class:`bisectbot.sandbox.SandboxUnavailable`
+    when the command cannot be sandboxed, and :class:`bisectbot.sandbox.SandboxSetupFailed` when the
+    sandbox could not be set up in any attempt (the host, never the command's outcome) (``BISECTBOT_SANDBOX=off`` opts out). The command runs in
     the candidates' sandbox (:func:`bisectbot.sandbox.wrap`): ``source`` (else ``cwd``, else the
     working directory) is its writable tree, a checkout's git directory is read-only.
     """
     args = substitute(argv, size, source)
     full_env = candidate_env(env, passthrough=passthrough)
     t0 = time.monotonic()
-    try:
+
+    def once(launch: sandbox.Launch | None) -> ProcessRun:
         # the sandbox of every candidate process (issue 36): ``bisectbot probe --recipe R --source DIR``
         # runs the candidate's code outside any runner; DIR (else the working directory) is its tree
         wargv, wenv = sandbox.wrap(args, tree=Path(source or cwd or "."), env=full_env, cwd=cwd,
-                                   readonly=_git_dirs(source), network=network)
+                                   readonly=_git_dirs(source), network=network, launch=launch)
         # output streams through reader threads: only TAIL_BYTES of each stay in memory (issue 13)
-        r = run_process(wargv, timeout_s=timeout_s, cwd=cwd, env=wenv, log_path=log_path, tail_bytes=TAIL_BYTES)
+        return run_process(wargv, timeout_s=timeout_s, cwd=cwd, env=wenv, log_path=log_path, tail_bytes=TAIL_BYTES,
+                           pass_fds=launch.pass_fds if launch else ())
+
+    try:
+        r, launch = sandbox.launched(once, lambda r: r.stderr_tail, what=f"running {args[0]!r} for {size} tokens")
     except FileNotFoundError as e:
         return CommandRun(127, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
     except PermissionError as e:
         return CommandRun(126, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
-    failed = sandbox.exec_failure(r.returncode, r.stderr_tail)
-    if failed is not None:  # bwrap's own exit 1: the command never ran (126/127, as a shell says it)
+    failed = launch.exec_failure(args[0]) if launch is not None else None
+    if launch is not None:
+        launch.close()
+    if failed is not None:  # the launcher could not exec it: the command never ran (126/127, as a shell)
         return CommandRun(failed[0], r.duration_s, "", failed[1])
     return CommandRun(r.returncode, r.duration_s, r.stdout_tail, r.stderr_tail, timed_out=r.timed_out)
 

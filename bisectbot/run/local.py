@@ -43,7 +43,7 @@ from typing import Any
 import requests
 
 from .. import bounded, gitenv, progress, sandbox
-from ..bounded import run_process
+from ..bounded import ProcessRun, run_process
 from ..errors import MissingPin, PatchError, ServerError
 from ..models import Candidate
 from ..recipe import GitSource, Recipe
@@ -311,11 +311,23 @@ class LocalRunner:
             if self.recipe.server.build_command:
                 log_path = self.log_dir / f"build-{candidate.ref[:12]}-{root.name}.log"
                 argv = self.substitute(self.recipe.server.build_command, prepared, port=0)
+                benv0 = self.env(prepared)
+
+                def build(launch: sandbox.Launch | None) -> ProcessRun:
+                    wargv, benv = self.sandboxed(argv, prepared, benv0, launch=launch)
+                    return run_process(wargv, timeout_s=self.recipe.server.health_timeout_s, cwd=prepared.source,
+                                       env=benv, log_path=log_path, pass_fds=launch.pass_fds if launch else ())
+
                 try:  # output streams (redacted, capped) to the log; the process group is killed on timeout
                     with progress.phase("build"):
-                        argv, benv = self.sandboxed(argv, prepared, self.env(prepared))
-                        rc = run_process(argv, timeout_s=self.recipe.server.health_timeout_s, cwd=prepared.source,
-                                         env=benv, log_path=log_path).returncode
+                        r, launch = sandbox.launched(build, lambda r: r.stderr_tail,
+                                                     what=f"building {candidate.label or candidate.ref[:12]}")
+                    failed = launch.exec_failure(argv[0]) if launch is not None else None
+                    rc = failed[0] if failed is not None else r.returncode
+                    if failed is not None:
+                        log_path.write_text(failed[1] + "\n")
+                    if launch is not None:
+                        launch.close()
                 except OSError as e:
                     log_path.write_text(f"cannot run build command: {e}\n")
                     rc = 127
@@ -412,18 +424,20 @@ class LocalRunner:
                              passthrough=self.recipe.env_passthrough)
 
     def sandboxed(self, argv: list[str], prepared: Prepared, env: dict[str, str],
-                  bridge: sandbox.ServerBridge | None = None) -> tuple[list[str], dict[str, str]]:
+                  bridge: sandbox.ServerBridge | None = None,
+                  launch: sandbox.Launch | None = None) -> tuple[list[str], dict[str, str]]:
         """``(argv, env)`` of a candidate process inside its sandbox (:func:`bisectbot.sandbox.wrap`):
         the candidate's directory (all its components' worktrees) writable, the work and log
         directories and the repositories' git directories read-only, the network of
         ``recipe.server.network`` (``loopback``: its own namespace; a server then reached through
-        ``bridge``). Unchanged with ``BISECTBOT_SANDBOX=off``. Raises :class:`bisectbot.sandbox.SandboxUnavailable` and, when
+        ``bridge``; ``launch``: the pipe that says the sandbox was set up, :func:`bisectbot.sandbox.launched`).
+        Unchanged with ``BISECTBOT_SANDBOX=off``. Raises :class:`bisectbot.sandbox.SandboxUnavailable` and, when
         ``argv[0]`` cannot be run, ``OSError`` (as ``Popen``)."""
         tree = prepared.meta.get("root") or prepared.source or self.workdir
         root = prepared.meta.get("root")
         return sandbox.wrap(argv, tree=tree, env=env, cwd=prepared.source,
                             readonly=[self.workdir, self.log_dir], network=self.recipe.server.network,
-                            bridge=bridge, home=Path(root) / ".home" if root else None)
+                            bridge=bridge, home=Path(root) / ".home" if root else None, launch=launch)
 
     @contextmanager
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,
@@ -443,9 +457,28 @@ class LocalRunner:
         argv = self.substitute(list(self.recipe.server.command), prepared, port) + list(args or [])
         log_path = self.log_dir / f"server-{prepared.candidate.ref[:12]}-{port}.log"
         prepared.log_paths.append(str(log_path))
+        senv = self.env(prepared, env)
+        timeout_s = self.recipe.server.health_timeout_s
+
+        def start(launch: sandbox.Launch | None) -> tuple[subprocess.Popen, Any]:
+            wargv, wenv = self.sandboxed(argv, prepared, senv, bridge, launch=launch)
+            proc, finish = bounded.spawn_logged(wargv, log_path=log_path, cwd=prepared.source, env=wenv,
+                                                pass_fds=launch.pass_fds if launch else ())
+            if launch is not None:
+                launch.spawned()
+                up = launch.wait_setup(lambda: proc.poll() is None, timeout_s)
+                if up is not True:  # no sandbox after the whole start time (None) or bwrap gave up (False)
+                    _kill_group(proc)
+                    finish()
+                    if up is None:
+                        raise ServerError(f"the server's sandbox was not set up after {timeout_s:.0f} s "
+                                          f"(log: {log_path})")
+            return proc, finish
+
         try:  # output streams to the log, redacted line by line and capped (bisectbot.bounded)
-            wargv, wenv = self.sandboxed(argv, prepared, self.env(prepared, env), bridge)
-            proc, finish_log = bounded.spawn_logged(wargv, log_path=log_path, cwd=prepared.source, env=wenv)
+            (proc, finish_log), launch = sandbox.launched(
+                start, lambda _r: _last_line(_tail(log_path)),
+                what=f"starting the server of {prepared.candidate.ref[:12]}")
         except OSError as e:
             if bridge:
                 bridge.close()
@@ -464,7 +497,8 @@ class LocalRunner:
                 beat.beat()
                 rc = proc.poll()
                 if rc is not None:
-                    last = _last_line(_tail(log_path))
+                    failed = launch.exec_failure(argv[0]) if launch is not None else None
+                    last = failed[1] if failed is not None else _last_line(_tail(log_path))
                     raise ServerError(f"server exited with code {rc} before it was healthy"
                                       f"{': ' + last if last else ''} (log: {log_path})")
                 try:
@@ -482,6 +516,8 @@ class LocalRunner:
             _kill_group(proc)
             if bridge:
                 bridge.close()
+            if launch is not None:
+                launch.close()
             finish_log()
             pidfile.unlink(missing_ok=True)
 
@@ -496,19 +532,28 @@ class LocalRunner:
         argv = self.substitute(list(argv), prepared, port=0)
         pidfiles: list[Path] = []
         log_path = self.log_dir / f"command-{prepared.candidate.ref[:12]}-{time.time_ns()}.log"
+        cenv = self.env(prepared, env)
+
+        def once(launch: sandbox.Launch | None) -> ProcessRun:
+            wargv, wenv = self.sandboxed(argv, prepared, cenv, launch=launch)
+            return run_process(wargv, timeout_s=timeout_s, cwd=prepared.source, env=wenv,
+                               log_path=log_path, tail_bytes=_TAIL, grace_s=2,
+                               on_start=lambda proc: pidfiles.append(self._track(proc)),
+                               pass_fds=launch.pass_fds if launch else ())
+
         try:
-            wargv, wenv = self.sandboxed(argv, prepared, self.env(prepared, env))
-            r = run_process(wargv, timeout_s=timeout_s, cwd=prepared.source, env=wenv,
-                            log_path=log_path, tail_bytes=_TAIL, grace_s=2,
-                            on_start=lambda proc: pidfiles.append(self._track(proc)))
+            r, launch = sandbox.launched(once, lambda r: r.stderr_tail,
+                                         what=f"running the command of {prepared.candidate.ref[:12]}")
         except OSError as e:  # as a shell reports it: 126 found but not executable, 127 not found
             rc = 126 if isinstance(e, PermissionError) else 127
             return CommandRun(returncode=rc, duration_s=0.0, stderr_tail=f"cannot run {argv[0]!r}: {e}")
         finally:
             for f in pidfiles:
                 f.unlink(missing_ok=True)
-        failed = sandbox.exec_failure(r.returncode, r.stderr_tail)
-        if failed is not None:  # bwrap's own exit 1: the command never ran (126/127, as a shell says it)
+        failed = launch.exec_failure(argv[0]) if launch is not None else None
+        if launch is not None:
+            launch.close()
+        if failed is not None:  # the launcher could not exec it: the command never ran (126/127, as a shell)
             return CommandRun(returncode=failed[0], duration_s=r.duration_s, stderr_tail=failed[1])
         return CommandRun(returncode=r.returncode, duration_s=r.duration_s, stdout_tail=r.stdout_tail,
                           stderr_tail=r.stderr_tail, timed_out=r.timed_out)
