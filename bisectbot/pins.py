@@ -427,3 +427,76 @@ def parse_pins(text: str) -> dict[str, str]:
             raise BadInput(f"expected component=commit[,component=commit], got {text!r}")
         out[name.strip()] = ref.strip()
     return out
+
+
+# ---------------------------------------------------------------------- rewriting a pin (issue 38)
+
+
+@dataclass(frozen=True)
+class PinRewrite:
+    """One pin line of a holding tree rewritten to a candidate's commit: ``path`` and 1-based
+    ``line`` of the file, the line ``before`` and ``after`` (without the newline)."""
+
+    path: str
+    line: int
+    before: str
+    after: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rewrite_pin(text: str, pin: Pin, ref: str, git_url: str) -> tuple[str, PinRewrite] | None:
+    """``text`` (the file ``pin.path``) with ``pin`` set to ``ref`` (a full commit SHA), and the
+    rewritten line; None when the pin is not found where it was read (then nothing is changed).
+
+    * ``dockerfile-arg``: the value of ``NAME=VALUE`` on the pin's line or its ``\\`` continuations,
+      its quotes kept (``ARG AITER_BRANCH="v0.1.22"`` -> ``ARG AITER_BRANCH="<sha>"``: vLLM's build
+      runs ``git checkout ${AITER_BRANCH}``, which takes a commit);
+    * ``requirement`` with a git URL: its ``@REF`` (``pkg @ git+URL@REF#egg=x``);
+    * ``requirement`` by version (``amd-aiter==0.1.22``): a version cannot name a commit, so the
+      line becomes a direct reference to the commit, ``amd-aiter @ git+<git_url>@<sha>`` (PEP 508;
+      extras, markers and a comment kept). ``git_url`` is the component's repository as pip takes
+      it (``https://...``, ``file:///...``).
+    Gitlinks are not text (the runner moves them in the index)."""
+    lines = text.splitlines(keepends=True)
+    if not 1 <= pin.line <= len(lines):
+        return None
+    i = pin.line - 1
+    if pin.kind == "dockerfile-arg":
+        pat = re.compile(r"(?<![A-Za-z0-9_])(" + re.escape(pin.name) + r"=)([\"']?)" + re.escape(pin.ref)
+                         + r"\2(?=\s|\\|$)")
+        j = i
+        while j < len(lines):
+            new, n = pat.subn(lambda m: f"{m.group(1)}{m.group(2)}{ref}{m.group(2)}", lines[j], count=1)
+            if n:
+                return _replaced(lines, j, new, pin.path)
+            if not lines[j].rstrip("\r\n").rstrip().endswith("\\"):
+                return None
+            j += 1
+        return None
+    if pin.kind != "requirement":
+        return None
+    line = lines[i]
+    if pin.repo_url is not None:  # pkg @ git+URL@REF[#egg=...]
+        pat = re.compile(r"@" + re.escape(pin.ref) + r"(?=$|[\s#;])")
+        found = list(pat.finditer(line))
+        if not found:
+            return None
+        m = found[-1]
+        return _replaced(lines, i, line[: m.start()] + "@" + ref + line[m.end():], pin.path)
+    pat = re.compile(r"^(\s*)(" + re.escape(pin.name) + r"(?:\s*\[[^\]]*\])?)\s*===?\s*" + re.escape(pin.ref)
+                     + r"(?=$|[\s#;,])", re.IGNORECASE)
+    m = pat.search(line)
+    if m is None:
+        return None
+    rest = line[m.end():]
+    sep = " " if rest[:1] == ";" else ""
+    return _replaced(lines, i, f"{m.group(1)}{m.group(2)} @ git+{git_url}@{ref}{sep}{rest}", pin.path)
+
+
+def _replaced(lines: list[str], j: int, new: str, path: str) -> tuple[str, PinRewrite]:
+    before = lines[j].rstrip("\r\n")
+    out = list(lines)
+    out[j] = new
+    return "".join(out), PinRewrite(path, j + 1, before, new.rstrip("\r\n"))

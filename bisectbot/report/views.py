@@ -596,4 +596,28 @@ def _chain_view(result: RunResult) -> dict[str, Any] | None:
              "probes": link.probes, "confidence": confidence_text(link.confidence),
              "held": ", ".join(f"{k} at {_ref_text(v)}" for k, v in link.held.items()) or "—"}
             for link in result.chain]
-    return {"text": chain_text(result.chain), "rows": rows, "notes": [link.note for link in result.chain if link.note]}
+    return {"text": chain_text(result.chain), "rows": rows, "notes": [link.note for link in result.chain if link.note],
+            "pins": _rewritten_pins(result)}
+
+
+def _rewritten_pins(result: RunResult) -> list[str]:
+    """The holding trees' pin lines as the descended stages built them (issue 38): for each link
+    that is not a vehicle, its first-bad's probe's ``extra["pins_rewritten"]`` (else the stage's first
+    probe that has one), one ``path:line: before → after`` text per line (plain; callers sanitise)."""
+    out: list[str] = []
+    for link in result.chain:
+        if link.role == "vehicle":
+            continue
+        st = next((s for s in result.stages if s.name == link.stage and s.component == link.component), None)
+        if st is None:
+            continue
+        probes = [pr for pr in st.probes if pr.extra.get("pins_rewritten")]
+        fb = link.first_bad.ref if link.first_bad else None
+        pr = next((x for x in probes if x.candidate.ref == fb), probes[0] if probes else None)
+        for row in (pr.extra["pins_rewritten"] if pr is not None else []):
+            after = row.get("after")
+            where = f"{row.get('path')}:{row.get('line')}"
+            out.append(f"{link.component} {_chain_name(pr.candidate)}: {where}: {row.get('before')} → {after}" if after
+                       else f"{link.component} {_chain_name(pr.candidate)}: {where}: {row.get('before')} "
+                            "was not found where it was read, not rewritten")
+    return out

@@ -243,6 +243,54 @@ class LocalRunner:
                              "at a clone that has it")
         return ref
 
+    def _rewrite_pins(self, commits: dict[str, str], worktrees: dict[str, Path]) -> list[dict[str, Any]]:
+        """Set every pin that a component's worktree holds of another component of the candidate to
+        the candidate's commit of it (issue 38): a descent candidate (aiter a6, vLLM held at v5) is
+        otherwise built with the aiter v5's ``ARG AITER_BRANCH`` names, whatever the aiter worktree
+        holds -- vLLM's ROCm build reads the ARG. Text pins through :func:`bisectbot.pins.rewrite_pin`
+        (Dockerfile ARGs, requirement lines), gitlinks in the worktree's index (``git submodule
+        update`` reads it). Pins that already resolve to the candidate's commit stay as they are
+        (every candidate that is not a descent's). Returns one ``{component, pin, path, line,
+        before, after}`` per rewritten line (shown in the probe's evidence and the report); a pin
+        not found where it was read is reported with ``after`` None, never guessed."""
+        from .. import pins as P
+        from ..sources.pinned import pins_at, resolve_pin
+
+        out: list[dict[str, Any]] = []
+        for comp, sha in commits.items():
+            key = (comp, sha)
+            if key not in self._pins_cache:
+                with self.repos[comp].lock:
+                    self._pins_cache[key] = pins_at(self.repos[comp], sha)
+            for pin in self._pins_cache[key]:
+                other = next((o for o in commits if o != comp and (
+                    P.match_component(pin.component, {o: self.pin_names(o)})
+                    or P.match_component(pin.name, {o: self.pin_names(o)}))), None)
+                if other is None:
+                    continue
+                want = commits[other]
+                if resolve_pin(self.repos[other], pin.ref) == want:
+                    continue
+                wt = worktrees[comp]
+                row: dict[str, Any] = {"component": other, "pin": pin.name, "path": pin.path, "line": pin.line,
+                                       "before": pin.ref, "after": None}
+                if pin.kind == "submodule":
+                    subprocess.run(["git", "-C", str(wt), "update-index", "--cacheinfo",
+                                    f"160000,{want},{pin.path}"], check=True, capture_output=True,
+                                   stdin=subprocess.DEVNULL)
+                    row.update(before=f"{pin.path} gitlink {pin.ref}", after=f"{pin.path} gitlink {want}")
+                else:
+                    f = wt / pin.path
+                    inside = not f.is_symlink() and f.resolve().is_relative_to(wt.resolve()) and f.is_file()
+                    # a commit's symlink (or a linked directory) would make the bot write outside the tree
+                    done = (P.rewrite_pin(f.read_text(), pin, want, Path(self.repos[other].path).resolve().as_uri())
+                            if inside else None)
+                    if done is not None:
+                        f.write_text(done[0])
+                        row.update(line=done[1].line, before=done[1].before, after=done[1].after)
+                out.append(row)
+        return out
+
     def primary(self, candidate: Candidate) -> str:
         return candidate.component if candidate.component in self.repos else next(iter(self.commits_of(candidate)))
 
@@ -295,6 +343,7 @@ class LocalRunner:
                     self.repos[comp].repo.git.worktree("add", "--detach", "--force", str(wt), sha)
                 worktrees[comp] = wt
             prepared.source = worktrees[self.primary(candidate)]
+            prepared.meta["pins_rewritten"] = self._rewrite_pins(commits, worktrees)
             stack, _ = self._stack_and_hash()
             if stack is not None:
                 from .. import patches as P

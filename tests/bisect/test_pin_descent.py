@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 # The first lines of vllm-project/vllm docker/Dockerfile.rocm_base (commit 00256d59), aiter pin renamed
@@ -349,3 +350,96 @@ def test_pin_moved_back_is_reported_as_a_downgrade_and_not_blamed(tmp_path, kit,
     assert [s["name"] for s in res["stages"]] == ["stage 1"] and st["first_bad"]["ref"] == v[5]
     assert "bumps aiter v0.1.22 → v0.1.21.post2" in st["message"] and "moves back" in st["message"]
     assert "fix bisection" in st["message"] and "pin-bump" in st["flags"]
+
+
+# ------------------------------------------- issue 38: the build reads the pin, not the checkout
+
+BUILD_FROM_PIN = """\
+import re, shlex, subprocess, sys
+vllm, aiter_repo, aiter_tree, ck_repo = sys.argv[1:5]
+def text(path):
+    try:
+        return open(path).read()
+    except OSError:
+        return ""
+ref = None
+for line in text(vllm + "/docker/Dockerfile.rocm_base").splitlines():  # as vLLM's ROCm base image: the ARG
+    m = re.match(r"ARG (.*)", line)
+    for tok in shlex.split(m.group(1), comments=True) if m else []:
+        if tok.startswith("AITER_BRANCH=") and tok.split("=", 1)[1]:
+            ref = tok.split("=", 1)[1]
+for line in text(vllm + "/requirements/rocm.txt").splitlines():  # as pip: a version, or a direct reference
+    m = re.match(r"amd-aiter\\s*==\\s*(\\S+)", line) or re.match(r"amd-aiter\\s*@\\s*git\\+\\S+@([0-9a-f]+)", line)
+    if m:
+        ref = m.group(1) if "@" in line else "v" + m.group(1)
+bug = subprocess.run(["git", "-C", aiter_repo, "show", ref + ":bug.txt"], capture_output=True, text=True).stdout
+# aiter's composable_kernel, as `git submodule update` takes it: the gitlink in the aiter tree's index
+ls = subprocess.run(["git", "-C", aiter_tree, "ls-files", "-s", "3rdparty/composable_kernel"], capture_output=True,
+                    text=True).stdout.split()
+ck = subprocess.run(["git", "-C", ck_repo, "show", ls[1] + ":bug.txt"], capture_output=True,
+                    text=True).stdout if len(ls) > 1 and ck_repo != "-" else ""
+open(vllm + "/built.txt", "w").write("aiter " + ref + " bug " + bug.strip() + " ck " + ck.strip() + "\\n")
+"""
+
+CHECK_BUILT = """\
+import sys
+built = open(sys.argv[1] + "/built.txt").read()
+sys.exit(1 if "bug 1" in built or "ck 1" in built else 0)
+"""
+
+
+def built_recipe(tmp_path: Path, vllm: Path, aiter: Path, ck: Path | None = None) -> Path:
+    """The recipe of :func:`recipe`, but the aiter (and composable_kernel) the check sees is what a
+    build step installed from the vLLM tree's pin -- never the aiter worktree's checkout."""
+    r = recipe(tmp_path, vllm, aiter, ck)
+    data = yaml.safe_load(r.read_text())
+    (tmp_path / "build.py").write_text(BUILD_FROM_PIN)
+    (tmp_path / "check_built.py").write_text(CHECK_BUILT)
+    data["server"] = {"build_command": [sys.executable, str(tmp_path / "build.py"), "{source:vllm}", str(aiter),
+                                       "{source:aiter}", str(ck) if ck else "-"]}
+    data["reproducer"]["command"] = [sys.executable, str(tmp_path / "check_built.py"), "{source:vllm}"]
+    r.write_text(yaml.safe_dump(data))
+    return r
+
+
+@pytest.mark.parametrize("pin_file", ["docker", "requirements"])
+def test_the_descent_builds_what_the_rewritten_pin_names(tmp_path, kit, starts_file, pin_file) -> None:
+    """Issue 38's new-user input: v5 only moves the aiter pin, a6 is bad, and the build reads the aiter
+    ref from the pin in the vLLM tree (the Dockerfile ARG; or the requirements line, which pip reads).
+    Each descent candidate's holding tree has the pin set to that candidate's commit, so the build
+    builds it: a6 is named, and the report shows the rewritten line."""
+    a = aiter_repo(kit, tmp_path / "aiter")
+    v = vllm_repo(kit, tmp_path / "vllm", pin_file=pin_file)
+    p, res, md = run(kit, tmp_path, built_recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter"), v[0], v[9])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert [s["component"] for s in res["stages"]] == ["vllm", "aiter"], res.get("status")
+    st2 = res["stages"][1]
+    assert (st2["first_bad"]["ref"], st2["last_good"]["ref"]) == (a[6], a[5]), st2["message"]
+    fb = next(pr for pr in st2["probes"] if pr["candidate"]["ref"] == a[6])
+    [row] = fb["extra"]["pins_rewritten"]
+    path = "docker/Dockerfile.rocm_base" if pin_file == "docker" else "requirements/rocm.txt"
+    assert row["path"] == path and a[6] in row["after"], row
+    if pin_file == "docker":
+        assert row["before"] == f'ARG AITER_BRANCH="{NEW_TAG}"' and row["after"] == f'ARG AITER_BRANCH="{a[6]}"'
+    else:
+        assert row["before"] == "amd-aiter==0.1.22" and row["after"].startswith("amd-aiter @ git+file://")
+    plain = md.replace("\\_", "_")  # the report escapes Markdown
+    assert "Built with the pin set to the candidate" in md and f"{path}:" in plain and a[6] in md
+
+
+def test_a_gitlink_the_build_reads_from_the_index_is_set_to_the_candidate(tmp_path, kit, starts_file) -> None:
+    """The submodule member: aiter a6 only moves its composable_kernel gitlink; the build takes ck
+    from the gitlink in the aiter tree's index (``git submodule update``). Each ck candidate's aiter
+    tree has the gitlink set to it: ck c4 is named, two levels down."""
+    ck = init(kit, tmp_path / "ck")
+    c = [commit(kit, ck, f"ck change {i}", {"v.txt": f"c{i}\n", "kernels/k.cpp": f"{i}\n",
+                                            "bug.txt": "1\n" if i >= 4 else "0\n"}) for i in range(8)]
+    a = aiter_repo(kit, tmp_path / "aiter", bug_at=None, gitlinks={0: c[1], 6: c[7]})
+    v = vllm_repo(kit, tmp_path / "vllm")
+    p, res, md = run(kit, tmp_path, built_recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter", ck), v[0], v[9])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    names = [(s["component"], s["first_bad"]["ref"] if s["first_bad"] else None) for s in res["stages"]]
+    assert names == [("vllm", v[5]), ("aiter", a[6]), ("composable_kernel", c[4])]
+    fb = next(pr for pr in res["stages"][2]["probes"] if pr["candidate"]["ref"] == c[4])
+    rows = fb["extra"]["pins_rewritten"]
+    assert any(r["after"] == f"{CK_PATH} gitlink {c[4]}" for r in rows), rows

@@ -349,3 +349,59 @@ def test_chain_text_names_vehicle_and_culprit_or_says_none_was_found() -> None:
     none = ChainLink("searched", "aiter", "aiter commits", range=(a5, a6))
     assert chain_text([vehicle, none]).endswith(f"the aiter stage {a5[:12]}..{a6[:12]} named no culprit")
     assert ChainLink.from_dict(culprit.to_dict()) == culprit
+
+
+# ---------------------------------------------------------------- rewriting a pin (issue 38)
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize("text", [
+    'ARG AITER_BRANCH="v0.1.22"\n',
+    "ARG AITER_BRANCH=v0.1.22\n",
+    "ARG AITER_BRANCH='v0.1.22'\n",
+    'ARG AITER_BRANCH="v0.1.22" # the tag of 3/17\n',
+    'ARG BASE_IMAGE=rocm/x:7 \\\n    AITER_BRANCH="v0.1.22" \\\n    AITER_REPO=https://github.com/ROCm/aiter.git\n',
+    'ARG AITER_BRANCH="v0.1.22"\r\nARG MORI_BRANCH="v0.1.22"\r\n',
+    'ARG XAITER_BRANCH="v0.1.22" AITER_BRANCH="v0.1.22"\n',
+])
+def test_a_dockerfile_arg_is_rewritten_and_reads_back_as_the_commit(text: str) -> None:
+    [pin] = [p for p in P.dockerfile_pins(text, "docker/Dockerfile.rocm_base") if p.name == "AITER_BRANCH"]
+    new, row = P.rewrite_pin(text, pin, SHA, "file:///r")
+    after = {p.name: p.ref for p in P.dockerfile_pins(new, "docker/Dockerfile.rocm_base")}
+    before = {p.name: p.ref for p in P.dockerfile_pins(text, "docker/Dockerfile.rocm_base")}
+    assert after == {**before, "AITER_BRANCH": SHA}  # that pin alone moved
+    assert SHA in row.after and "v0.1.22" in row.before and new.count("\n") == text.count("\n")
+    assert ("\r\n" in new) == ("\r\n" in text)
+
+
+@pytest.mark.parametrize("line, name", [
+    ("amd-aiter==0.1.22", "amd-aiter"),
+    ("amd-aiter == 0.1.22 # Required for MLA", "amd-aiter"),
+    ('amd_aiter[triton]==0.1.22; platform_machine == "x86_64"', "amd_aiter"),
+    ('amd-aiter===0.1.22;python_version>"3"', "amd-aiter"),
+    ("bitsandbytes @ git+https://github.com/x/bitsandbytes.git@6721333#egg=bitsandbytes", "bitsandbytes"),
+    ("aiter @ git+https://user@example.com/ROCm/aiter.git@v0.1.22 ; sys_platform == 'linux'", "aiter"),
+])
+def test_a_requirement_is_rewritten_to_the_commit_and_pip_reads_it(line: str, name: str) -> None:
+    """A version cannot name a commit: the line becomes a PEP 508 direct reference to it; a git URL
+    keeps its URL, ``#egg`` and markers. :mod:`packaging` reads every rewritten line."""
+    from packaging.requirements import Requirement
+
+    text = f"# Common dependencies\n-r common.txt\n{line}\nnumba == 0.65.0\n"
+    [pin] = [p for p in P.requirement_pins(text, "requirements/rocm.txt") if p.name == name]
+    new, row = P.rewrite_pin(text, pin, SHA, "file:///srv/aiter")
+    assert row.line == 3 and row.before == line
+    req = Requirement(P._strip_comment(new.splitlines()[2]).strip())
+    assert req.url is not None and req.url.startswith("git+") and req.url.split("#")[0].endswith("@" + SHA)
+    assert req.marker == Requirement(P._strip_comment(line).strip()).marker
+    [back] = [p for p in P.requirement_pins(new, "requirements/rocm.txt") if p.line == 3]
+    assert back.ref == SHA
+    assert new.splitlines()[3] == "numba == 0.65.0"
+
+
+def test_a_pin_no_longer_where_it_was_read_is_not_rewritten() -> None:
+    text = 'ARG AITER_BRANCH="v0.1.22"\n'
+    [pin] = P.dockerfile_pins(text, "D")
+    assert P.rewrite_pin('# moved\nARG AITER_BRANCH="v0.1.23"\n', pin, SHA, "file:///r") is None
+    assert P.rewrite_pin("", pin, SHA, "file:///r") is None
