@@ -561,17 +561,17 @@ def reference_doubts(refr: Continuation, spec: ReproducerSpec, measured: int | N
     """``(prompt doubt, reply doubt)``: why the reference's greedy reply cannot be the oracle at
     a prompt the candidate measured as ``measured`` tokens (``""`` each when it can).
 
-    * prompt: the reference's ``usage.prompt_tokens`` differs from the candidate's by more than
-      :data:`bisectbot.reproduce.threshold.USAGE_AGREEMENT` (and 16 tokens): not the same prompt;
+    * prompt: the reference's ``usage.prompt_tokens`` and the candidate's are not the same count
+      (:func:`bisectbot.reproduce.threshold.counts_agree`): not the same prompt;
     * reply: the classifier calls the reference's own reply GARBAGE (a degenerate reply -- one
       word repeated, empty -- carries no information about the prompt), or it has fewer than 2
       words.
     """
     from .classify import classify
-    from .threshold import USAGE_AGREEMENT
+    from .threshold import counts_agree
 
     prompt = ""
-    if refr.prompt_tokens and measured and abs(refr.prompt_tokens - measured) > max(USAGE_AGREEMENT * measured, 16):
+    if refr.prompt_tokens and measured and not counts_agree(refr.prompt_tokens, measured):
         prompt = (f"it counted {refr.prompt_tokens} prompt tokens where the candidate counted {measured}: "
                   "not the same prompt (another tokenizer or chat template)")
     reply = ""

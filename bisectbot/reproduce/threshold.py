@@ -38,6 +38,15 @@ DEFAULT_MAX_SIZE_CAP = 128 * 1024
 #: ``usage.prompt_tokens`` and ``/tokenize`` may differ by this share (and 16 tokens) before
 #: the probe calls it a disagreement (a chat template counted differently, BOS...).
 USAGE_AGREEMENT = 0.03
+
+
+def counts_agree(a: int, b: int) -> bool:
+    """Whether two token counts of one text are the same count: within :data:`USAGE_AGREEMENT` of
+    the larger, or 16 tokens (a chat template that gained or lost its few special tokens between
+    commits; /tokenize and usage differing by the template on short prompts)."""
+    return abs(a - b) <= max(USAGE_AGREEMENT * max(a, b), 16)
+
+
 #: Plausible characters per token of the filler prompts (real BPE tokenizers: ~1.5-6).
 CHARS_PER_TOKEN_RANGE = (0.5, 16.0)
 #: Two prompts whose lengths in characters differ by at least this factor cannot measure (nearly)
@@ -288,7 +297,7 @@ class HttpProbe:
             return CHARS_PER_TOKEN_RANGE[0] <= chars / max(1, n) <= CHARS_PER_TOKEN_RANGE[1]
 
         tok = prompt.measured_tokens
-        if tok is not None and abs(tok - usage) > max(USAGE_AGREEMENT * usage, 16):
+        if tok is not None and not counts_agree(tok, usage):
             if plausible(usage) and not plausible(tok):
                 self.notes.append(f"/tokenize counted {tok} tokens, usage.prompt_tokens {usage}, for a prompt of "
                                   f"{chars} characters: /tokenize not trusted, sizes from usage.prompt_tokens")

@@ -14,9 +14,15 @@ the boundary confirmation's); every later probe asks exactly those first (``prob
 * otherwise a **skip**: "could not be asked at the size where the bad end fails: …" (not asked:
   its server's context cannot hold the prompt; over the limit; an error; inconclusive).
 
-No tolerance, slack or precision enters: two prompts are the same or they are not. Measured
-token counts are recorded and shown, never compared. The probe cache keeps each measurement
-as it was; only the search's use of it changes.
+No tolerance, slack or precision enters which prompts are compared: two prompts are the same or
+they are not. Measured token counts are recorded and shown, and compared once: the same text read
+by the same model measures the same, so a candidate that measured clearly *fewer* tokens for a
+failing prompt than the bad end did was not given that prompt whole (its server cut it silently:
+the server-truncate worlds of issue 35, seed 103, where the cut also misled the prompt sizing and
+no request of the probe looked cut) -- its OK there is a skip. "Clearly" is the agreement the bot
+uses wherever two counts of one text are compared (:func:`bisectbot.reproduce.threshold.counts_agree`:
+a chat template that gained or lost a few tokens between commits is the same prompt). The probe cache
+keeps each measurement as it was; only the search's use of it changes.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ class Scope:
     failing_size: int
     end: str = ""
     seed: int | None = None
+    measured: tuple[int | None, ...] = ()
+    """The bad end's measured tokens of each :attr:`failing` prompt (None: not measured)."""
 
     @property
     def sizes(self) -> tuple[PromptKey, ...]:
@@ -80,6 +88,19 @@ class Scope:
             if key is not None and key.identity in want:
                 out.setdefault(want[key.identity], d)
         return out
+
+    def _cut(self, got: dict[PromptKey, dict[str, Any]]) -> tuple[PromptKey, int, int] | None:
+        """``(prompt, candidate's count, bad end's count)`` of the first failing prompt the candidate
+        answered OK while measuring clearly fewer tokens than the bad end (module docstring)."""
+        from ..reproduce.threshold import counts_agree
+
+        for k, theirs in zip(self.failing, self.measured):
+            d = got.get(k) or {}
+            mine = d.get("prompt_tokens")
+            if d.get("outcome") == "OK" and isinstance(mine, int) and isinstance(theirs, int) \
+                    and mine < theirs and not counts_agree(mine, theirs):
+                return k, mine, theirs
+        return None
 
     def asked(self, res: ProbeResult) -> bool:
         """True when ``res`` was asked every failing prompt (with some outcome)."""
@@ -100,11 +121,16 @@ class Scope:
                                        extra={**res.extra, "scope": {"verdict": res.verdict.value,
                                                                      "failing": list(map(str, self.failing))}})
         missing = [k for k in self.failing if got.get(k, {}).get("outcome") != "OK"]
-        if not missing:
+        short = self._cut(got)
+        if not missing and short is None:
             return res
-        k = missing[0]
+        k = missing[0] if missing else short[0]  # type: ignore[index]
         d = got.get(k)
-        if d is None:
+        if not missing:
+            assert short is not None
+            what = (f"{k.text()} -> OK, but it measured {short[1]} tokens where the bad end measured {short[2]} "
+                    f"for the same text: its server did not read the whole prompt (a silent cut)")
+        elif d is None:
             cov = covered(res)
             what = (f"not asked the prompt {k.text()}"
                     + (f" (the largest size it answered: {cov} tokens)" if cov is not None else ""))
@@ -133,7 +159,13 @@ def learn(recipe: Recipe, res: ProbeResult, label: str = "") -> Scope | None:
     keys = failing_prompts(res.table or [], int(first), seed)
     if not keys:
         return None
-    return Scope(tuple(keys), int(first), f" {label}" if label else "", seed)
+    counts: dict[Any, int] = {}
+    for d in _rows(res):
+        key = PromptKey.of_row(d, seed)
+        if key is not None and isinstance(d.get("prompt_tokens"), int):
+            counts.setdefault(key.identity, int(d["prompt_tokens"]))
+    return Scope(tuple(keys), int(first), f" {label}" if label else "", seed,
+                 tuple(counts.get(k.identity) for k in keys))
 
 
 __all__ = ["SCOPED_MODES", "Scope", "covered", "learn", "scoped"]
