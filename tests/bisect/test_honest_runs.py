@@ -137,10 +137,14 @@ def flaky_history(kit, tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_one_sided_flaky_bug_names_no_wrong_culprit_over_20_seeds(tmp_path, kit) -> None:
+def test_one_sided_flaky_bug_names_no_wrong_culprit_over_6_seeds(tmp_path, kit) -> None:
+    """Seeds 0..5 of the one-sided flake (false negatives 0.45). Over seeds 0..19 this named c14 in at
+    least 18 and nothing else (measured before the suite's budget cut it to 6, 179 s on CI's 2 cores);
+    the statistics of flaky worlds at scale are the worlds benchmark's (``benchmarks/worlds.py``,
+    shapes ``noise`` and ``flaky``). So of any 6 seeds at least 4 name it."""
     shas = flaky_history(kit, tmp_path)
     named, wrong = 0, []
-    for seed in range(20):
+    for seed in range(6):
         d = tmp_path / f"seed{seed}"
         d.mkdir()
         r = write_recipe(d, tmp_path / "repo", {"command": [PY, "flaky.py"], "repeats": 5}, "command",
@@ -158,7 +162,7 @@ def test_one_sided_flaky_bug_names_no_wrong_culprit_over_20_seeds(tmp_path, kit)
         else:  # inconclusive: says how far it got
             assert "confidence" in json.dumps(final) and final["confidence"] >= 0
     assert not wrong
-    assert named >= 18
+    assert named >= 4
 
 
 def test_flaky_bug_without_rates_estimates_them_from_the_bad_end(tmp_path, kit) -> None:

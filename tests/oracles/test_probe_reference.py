@@ -85,8 +85,10 @@ def test_dead_reference_is_an_error_never_a_divergence(engine_factory):
     assert rc == 4 and doc["status"] == "error"
 
 
-def test_two_different_good_builds_never_diverge_over_200_prompts(engine_factory):
-    """False positives: 200 prompts from 2K to the maximum size, tolerance calibrated at 4 sizes."""
+def test_two_different_good_builds_never_diverge_over_60_prompts(engine_factory):
+    """False positives: 60 prompts from 2K to the maximum size (log-spaced: every part of the range),
+    tolerance calibrated at 4 sizes. 200 prompts passed as well; 60 fit the suite's budget (the 200
+    took 112 s on CI's 2 cores)."""
     from bisectbot.reproduce.prompts import PromptBuilder
     from bisectbot.reproduce.reference import calibrate, calibration_sizes, compare, greedy
 
@@ -102,8 +104,9 @@ def test_two_different_good_builds_never_diverge_over_200_prompts(engine_factory
     ref = spec.reference
     worst = 0.0
     compared_lp = 0
-    for i in range(200):
-        size = round(2000 * (hi / 2000) ** (i / 199))
+    n = 60
+    for i in range(n):
+        size = round(2000 * (hi / 2000) ** (i / (n - 1)))
         builder = PromptBuilder(QUESTION, seed=1000 + i, tokenize=ca.tokenize)
         prompt = builder.build(size)
         lp = size <= ref.prompt_logprobs_max_size
@@ -117,7 +120,7 @@ def test_two_different_good_builds_never_diverge_over_200_prompts(engine_factory
             compared_lp += 1
             assert cmp.logprob_mean > 0  # different builds: the numbers differ, within tolerance
             worst = max(worst, cmp.logprob_mean / tol.logprob)
-    assert compared_lp >= 80
+    assert compared_lp >= n // 2  # sizes up to prompt_logprobs_max_size: ~60 % of the log-spaced range
     assert worst < 1.0
 
 
