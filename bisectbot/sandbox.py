@@ -154,7 +154,8 @@ def protect(path: str | Path, how: str = "hide") -> None:
 
 def require() -> str:
     """The ``bwrap`` executable, checked once per process by starting ``true`` in the namespaces
-    candidates get. Raises :class:`SandboxUnavailable` naming the missing tool or capability."""
+    candidates get (a failed check is tried again as a failed setup is: :data:`SETUP_DELAYS_S`).
+    Raises :class:`SandboxUnavailable` naming the missing tool or capability."""
     global _checked
     if _checked and os.access(_checked, os.X_OK):
         return _checked
@@ -167,10 +168,14 @@ def require() -> str:
     argv = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--unshare-pid",
             "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--die-with-parent", *_caps(),
             "--", "true"]
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise SandboxUnavailable(f"cannot start bwrap: {e}" + hint) from None
+    for delay in (*SETUP_DELAYS_S, None):  # a host mount changing under the setup is a race (SETUP_DELAYS_S)
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SandboxUnavailable(f"cannot start bwrap: {e}" + hint) from None
+        if p.returncode == 0 or delay is None:
+            break
+        time.sleep(delay)
     if p.returncode != 0:
         why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
         raise SandboxUnavailable(f"this host refuses the namespaces a candidate's sandbox needs (PID, mount and "

@@ -106,14 +106,19 @@ def test_the_churn_breaks_a_bare_bwrap_setup(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_mount_churn_under_a_shared_root_changes_no_verdict(tmp_path: Path) -> None:
-    """The demo (a build, a server and HTTP probes per candidate) and ``bisectbot probe``'s own command
-    runs, under the churn: every verdict is the candidate's, and the demo names its culprit."""
+    """The demo (a build, a server and HTTP probes per candidate), ``bisectbot probe``'s own command
+    runs and the sandbox's check before any candidate (:func:`bisectbot.sandbox.require`), under the
+    churn: every verdict is the candidate's, and the demo names its culprit."""
     _needs_root_namespaces()
     out, state = tmp_path / "out", tmp_path / "state"
     runs = tmp_path / "runs.py"
     runs.write_text(textwrap.dedent(f"""
         import json
+        from bisectbot import sandbox
         from bisectbot.reproduce.command import run_argv
+        for _ in range(40):  # the check before any candidate runs meets the same race (rounds, this session)
+            sandbox._checked = None
+            sandbox.require()
         codes = [run_argv(["sh", "-c", "exit $(( {{size}} % 4 ))"], n, None, 60, cwd={str(tmp_path)!r}).returncode
                  for n in range(60)]
         print(json.dumps(codes))
