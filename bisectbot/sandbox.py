@@ -595,6 +595,15 @@ def _private_run(network: str) -> list[str]:
     return out
 
 
+def _launcher_python() -> str:
+    """The interpreter of the launcher and the bridge's wrapper (``-I -S``: the standard library only):
+    the base interpreter of the bot's virtualenv, resolved. The bot's own virtualenv may lie where a
+    candidate sees nothing (the workflow installs it below ``$RUNNER_TEMP``, which is hidden: the
+    token-walk act test, ``bwrap: execvp .../tmp/venv-N/bin/python: No such file or directory``)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return str(Path(base).resolve())
+
+
 def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
          readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = (), network: str = "loopback",
          bridge: ServerBridge | None = None, home: str | Path | None = None,
@@ -632,7 +641,7 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     hide = hidden_paths()
     named = [p for p in named_paths(argv, cwd, env, untrusted=rw) if not _under(p, rw)]
     if launch is not None or (bridge is not None and network == "loopback"):  # the bot's own interpreter
-        named += [p for p in named_paths([sys.executable], None, env, untrusted=rw) if not _under(p, rw)]
+        named += [p for p in named_paths([_launcher_python()], None, env, untrusted=rw) if not _under(p, rw)]
     ro = readonly_paths([*readonly, *named])
     out = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
@@ -674,10 +683,10 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     if bridge is not None and network == "loopback":
         # the bridge directory, writable, in the private /tmp; the wrapper listens there and execs argv
         out += ["--bind", str(bridge.dir), BRIDGE_DIR]
-        argv = [sys.executable, "-I", "-S", "-c", _INSIDE, f"{BRIDGE_DIR}/{ServerBridge.SOCKET}", str(bridge.port),
+        argv = [_launcher_python(), "-I", "-S", "-c", _INSIDE, f"{BRIDGE_DIR}/{ServerBridge.SOCKET}", str(bridge.port),
                 str(launch.fd if launch is not None else -1), *argv]
     elif launch is not None:
-        argv = [sys.executable, "-I", "-S", "-c", _LAUNCH, str(launch.fd), *argv]
+        argv = [_launcher_python(), "-I", "-S", "-c", _LAUNCH, str(launch.fd), *argv]
     env = dict(env)
     tmp = env.get("TMPDIR")
     if not tmp or not _under(Path(tmp).resolve(), rw) or _under(Path(tmp).resolve(), hide):
