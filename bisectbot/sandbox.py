@@ -504,6 +504,17 @@ class Launch:
             self._r = -1
 
 
+def ended(launch: Launch | None, argv0: str) -> tuple[int, str] | None:
+    """:meth:`Launch.exec_failure` of a process that has ended, then the pipe closed; None for no
+    launch (the sandbox off)."""
+    if launch is None:
+        return None
+    try:
+        return launch.exec_failure(argv0)
+    finally:
+        launch.close()
+
+
 R = TypeVar("R")
 
 

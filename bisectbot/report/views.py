@@ -616,8 +616,7 @@ def _rewritten_pins(result: RunResult) -> list[str]:
         pr = next((x for x in probes if x.candidate.ref == fb), probes[0] if probes else None)
         for row in (pr.extra["pins_rewritten"] if pr is not None else []):
             after = row.get("after")
-            where = f"{row.get('path')}:{row.get('line')}"
-            out.append(f"{link.component} {_chain_name(pr.candidate)}: {where}: {row.get('before')} → {after}" if after
-                       else f"{link.component} {_chain_name(pr.candidate)}: {where}: {row.get('before')} "
-                            "was not found where it was read, not rewritten")
+            how = f"→ {after}" if after else "was not found where it was read, not rewritten"
+            out.append(f"{link.component} {_chain_name(pr.candidate)}: {row.get('path')}:{row.get('line')}: "
+                       f"{row.get('before')} {how}")
     return out

@@ -116,9 +116,7 @@ def run_argv(argv: list[str], size: int, source: Path | None, timeout_s: float, 
         return CommandRun(127, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
     except PermissionError as e:
         return CommandRun(126, time.monotonic() - t0, "", f"cannot run {args[0]!r}: {e.strerror}")
-    failed = launch.exec_failure(args[0]) if launch is not None else None
-    if launch is not None:
-        launch.close()
+    failed = sandbox.ended(launch, args[0])
     if failed is not None:  # the launcher could not exec it: the command never ran (126/127, as a shell)
         return CommandRun(failed[0], r.duration_s, "", failed[1])
     return CommandRun(r.returncode, r.duration_s, r.stdout_tail, r.stderr_tail, timed_out=r.timed_out)

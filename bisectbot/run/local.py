@@ -221,16 +221,9 @@ class LocalRunner:
     def _pinned(self, comp: str, sha: str, other: str) -> str | None:
         """The commit of ``other`` that ``comp`` at ``sha`` pins, or None (no pin, or a ref the
         repository of ``other`` lacks: then a warning)."""
-        from .. import pins as P
-        from ..sources.pinned import pins_at, resolve_pin
+        from ..sources.pinned import resolve_pin
 
-        key = (comp, sha)
-        cache = self._pins_cache
-        if key not in cache:
-            with self.repos[comp].lock:
-                cache[key] = pins_at(self.repos[comp], sha)
-        names = {other: self.pin_names(other)}
-        found = [p for p in cache[key] if P.match_component(p.component, names) or P.match_component(p.name, names)]
+        found = [p for p in self._pins_of(comp, sha) if self._pins_component(p, other)]
         found.sort(key=lambda p: (p.kind != "submodule", p.path, p.line))
         if not found:
             return None
@@ -243,6 +236,24 @@ class LocalRunner:
                              "at a clone that has it")
         return ref
 
+    def _pins_of(self, comp: str, sha: str) -> list[Any]:
+        """Every pin of ``comp`` at ``sha`` (:func:`bisectbot.sources.pinned.pins_at`), read once."""
+        from ..sources.pinned import pins_at
+
+        key = (comp, sha)
+        if key not in self._pins_cache:
+            with self.repos[comp].lock:
+                self._pins_cache[key] = pins_at(self.repos[comp], sha)
+        return self._pins_cache[key]
+
+    def _pins_component(self, pin: Any, other: str) -> bool:
+        """Whether ``pin`` pins the component ``other`` (by its key or its name as written, against
+        ``other`` and its ``pin_names``)."""
+        from .. import pins as P
+
+        names = {other: self.pin_names(other)}
+        return bool(P.match_component(pin.component, names) or P.match_component(pin.name, names))
+
     def _rewrite_pins(self, commits: dict[str, str], worktrees: dict[str, Path]) -> list[dict[str, Any]]:
         """Set every pin that a component's worktree holds of another component of the candidate to
         the candidate's commit of it (issue 38): a descent candidate (aiter a6, vLLM held at v5) is
@@ -254,18 +265,12 @@ class LocalRunner:
         before, after}`` per rewritten line (shown in the probe's evidence and the report); a pin
         not found where it was read is reported with ``after`` None, never guessed."""
         from .. import pins as P
-        from ..sources.pinned import pins_at, resolve_pin
+        from ..sources.pinned import resolve_pin
 
         out: list[dict[str, Any]] = []
         for comp, sha in commits.items():
-            key = (comp, sha)
-            if key not in self._pins_cache:
-                with self.repos[comp].lock:
-                    self._pins_cache[key] = pins_at(self.repos[comp], sha)
-            for pin in self._pins_cache[key]:
-                other = next((o for o in commits if o != comp and (
-                    P.match_component(pin.component, {o: self.pin_names(o)})
-                    or P.match_component(pin.name, {o: self.pin_names(o)}))), None)
+            for pin in self._pins_of(comp, sha):
+                other = next((o for o in commits if o != comp and self._pins_component(pin, o)), None)
                 if other is None:
                     continue
                 want = commits[other]
@@ -371,12 +376,10 @@ class LocalRunner:
                     with progress.phase("build"):
                         r, launch = sandbox.launched(build, lambda r: r.stderr_tail,
                                                      what=f"building {candidate.label or candidate.ref[:12]}")
-                    failed = launch.exec_failure(argv[0]) if launch is not None else None
+                    failed = sandbox.ended(launch, argv[0])
                     rc = failed[0] if failed is not None else r.returncode
                     if failed is not None:
                         log_path.write_text(failed[1] + "\n")
-                    if launch is not None:
-                        launch.close()
                 except OSError as e:
                     log_path.write_text(f"cannot run build command: {e}\n")
                     rc = 127
@@ -599,9 +602,7 @@ class LocalRunner:
         finally:
             for f in pidfiles:
                 f.unlink(missing_ok=True)
-        failed = launch.exec_failure(argv[0]) if launch is not None else None
-        if launch is not None:
-            launch.close()
+        failed = sandbox.ended(launch, argv[0])
         if failed is not None:  # the launcher could not exec it: the command never ran (126/127, as a shell)
             return CommandRun(returncode=failed[0], duration_s=r.duration_s, stderr_tail=failed[1])
         return CommandRun(returncode=r.returncode, duration_s=r.duration_s, stdout_tail=r.stdout_tail,

@@ -112,6 +112,13 @@ def aiter_repo(kit, path: Path, n: int = 10, bug_at: int | None = 6, old_at: int
     return shas
 
 
+def ck_repo(kit, path: Path, n: int = 8, bug_at: int = 4) -> list[str]:
+    """composable_kernel c0..c{n-1}; c{bug_at} on are bad."""
+    init(kit, path)
+    return [commit(kit, path, f"ck change {i}", {"v.txt": f"c{i}\n", "kernels/k.cpp": f"{i}\n",
+                                                 "bug.txt": "1\n" if i >= bug_at else "0\n"}) for i in range(n)]
+
+
 def vllm_repo(kit, path: Path, n: int = 10, bump_at: int = 5, *, pin_file: str = "docker",
               new_aiter: str = NEW_TAG, code_change_in_bump: bool = False, new_mori: str | None = None,
               old_aiter: str = OLD_TAG) -> list[str]:
@@ -225,9 +232,8 @@ def test_requirements_pin_bump_descends(tmp_path, kit, starts_file) -> None:
 
 def test_submodule_bump_two_levels_deep(tmp_path, kit, starts_file) -> None:
     """vLLM v5 bumps aiter; aiter's a6 only moves its composable_kernel gitlink; ck c4 is the culprit."""
-    ck = init(kit, tmp_path / "ck")
-    c = [commit(kit, ck, f"ck change {i}", {"v.txt": f"c{i}\n", "kernels/k.cpp": f"{i}\n",
-                                            "bug.txt": "1\n" if i >= 4 else "0\n"}) for i in range(8)]
+    ck = tmp_path / "ck"
+    c = ck_repo(kit, ck)
     a = aiter_repo(kit, tmp_path / "aiter", bug_at=None, gitlinks={0: c[1], 6: c[7]})
     v = vllm_repo(kit, tmp_path / "vllm")
     p, res, md = run(kit, tmp_path, recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter", ck), v[0], v[9])
@@ -431,9 +437,8 @@ def test_a_gitlink_the_build_reads_from_the_index_is_set_to_the_candidate(tmp_pa
     """The submodule member: aiter a6 only moves its composable_kernel gitlink; the build takes ck
     from the gitlink in the aiter tree's index (``git submodule update``). Each ck candidate's aiter
     tree has the gitlink set to it: ck c4 is named, two levels down."""
-    ck = init(kit, tmp_path / "ck")
-    c = [commit(kit, ck, f"ck change {i}", {"v.txt": f"c{i}\n", "kernels/k.cpp": f"{i}\n",
-                                            "bug.txt": "1\n" if i >= 4 else "0\n"}) for i in range(8)]
+    ck = tmp_path / "ck"
+    c = ck_repo(kit, ck)
     a = aiter_repo(kit, tmp_path / "aiter", bug_at=None, gitlinks={0: c[1], 6: c[7]})
     v = vllm_repo(kit, tmp_path / "vllm")
     p, res, md = run(kit, tmp_path, built_recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter", ck), v[0], v[9])
