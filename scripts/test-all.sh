@@ -77,6 +77,13 @@ if [ -n "${lane_pid:-}" ]; then
   fi
 fi
 
+# the real vLLM nightlies' base image (tests/vllm/images.py, issue 38: ~2.3 GB, ~1.5-3 min cold) in the
+# background while the suite starts: building it is mostly disk and daemon work, and
+# tests/vllm/test_real_night.py waits on the same lock instead of building it a second time
+if [ -n "${BISECTBOT_VLLM_PYTHON:-}" ]; then
+  "$VENV/bin/python" -m tests.vllm.images >"$work/vllm-base.log" 2>&1 &
+fi
+
 # 3. the suite against the install
 export BISECTBOT_REQUIRE_DOCKER=1
 export BISECTBOT_TEST_INSTALLED=1   # tests/test_installed.py: bisectbot must come from site-packages

@@ -102,13 +102,18 @@ def sandbox_writable(tmp_path_factory: pytest.TempPathFactory) -> None:
 #: files in collection order, so a 25-minute file collected last (``tests/vllm`` sorts last) ran
 #: alone at the end of the session while the other worker idled.
 LONG_AREAS = ("vllm", "worlds", "act")
+#: The longest file of all (issue 38's real night: the base image, four nightlies, ~12 vLLM
+#: containers), handed out before every other.
+LONGEST = ("tests/vllm/test_real_night.py",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Collect the long areas' files first (:data:`LONG_AREAS`), every file's tests kept together and
+    """Collect :data:`LONGEST`, then the long areas' files first (:data:`LONG_AREAS`), every file's tests kept together and
     in their order; nothing else moves."""
     def rank(item: pytest.Item) -> int:
         parts = Path(str(item.fspath)).relative_to(ROOT).parts
+        if "/".join(parts) in LONGEST:
+            return -1
         area = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
         return LONG_AREAS.index(area) if area in LONG_AREAS else len(LONG_AREAS)
 

@@ -3,10 +3,16 @@ input 3), in the spirit of syzbot's "C reproducer".
 
 Three parts:
 
-* **The server** of the first bad candidate (and how to get the last good's): for a git source the
-  clone, the ``git checkout`` of the full SHA, the recipe's build command and its server command
-  with its environment; for a registry nightly ``docker run`` of the image by digest; for a release
-  the ``pip install`` of that version. ``{port}`` becomes ``"${PORT:-8000}"``.
+* **The server** of the first bad candidate (and how to get the last good's), by the *candidate's*
+  kind, not the recipe's source (a descent's candidates are commits of a component even when the
+  recipe's source is a registry): for a commit of the source's own repository the clone, the
+  ``git checkout`` of the full SHA, the recipe's build command and its server command with its
+  environment; for a registry nightly ``docker run`` of the image by digest; for a component commit
+  overlaid on a nightly (issue 38) the component's clone at that commit, a two-line Dockerfile that
+  copies its package over the nightly's installed one (found in the image with
+  ``importlib.util.find_spec``, which does not import it), ``docker build`` and ``docker run``; for a
+  release the ``pip install`` of that version. ``{port}`` becomes ``"${PORT:-8000}"``; the recipe's
+  ``server.mounts`` become ``-v`` flags (the runner profile's mounts are the host's: a note says so).
 * **The request**: the exact chat request body the reproducer sent at the failing size
   (``request.json``: model, messages, ``max_tokens``, ``temperature``, ``seed``), rebuilt from the
   prompt generator's arguments recorded with the probe (filler seed, filler words, question, needle
@@ -29,7 +35,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..models import Candidate, RunResult, StageResult, Status
@@ -60,12 +66,16 @@ def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
         "source": {k: src.get(k) for k in ("kind", "repo", "component", "registry", "repository", "package", "index")
                    if src.get(k) is not None},
         "server": {"command": list(recipe.server.command), "env": dict(recipe.server.env), "port": recipe.server.port,
-                   "build_command": list(recipe.server.build_command or [])},
+                   "build_command": list(recipe.server.build_command or []),
+                   "mounts": list(getattr(recipe.server, "mounts", None) or [])},
         "reproducer": {"kind": rep.kind, "question": rep.question, "needles": rep.needles, "seed": rep.seed,
                        "max_tokens": rep.max_tokens, "temperature": rep.temperature,
                        "expected_answer": rep.expected_answer, "command": list(rep.command or [])},
         "model": recipe.model, "tp": recipe.tp, "patches": list(recipe.patches),
         "repos": _repos(recipe),
+        # the package directory of a component in its repository: the component's name, as the
+        # container runner's overlay builds take it (bisectbot.build.Overlay.path_in_repo)
+        "packages": {name: (comp.component or name).strip("/") for name, comp in (recipe.bisect.components or {}).items()},
     }
 
 
@@ -87,7 +97,7 @@ class Kit:
     """The Reproduce section's parts (plain text; the template fences and sanitises them).
 
     ``server``: shell lines that start the first bad's server; ``good_hint``: how to get the last
-    good's instead; ``request``: the chat request body (None when the probe did not record the
+    good's instead (a verb phrase: ``check out SHA (label)``, ``run DIGEST (label)``, ``build SHA (label)``); ``request``: the chat request body (None when the probe did not record the
     prompt's arguments); ``make_request``: the standalone generator script; ``send``: the one-line
     ``curl``; ``expected``/``seen``: the last good's and first bad's replies; ``bot``: the
     bisectbot command; ``recipe_file``/``recipe_text``: the recipe to save beside it (empty for a
@@ -132,38 +142,71 @@ def _argv_text(argv: list[str], model: str, tp: int) -> str:
     return " ".join(out)
 
 
-def _server_lines(f: dict[str, Any], ref: str, label: str) -> tuple[list[str], list[str]]:
+def _server_lines(f: dict[str, Any], cand: Candidate, label: str) -> tuple[list[str], list[str], str]:
+    """Shell lines that start ``cand``'s server, notes, and the verb phrase that gets the last good's
+    instead (``check out SHA`` / ``run DIGEST`` / ``build SHA``); see the module doc."""
     src, srv = f.get("source") or {}, f.get("server") or {}
     model, tp = str(f.get("model") or ""), int(f.get("tp") or 1)
     env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted((srv.get("env") or {}).items()))
     cmd = _argv_text(list(srv.get("command") or []), model, tp)
     notes: list[str] = []
     kind = src.get("kind")
+    ref = cand.ref
+    meta = cand.meta if isinstance(cand.meta, dict) else {}
     lines: list[str] = []
-    if kind == "git":
-        lines += [f"git clone {shlex.quote(str(src.get('repo', '')))} candidate && cd candidate",
+    verb = "check out"
+    base_image = str(meta.get("base") or "") if cand.component != "image" else ""
+    if base_image and cand.component and kind == "registry":
+        verb = "build"
+        repo = (f.get("repos") or {}).get(cand.component, "")
+        pkg = (f.get("packages") or {}).get(cand.component, cand.component)
+        mod = PurePosixPath(pkg).name
+        lines += [f"git clone {shlex.quote(str(repo))} candidate && cd candidate",
+                  f"git checkout --detach {ref}   # {label}",
+                  "cat > Dockerfile.bisectbot <<'EOF'",
+                  f"FROM {base_image}",
+                  f"COPY {pkg}/ /tmp/overlay/",
+                  f"RUN python3 -c \"import importlib.util as u, shutil; shutil.copytree('/tmp/overlay', "
+                  f"u.find_spec('{mod}').submodule_search_locations[0], dirs_exist_ok=True)\" && rm -rf /tmp/overlay",
+                  "EOF",
+                  "docker build -f Dockerfile.bisectbot -t bisectbot-candidate .",
+                  _docker_run(srv, "bisectbot-candidate", model, tp)]
+        notes.append(f"{cand.component} at that commit overlaid on the last good nightly {base_image} (its Python "
+                     f"files only, as the bot built it)")
+        notes.append("plus the runner profile's docker flags (devices, groups, shm) on a GPU host")
+    elif kind == "git" or cand.kind.value == "commit":
+        repos = f.get("repos") or {}
+        repo = repos[cand.component] if cand.component in repos else src.get("repo", "")
+        lines += [f"git clone {shlex.quote(str(repo))} candidate && cd candidate",
                   f"git checkout --detach {ref}   # {label}"]
         if srv.get("build_command"):
             lines.append(_argv_text(list(srv["build_command"]), model, tp))
         lines.append(f"{env} {cmd}".strip())
     elif kind == "registry":
-        image = f"{src.get('registry', '')}/{src.get('repository', '')}@{ref}".lstrip("/")
-        envs = " ".join(f"-e {k}={shlex.quote(str(v))}" for k, v in sorted((srv.get("env") or {}).items()))
-        port = int(srv.get("port") or 8000)
-        argv = [a.replace("{port}", str(port)) for a in srv.get("command") or []]
-        lines.append(f"docker run --rm -p \"${{PORT:-8000}}\":{port} {envs} {shlex.quote(image)} "
-                     f"{_argv_text(argv, model, tp)}".replace("  ", " ") + f"   # {label}")
+        verb = "run"
+        image = str(meta.get("image") or "") or f"{src.get('registry', '')}/{src.get('repository', '')}@{ref}".lstrip("/")
+        lines.append(_docker_run(srv, image, model, tp) + f"   # {label}")
         notes.append("plus the runner profile's docker flags (devices, groups, shm) on a GPU host")
     elif kind == "pypi":
         lines += [f"python3 -m venv candidate && . candidate/bin/activate   # {label}",
                   f"pip install {shlex.quote(str(src.get('package') or src.get('component') or ''))}=={ref}",
                   f"{env} {cmd}".strip()]
     else:
-        return [], []
+        return [], [], verb
     if f.get("patches"):
         notes.append("the bot applied its patch stack (" + ", ".join(map(str, f["patches"])) + ") to each candidate "
                      "before serving it")
-    return lines, notes
+    return lines, notes, verb
+
+
+def _docker_run(srv: dict[str, Any], image: str, model: str, tp: int) -> str:
+    """``docker run`` of ``image`` with the recipe's port, environment, mounts and server command."""
+    envs = " ".join(f"-e {k}={shlex.quote(str(v))}" for k, v in sorted((srv.get("env") or {}).items()))
+    vols = " ".join(f"-v {shlex.quote(str(m))}" for m in srv.get("mounts") or [])
+    port = int(srv.get("port") or 8000)
+    argv = [a.replace("{port}", str(port)) for a in srv.get("command") or []]
+    return " ".join(x for x in ["docker run --rm", f"-p \"${{PORT:-8000}}\":{port}", envs, vols, shlex.quote(image),
+                                _argv_text(argv, model, tp)] if x)
 
 
 def make_request_script(body: dict[str, Any], seed: int, words: int, question: str, needles: int) -> str:
@@ -215,9 +258,9 @@ def kit(result: RunResult) -> Kit | None:
         return None
     k = Kit()
     fb, lg = final.first_bad, final.last_good
-    k.server, k.notes = _server_lines(f, fb.ref, f"first bad: {fb.label or fb.ref}")
+    k.server, k.notes, verb = _server_lines(f, fb, f"first bad: {fb.label or fb.ref}")
     if lg is not None and k.server:
-        k.good_hint = f"{lg.ref} ({lg.label or 'last good'})"
+        k.good_hint = f"{verb} {lg.ref} ({lg.label or 'last good'})"
     rep = f.get("reproducer") or {}
     ev = culprit_evidence(result, command=is_command_result(result))
     if ev is not None and not ev.command:
