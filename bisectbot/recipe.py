@@ -101,7 +101,9 @@ class ServerSpec(_Model):
     """
 
     command: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+        default_factory=dict, description="environment of the server; names are shell variable names (the "
+        "report's Reproduce lines set them in a shell)")
     port: int = Field(8000, ge=1, le=65535)
     health_timeout_s: float = Field(2400.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)

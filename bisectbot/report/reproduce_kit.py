@@ -50,6 +50,7 @@ def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
     from ``recipe_path``: its name, whether it is a shipped recipe (then the name is enough), the
     file name and text, the source, server and reproducer settings. JSON-ready."""
     from ..shipped import shipped_dir
+    from ..sources.git import without_credentials
 
     path = Path(recipe_path).resolve()
     shipped = shipped_dir("recipes")
@@ -63,8 +64,9 @@ def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
     return {
         "recipe": recipe.name, "shipped": is_shipped, "file": path.name,
         "text": text if len(text) <= RECIPE_TEXT_CHARS else "",
-        "source": {k: src.get(k) for k in ("kind", "repo", "component", "registry", "repository", "package", "index")
-                   if src.get(k) is not None},
+        "source": {k: src.get(k) for k in ("kind", "repo", "component", "registry", "repository", "package")
+                   if src.get(k) is not None}
+        | ({"index": without_credentials(str(src["index_url"]))} if src.get("index_url") else {}),
         "server": {"command": list(recipe.server.command), "env": dict(recipe.server.env), "port": recipe.server.port,
                    "build_command": list(recipe.server.build_command or []),
                    "mounts": list(getattr(recipe.server, "mounts", None) or [])},
@@ -73,22 +75,25 @@ def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
                        "expected_answer": rep.expected_answer, "command": list(rep.command or [])},
         "model": recipe.model, "tp": recipe.tp, "patches": list(recipe.patches),
         "repos": _repos(recipe),
-        # the package directory of a component in its repository: the component's name, as the
-        # container runner's overlay builds take it (bisectbot.build.Overlay.path_in_repo)
-        "packages": {name: (comp.component or name).strip("/") for name, comp in (recipe.bisect.components or {}).items()},
+        # the package directory of a component in its repository: its key in bisect.components, as
+        # the container runner's overlay builds take it (bisectbot.build.Overlay.path_in_repo)
+        "packages": {name: name for name in (recipe.bisect.components or {})},
     }
 
 
 def _repos(recipe: Any) -> dict[str, str]:
-    """Component name -> repository URL: the recipe's git source and its ``bisect.components``."""
+    """Component name -> repository URL (credentials removed): the recipe's git source and its
+    ``bisect.components``."""
+    from ..sources.git import without_credentials
+
     out: dict[str, str] = {}
     src = recipe.source
     if getattr(src, "kind", "") == "git" and getattr(src, "repo", ""):
         name = src.component or Path(str(src.repo)).name.removesuffix(".git")
-        out[name] = str(src.repo)
+        out[name] = without_credentials(str(src.repo))
     for name, comp in (recipe.bisect.components or {}).items():
-        out[comp.component or name] = str(comp.repo)
-        out.setdefault(name, str(comp.repo))
+        out[comp.component or name] = without_credentials(str(comp.repo))
+        out.setdefault(name, without_credentials(str(comp.repo)))
     return out
 
 
@@ -125,12 +130,13 @@ class Kit:
         return json.dumps(self.request, indent=1, sort_keys=True, ensure_ascii=False) + "\n" if self.request else ""
 
 
-def _argv_text(argv: list[str], model: str, tp: int) -> str:
+def _argv_text(argv: list[str], model: str, tp: int, host_python: bool = True) -> str:
     """A recipe argv as one shell line: ``{port}`` -> ``"${PORT:-8000}"``, ``{model}``/``{tp}`` filled, an
-    absolute Python interpreter (the demo fills in the bot's own) shown as ``python3``."""
+    absolute Python interpreter (the demo fills in the bot's own) shown as ``python3`` on the host
+    (``host_python``; in a container the image's own path is kept)."""
     out = []
     for i, a in enumerate(argv):
-        if i == 0 and _PYTHON.match(a):
+        if i == 0 and host_python and _PYTHON.match(a):
             out.append("python3")
             continue
         a = a.replace("{model}", model).replace("{tp}", str(tp))
@@ -142,71 +148,166 @@ def _argv_text(argv: list[str], model: str, tp: int) -> str:
     return " ".join(out)
 
 
+#: Names that may appear unquoted in the generated lines (a package path, a module, a component).
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
+#: Environment names whose values the Reproduce lines never print: the maintainer's own environment
+#: supplies them (``-e NAME`` / ``NAME="$NAME"``).
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+#: The heredoc delimiter of the generated files (no recorded value can be a line equal to it: every
+#: value in those files is checked against :data:`_NAME` or is an image reference by digest).
+_EOF = "BISECTBOT_EOF"
+_IMAGE_BY_DIGEST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*@sha256:[0-9a-f]{64}$")
+#: Run inside the image: copy the overlay's files over the installed package (found with
+#: importlib.util.find_spec, which does not import it) and delete what the commit deleted -- the
+#: build's own overlay step (bisectbot.build._apply_overlay).
+OVERLAY_SCRIPT = """\
+import importlib.util, os, sys, tarfile
+pkg, mod = sys.argv[1], sys.argv[2]
+dest = importlib.util.find_spec(mod).submodule_search_locations[0]
+def target(name):
+    return os.path.join(dest, name[len(pkg) + 1:])
+with tarfile.open("/tmp/overlay/overlay.tar") as tar:
+    for m in tar.getmembers():
+        if m.isfile():
+            os.makedirs(os.path.dirname(target(m.name)), exist_ok=True)
+            with open(target(m.name), "wb") as f:
+                f.write(tar.extractfile(m).read())
+for name in open("/tmp/overlay/deleted.txt").read().splitlines():
+    if name and os.path.lexists(target(name)):
+        os.remove(target(name))
+"""
+
+
+def _comment(text: str) -> str:
+    """A label as a shell comment: one line, printable."""
+    return " ".join(re.sub(r"[\x00-\x1f\x7f]", " ", text).split())[:160]
+
+
+def _env_pairs(env: dict[str, Any], docker: bool) -> str:
+    """``-e NAME=VALUE`` (docker) or ``NAME=VALUE`` (host) for each valid name, quoted; secret-like
+    names without their value (the maintainer's environment supplies it)."""
+    out = []
+    for k, v in sorted(env.items()):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(k)):
+            continue  # the recipe refuses such names; an old result file may still hold one
+        if _SECRET_NAME.search(k):
+            out.append(f"-e {k}" if docker else f'{k}="${k}"')
+        else:
+            out.append(f"-e {shlex.quote(f'{k}={v}')}" if docker else shlex.quote(f"{k}={v}"))
+    return " ".join(out)
+
+
+def _mount_flag(m: str) -> str:
+    """``-v HOST:CONTAINER[:MODE]`` quoted; a leading ``~/`` stays outside the quotes so the shell
+    expands it as the runner did."""
+    if m.startswith("~/"):
+        return f'-v "$HOME"/{shlex.quote(m[2:])}'
+    return f"-v {shlex.quote(m)}"
+
+
 def _server_lines(f: dict[str, Any], cand: Candidate, label: str) -> tuple[list[str], list[str], str]:
     """Shell lines that start ``cand``'s server, notes, and the verb phrase that gets the last good's
-    instead (``check out SHA`` / ``run DIGEST`` / ``build SHA``); see the module doc."""
+    instead (``check out SHA`` / ``run DIGEST`` / ``build SHA`` / ``install VERSION``); see the module
+    doc. No lines (and a note why) where plain shell lines cannot build what the bot built."""
     src, srv = f.get("source") or {}, f.get("server") or {}
     model, tp = str(f.get("model") or ""), int(f.get("tp") or 1)
-    env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted((srv.get("env") or {}).items()))
-    cmd = _argv_text(list(srv.get("command") or []), model, tp)
-    notes: list[str] = []
     kind = src.get("kind")
     ref = cand.ref
     meta = cand.meta if isinstance(cand.meta, dict) else {}
-    lines: list[str] = []
-    verb = "check out"
-    base_image = str(meta.get("base") or "") if cand.component != "image" else ""
-    if base_image and cand.component and kind == "registry":
-        verb = "build"
-        repo = (f.get("repos") or {}).get(cand.component, "")
-        pkg = (f.get("packages") or {}).get(cand.component, cand.component)
-        mod = PurePosixPath(pkg).name
-        lines += [f"git clone {shlex.quote(str(repo))} candidate && cd candidate",
-                  f"git checkout --detach {ref}   # {label}",
-                  "cat > Dockerfile.bisectbot <<'EOF'",
-                  f"FROM {base_image}",
-                  f"COPY {pkg}/ /tmp/overlay/",
-                  f"RUN python3 -c \"import importlib.util as u, shutil; shutil.copytree('/tmp/overlay', "
-                  f"u.find_spec('{mod}').submodule_search_locations[0], dirs_exist_ok=True)\" && rm -rf /tmp/overlay",
-                  "EOF",
-                  "docker build -f Dockerfile.bisectbot -t bisectbot-candidate .",
-                  _docker_run(srv, "bisectbot-candidate", model, tp)]
-        notes.append(f"{cand.component} at that commit overlaid on the last good nightly {base_image} (its Python "
-                     f"files only, as the bot built it)")
-        notes.append("plus the runner profile's docker flags (devices, groups, shm) on a GPU host")
-    elif kind == "git" or cand.kind.value == "commit":
-        repos = f.get("repos") or {}
+    label = _comment(label)
+    repos = f.get("repos") or {}
+    notes: list[str] = []
+    commits = meta.get("commits") if isinstance(meta.get("commits"), dict) else {}
+    several = len(commits) > 1 or "{source:" in " ".join(map(str, srv.get("build_command") or []))
+    if cand.kind.value == "commit" and several:
+        return [], [f"the {label} candidate is several repositories at once ("
+                    + ", ".join(f"{k} {str(v)[:12]}" for k, v in sorted(commits.items()))
+                    + "): use the bisectbot command below, which checks each out where the build reads it"], "check out"
+    if kind == "registry" and cand.kind.value == "commit":
+        return _overlay_lines(f, cand, meta, label, repos, model, tp)
+    if kind == "git" or cand.kind.value == "commit":
         repo = repos[cand.component] if cand.component in repos else src.get("repo", "")
-        lines += [f"git clone {shlex.quote(str(repo))} candidate && cd candidate",
-                  f"git checkout --detach {ref}   # {label}"]
+        if not repo:
+            return [], [f"no repository recorded for component {cand.component!r}"], "check out"
+        lines = [f"git clone -- {shlex.quote(str(repo))} candidate && cd candidate",
+                 f"git checkout --detach {shlex.quote(ref)}   # {label}"]
         if srv.get("build_command"):
             lines.append(_argv_text(list(srv["build_command"]), model, tp))
-        lines.append(f"{env} {cmd}".strip())
-    elif kind == "registry":
-        verb = "run"
+        env = _env_pairs(srv.get("env") or {}, docker=False)
+        lines.append(f"{env} {_argv_text(list(srv.get('command') or []), model, tp)}".strip())
+        return lines, _stack_note(f, notes), "check out"
+    if kind == "registry":
         image = str(meta.get("image") or "") or f"{src.get('registry', '')}/{src.get('repository', '')}@{ref}".lstrip("/")
-        lines.append(_docker_run(srv, image, model, tp) + f"   # {label}")
-        notes.append("plus the runner profile's docker flags (devices, groups, shm) on a GPU host")
-    elif kind == "pypi":
-        lines += [f"python3 -m venv candidate && . candidate/bin/activate   # {label}",
-                  f"pip install {shlex.quote(str(src.get('package') or src.get('component') or ''))}=={ref}",
-                  f"{env} {cmd}".strip()]
-    else:
-        return [], [], verb
+        notes.append(_PROFILE_NOTE)
+        return [_docker_run(srv, image, model, tp) + f"   # {label}"], _stack_note(f, notes), "run"
+    if kind == "pypi":
+        env = _env_pairs(srv.get("env") or {}, docker=False)
+        index = str(src.get("index") or "")
+        lines = [f"python3 -m venv candidate && . candidate/bin/activate   # {label}",
+                 "pip install " + (f"--index-url {shlex.quote(index)} " if index else "")
+                 + shlex.quote(f"{src.get('package') or src.get('component') or ''}=={ref}"),
+                 f"{env} {_argv_text(list(srv.get('command') or []), model, tp)}".strip()]
+        return lines, _stack_note(f, notes), "install"
+    return [], [], "check out"
+
+
+_PROFILE_NOTE = ("plus the runner profile's docker flags (devices, groups, shm), mounts (the model cache) and "
+                 "environment on a GPU host")
+
+
+def _stack_note(f: dict[str, Any], notes: list[str]) -> list[str]:
     if f.get("patches"):
         notes.append("the bot applied its patch stack (" + ", ".join(map(str, f["patches"])) + ") to each candidate "
-                     "before serving it")
-    return lines, notes, verb
+                     "before serving it; these lines do not, so a bug the stack works around shows here too")
+    return notes
 
 
-def _docker_run(srv: dict[str, Any], image: str, model: str, tp: int) -> str:
-    """``docker run`` of ``image`` with the recipe's port, environment, mounts and server command."""
-    envs = " ".join(f"-e {k}={shlex.quote(str(v))}" for k, v in sorted((srv.get("env") or {}).items()))
-    vols = " ".join(f"-v {shlex.quote(str(m))}" for m in srv.get("mounts") or [])
+def _overlay_lines(f: dict[str, Any], cand: Candidate, meta: dict[str, Any], label: str, repos: dict[str, str],
+                   model: str, tp: int) -> tuple[list[str], list[str], str]:
+    """A component commit overlaid on a nightly: the files changed between the image's commit and
+    this one, and the deletions, applied as the bot's build did (:data:`OVERLAY_SCRIPT`)."""
+    srv = f.get("server") or {}
+    base, base_commit = str(meta.get("base") or ""), str(meta.get("base_commit") or "")
+    repo = repos.get(cand.component, "")
+    pkg = str((f.get("packages") or {}).get(cand.component) or cand.component)
+    mod = PurePosixPath(pkg).name
+    why = ("" if base and _IMAGE_BY_DIGEST.match(base) else "no image by digest recorded as its base") or \
+          ("" if re.fullmatch(r"[0-9a-f]{7,40}", base_commit) and re.fullmatch(r"[0-9a-f]{7,40}", cand.ref)
+           else "no commit recorded for the base image") or \
+          ("" if repo else f"no repository recorded for component {cand.component!r}") or \
+          ("" if _NAME.match(pkg) and _NAME.match(mod) else f"package path {pkg!r} is not a plain path") or \
+          ("" if not srv.get("build_command") else "it was built from source by server.build_command")
+    if why:
+        return [], [f"the {label} candidate cannot be rebuilt by plain shell lines here ({why}): use the bisectbot "
+                    "command below"], "build"
+    lines = [f"git clone -- {shlex.quote(str(repo))} candidate && cd candidate",
+             f"git checkout --detach {cand.ref}   # {label}",
+             f"git diff --no-renames --name-only --diff-filter=d {base_commit} {cand.ref} -- {pkg}/ > changed.txt",
+             f"git diff --no-renames --name-only --diff-filter=D {base_commit} {cand.ref} -- {pkg}/ > deleted.txt",
+             "tar -cf overlay.tar -T changed.txt",
+             f"cat > overlay.py <<'{_EOF}'", *OVERLAY_SCRIPT.splitlines(), _EOF,
+             f"cat > Dockerfile.bisectbot <<'{_EOF}'",
+             f"FROM {base}",
+             "COPY overlay.tar deleted.txt overlay.py /tmp/overlay/",
+             f"RUN python3 /tmp/overlay/overlay.py {pkg} {mod} && rm -rf /tmp/overlay",
+             _EOF,
+             "docker build -f Dockerfile.bisectbot -t bisectbot-candidate .",
+             _docker_run(srv, "bisectbot-candidate", model, tp, host_python=False)]
+    notes = [f"{cand.component} at that commit overlaid on the image {base}: the package files that differ from "
+             f"the image's own commit {base_commit[:12]}, deletions included, as the bot built it",
+             _PROFILE_NOTE]
+    return lines, _stack_note(f, notes), "build"
+
+
+def _docker_run(srv: dict[str, Any], image: str, model: str, tp: int, host_python: bool = False) -> str:
+    """``docker run`` of ``image`` with the recipe's port (published on 127.0.0.1 only, as the runner
+    does), environment, mounts and server command (an interpreter path is the image's, kept)."""
+    envs = _env_pairs(srv.get("env") or {}, docker=True)
+    vols = " ".join(_mount_flag(str(m)) for m in srv.get("mounts") or [])
     port = int(srv.get("port") or 8000)
     argv = [a.replace("{port}", str(port)) for a in srv.get("command") or []]
-    return " ".join(x for x in ["docker run --rm", f"-p \"${{PORT:-8000}}\":{port}", envs, vols, shlex.quote(image),
-                                _argv_text(argv, model, tp)] if x)
+    return " ".join(x for x in ["docker run --rm", f"-p 127.0.0.1:\"${{PORT:-8000}}\":{port}", envs, vols,
+                                shlex.quote(image), _argv_text(argv, model, tp, host_python)] if x)
 
 
 def make_request_script(body: dict[str, Any], seed: int, words: int, question: str, needles: int) -> str:
