@@ -90,4 +90,7 @@ export BISECTBOT_TEST_INSTALLED=1   # tests/test_installed.py: bisectbot must co
 export PYTHONSAFEPATH=1             # never put the checkout (cwd) on sys.path
 export PATH="$VENV/bin:$PATH"
 ruff check .
-exec python -m pytest -n "${BISECTBOT_TEST_WORKERS:-2}" --dist loadfile --durations=40 "$@"
+# --no-loadscope-reorder: keep the collection order tests/conftest.py sets (the longest files first);
+# xdist otherwise hands out files by their number of tests, so the 3-test real night (~15 min) started
+# 40 minutes into a CI run and ran alone at its end
+exec python -m pytest -n "${BISECTBOT_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=40 "$@"

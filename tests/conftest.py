@@ -99,8 +99,9 @@ def sandbox_writable(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 #: Test areas whose files run longest (real vLLM servers, generated worlds, whole workflows under
 #: act), in the order they are handed out first. ``--dist loadfile`` gives each xdist worker whole
-#: files in collection order, so a 25-minute file collected last (``tests/vllm`` sorts last) ran
-#: alone at the end of the session while the other worker idled.
+#: files in collection order only with ``--no-loadscope-reorder`` (``scripts/test-all.sh`` passes it;
+#: xdist's default hands out the files with the most tests first), so a 25-minute file collected
+#: last ran alone at the end of the session while the other worker idled.
 LONG_AREAS = ("vllm", "worlds", "act")
 #: The longest file of all (issue 38's real night: the base image, four nightlies, ~12 vLLM
 #: containers), handed out before every other.
