@@ -159,4 +159,10 @@ def test_an_undecided_size_is_asked_again_and_the_search_goes_on(
     assert all(not r.evidence["prefix_cache"]["served_from_cache"] for r in siblings), rows
     assert res.status == "ok", (res.status, res.notes, rows)
     assert max(res.ok_sizes) >= 0.99 * spec.max_size, (res.ok_sizes, rows)  # the largest size decided OK
-    assert not any(n.startswith("undecided") for n in res.notes), res.notes
+    # a sibling answers on its own evidence: never undecided for the cache again. It may still be undecided
+    # for another reason the random-weight model's text gives (its reference reply to the 2011-token
+    # sibling of seed 12 holds replacement characters: "reference unusable"), which the search reports
+    undecided_siblings = [r for r in siblings if r.outcome == Outcome.INCONCLUSIVE]
+    assert all(not (r.reasons or [""])[0].startswith(CACHED_REASON) for r in undecided_siblings), rows
+    assert all(f"{r.size}" in " ".join(n for n in res.notes if n.startswith("undecided"))
+               for r in undecided_siblings), (res.notes, rows)
