@@ -271,12 +271,13 @@ def _overlay_lines(f: dict[str, Any], cand: Candidate, meta: dict[str, Any], lab
     repo = repos.get(cand.component, "")
     pkg = str((f.get("packages") or {}).get(cand.component) or cand.component)
     mod = PurePosixPath(pkg).name
-    why = ("" if base and _IMAGE_BY_DIGEST.match(base) else "no image by digest recorded as its base") or \
-          ("" if re.fullmatch(r"[0-9a-f]{7,40}", base_commit) and re.fullmatch(r"[0-9a-f]{7,40}", cand.ref)
-           else "no commit recorded for the base image") or \
-          ("" if repo else f"no repository recorded for component {cand.component!r}") or \
-          ("" if _NAME.match(pkg) and _NAME.match(mod) else f"package path {pkg!r} is not a plain path") or \
-          ("" if not srv.get("build_command") else "it was built from source by server.build_command")
+    refusals = [(not (base and _IMAGE_BY_DIGEST.match(base)), "no image by digest recorded as its base"),
+                (not (re.fullmatch(r"[0-9a-f]{7,40}", base_commit) and re.fullmatch(r"[0-9a-f]{7,40}", cand.ref)),
+                 "no commit recorded for the base image"),
+                (not repo, f"no repository recorded for component {cand.component!r}"),
+                (not (_NAME.match(pkg) and _NAME.match(mod)), f"package path {pkg!r} is not a plain path"),
+                (bool(srv.get("build_command")), "it was built from source by server.build_command")]
+    why = next((reason for refused, reason in refusals if refused), "")
     if why:
         return [], [f"the {label} candidate cannot be rebuilt by plain shell lines here ({why}): use the bisectbot "
                     "command below"], "build"
@@ -292,14 +293,14 @@ def _overlay_lines(f: dict[str, Any], cand: Candidate, meta: dict[str, Any], lab
              f"RUN python3 /tmp/overlay/overlay.py {pkg} {mod} && rm -rf /tmp/overlay",
              _EOF,
              "docker build -f Dockerfile.bisectbot -t bisectbot-candidate .",
-             _docker_run(srv, "bisectbot-candidate", model, tp, host_python=False)]
+             _docker_run(srv, "bisectbot-candidate", model, tp)]
     notes = [f"{cand.component} at that commit overlaid on the image {base}: the package files that differ from "
              f"the image's own commit {base_commit[:12]}, deletions included, as the bot built it",
              _PROFILE_NOTE]
     return lines, _stack_note(f, notes), "build"
 
 
-def _docker_run(srv: dict[str, Any], image: str, model: str, tp: int, host_python: bool = False) -> str:
+def _docker_run(srv: dict[str, Any], image: str, model: str, tp: int) -> str:
     """``docker run`` of ``image`` with the recipe's port (published on 127.0.0.1 only, as the runner
     does), environment, mounts and server command (an interpreter path is the image's, kept)."""
     envs = _env_pairs(srv.get("env") or {}, docker=True)
@@ -307,7 +308,7 @@ def _docker_run(srv: dict[str, Any], image: str, model: str, tp: int, host_pytho
     port = int(srv.get("port") or 8000)
     argv = [a.replace("{port}", str(port)) for a in srv.get("command") or []]
     return " ".join(x for x in ["docker run --rm", f"-p 127.0.0.1:\"${{PORT:-8000}}\":{port}", envs, vols,
-                                shlex.quote(image), _argv_text(argv, model, tp, host_python)] if x)
+                                shlex.quote(image), _argv_text(argv, model, tp, host_python=False)] if x)
 
 
 def make_request_script(body: dict[str, Any], seed: int, words: int, question: str, needles: int) -> str:
