@@ -178,6 +178,8 @@ class Bisection:
         self._result: SearchResult | None = None
         self._inconsistent = ""
         self._verify_skip = ""
+        #: ``{index: verdict}`` measured of the same build before this search (:meth:`measured_before`)
+        self._before: dict[int, Verdict] = {}
         #: the per-run hit rate the current rates were derived from
         #: (:func:`bisectbot.verdict.honesty.adapt_rates`); None while the recipe's rates hold
         self.hit_rate: float | None = None
@@ -673,6 +675,24 @@ class Bisection:
         self._logp -= top + math.log(total)
         self._post = p / total
 
+    def measured_before(self, index: int, verdict: Verdict) -> None:
+        """Candidate ``index``'s build was measured ``verdict`` before this search, in the same run
+        (the commit stage's good end that is the last-good nightly's build, an empty overlay on it:
+        stage 1 probed that build). It is not fed to the posterior (the search probes its own ends);
+        verification counts it as one measurement of that role: a culprit or predecessor whose
+        search verdict agrees with it has been measured twice, from two server starts, and is not
+        re-probed (issue 40: a verification start only where the evidence is not already two agreeing
+        measurements)."""
+        if not 0 <= index < self.n:
+            raise ValueError(f"candidate index {index} outside 0..{self.n - 1}")
+        self._before[index] = Verdict(verdict)
+
+    def _measured_twice(self, index: int, want: Verdict) -> bool:
+        """True when ``index`` was measured ``want`` before this search and this search's own verdict
+        for it is ``want`` too."""
+        return self._before.get(index) is want and any(
+            st.index == index and st.effective is want and st.phase != "extra" for st in self.history)
+
     def _finish(self, status: Status, first_bad: int | None = None, last_good: int | None = None,
                 culprits: Sequence[int] = (), confidence: float = 0.0, verified: bool = False,
                 message: str = "") -> None:
@@ -717,7 +737,10 @@ class Bisection:
                     self._finish(Status.INCONCLUSIVE, b, a - 1, range(a, b + 1), mass,
                                  message="cannot verify: culprit and predecessor are untestable now")
                     return
-                if ((self.max_probes is None or self.probes < self.max_probes)
+                targets = [i for i in targets if not self._measured_twice(i, Verdict.BAD if i >= a else Verdict.GOOD)]
+                if not targets:  # each role already has two agreeing measurements: a re-probe would be a third
+                    self._verified_class = (a, b)
+                elif ((self.max_probes is None or self.probes < self.max_probes)
                         and (self.budget is None or self.informative < self.budget)):
                     self._verify_class = (a, b)
                     self._verify_targets = targets

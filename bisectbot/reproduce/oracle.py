@@ -28,6 +28,31 @@ class Oracle:
     noise: Any
     label: str
     notes: list[str] = field(default_factory=list)
+    #: the candidate (ref and the runner's build key) whose build the reference server is, with that
+    #: build's :class:`bisectbot.run.base.Prepared` and the server's URL (``last-good``; empty for an endpoint):
+    #: :func:`reference_start` lets that build's first probe use this start instead of another one
+    serves: str = ""
+    serves_key: str = ""
+    prepared: Any = None
+    base_url: str = ""
+
+
+def reference_start(oracle: Oracle | None, candidate_ref: str, build_key: str, attempt: int,
+                    toggled: bool) -> Oracle | None:
+    """The reference when a probe may run on its server instead of starting one of its own: the
+    probe's candidate is the build the reference serves (same ref, same runner build key), it is that
+    candidate's first attempt (a verification re-probe, attempt 2+, starts a server of its own: a
+    second start of the build) and no triage toggle changes the server's environment or arguments.
+
+    Why no start is lost: a probe of the reference build under ``regress: diverges`` compares that
+    build's replies with that build's replies; a second server of the same image would measure the
+    same thing (every request carries its own ``cache_salt``, so each prefill is cold on a shared
+    server too), and on a night a start is the cost (10--40 minutes on MI355X, issue 40). None
+    otherwise."""
+    if (oracle is None or not oracle.serves or oracle.prepared is None or toggled or attempt != 1
+            or oracle.serves != candidate_ref or oracle.serves_key != build_key):
+        return None
+    return oracle
 
 
 def reproduce(recipe: Recipe, url: str, oracle: Oracle | None,

@@ -33,6 +33,7 @@ from .stages.descent import DescentStage
 from .stages.drift import DriftStage
 from .stages.first import Stage1
 from .stages.merges import MergeStage
+from .stages.settle import settle
 from .stages.triage import Triage
 
 
@@ -120,6 +121,7 @@ class Session:
             result.stages = self.components.run(old, new)
         else:
             st, source = self.stage1.run(good, bad, source, stack)
+            s1 = st
             result.stages.append(st)
             finding, note = self.drift.run(st, self.loop.last_bisection)
             if finding is not None:
@@ -151,6 +153,8 @@ class Session:
                         result.stages += more
                     else:
                         result.stages += self.components.from_images(lg, fb, result)
+            if self.stage1.deferred:  # stage 1's verification: the commit stage's ends, else re-probes now
+                settle(s1, result.stages[result.stages.index(s1) + 1:], self.prober, self.loop.echo)
         final = result.final
         assert final is not None
         if (r.triage and not result.triage and final.first_bad is not None

@@ -8,6 +8,7 @@ regress mode (the rules of :mod:`bisectbot.verdict.rules`).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from ..errors import BadInput
@@ -93,7 +94,7 @@ def judge(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgeme
         from ..reproduce.threshold import search_threshold  # the reproducer area (issue 3)
 
         oracle_extra: dict[str, Any] = {}
-        with runner.server(prepared, env=env, args=args) as srv:
+        with _server(ctx, prepared, job) as srv:
             if r.reproducer.reference is not None or r.reproducer.control is not None:
                 from ..reproduce.oracle import reproduce  # issue 18: reference comparison, decode control
 
@@ -126,6 +127,18 @@ def judge(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgeme
     if r.reproducer.kind == "prefill":
         extra.update(oracle_extra)  # issue 18: control, reference
     return j, extra
+
+
+def _server(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> Any:
+    """The server a threshold search runs on: the reference's own when the probe was handed the
+    reference's prepared build (:func:`bisectbot.reproduce.oracle.reference_start` decided so), else
+    a new one from the runner (a context manager yielding an object with ``base_url``)."""
+    from contextlib import nullcontext
+
+    shared = ctx.oracle
+    if shared is not None and getattr(shared, "prepared", None) is prepared and getattr(shared, "base_url", ""):
+        return nullcontext(SimpleNamespace(base_url=shared.base_url))
+    return ctx.runner.server(prepared, env=job.env, args=job.args)
 
 
 def _inconclusive_why(tr: Any) -> str | None:

@@ -125,6 +125,13 @@ def verification(roles: dict[str, ProbeResult | None]) -> Verification:
     return Verification(tuple(measured), cached, given)
 
 
+def measured_now(res: ProbeResult) -> bool:
+    """True when ``res`` was measured in this run: neither a ledger cache hit nor a verdict given
+    without a measurement (:func:`verification`'s ``measured``)."""
+    extra = res.extra if isinstance(res.extra, dict) else {}
+    return not extra.get(GIVEN_KEY) and cached_from(res) is None
+
+
 def decoded(row: Any) -> ProbeResult | None:
     """``row`` (a stored probe's dict) as a :class:`ProbeResult`, or None when it cannot be decoded."""
     try:
@@ -133,4 +140,4 @@ def decoded(row: Any) -> ProbeResult | None:
         return None
 
 
-__all__ = ["GIVEN_KEY", "Verification", "contradiction", "decoded", "verification"]
+__all__ = ["GIVEN_KEY", "Verification", "contradiction", "decoded", "measured_now", "verification"]

@@ -48,6 +48,11 @@ def test_bisection_with_last_good_reference_names_the_planted_culprit(tmp_path):
     notes = "\n".join(res["notes"])
     assert f"noise calibration between the good end {hist.shas[1][:10]}" in notes
     assert "not calibrated" not in notes
+    # issue 40: the good end's first probe ran on the reference's own server (the same build: no second
+    # start); no other probe did
+    shared = [pr for pr in probes if "the reference's start" in str(pr["extra"].get("server", ""))]
+    assert [pr["candidate"]["ref"] for pr in shared] == [hist.shas[1]], [pr["extra"].get("server") for pr in probes]
+    assert shared[0]["verdict"] == "good" and shared[0]["extra"]["attempt"] == 1
     # decode path next to the threshold: fine (the regression is in prefill), calibrated on the good end
     assert any(n.startswith("decode path: fine (") for n in res["notes"]), res["notes"]
     md = (tmp_path / "out" / "report.md").read_text()

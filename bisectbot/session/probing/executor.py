@@ -106,10 +106,14 @@ def run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
 
 
 def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
+    from ...reproduce.oracle import reference_start
+
     c, runner = job.candidate, ctx.runner
     name = c.label or c.ref[:12]
     t0 = time.monotonic()
-    prepared = _prepare(ctx, c, name)
+    # the reference is a server of this very build: its first probe runs there (no second start)
+    shared = reference_start(ctx.oracle, c.ref, build_key(runner, c), job.attempt, job.toggle is not None)
+    prepared = shared.prepared if shared is not None else _prepare(ctx, c, name)
     builds, build_cause = 0, None
     while isinstance(prepared, PrepareFailed):
         check_host(f"preparing {name}", prepared.reason, prepared.log_paths,  # issue 35: no skip of the host
@@ -159,8 +163,10 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
             if prepared.meta.get("pins_rewritten"):  # issue 38: the holding tree's pin set to this candidate
                 res.extra["pins_rewritten"] = list(prepared.meta["pins_rewritten"])
     finally:
-        if isinstance(prepared, Prepared):
+        if isinstance(prepared, Prepared) and shared is None:  # the reference's build stays for the reference
             runner.release(prepared)
+    if shared is not None:
+        res.extra["server"] = f"the reference's start ({shared.base_url}): the same build, no start of its own"
     res.duration_s = time.monotonic() - t0
     res.extra["attempt"] = job.attempt
     if builds:

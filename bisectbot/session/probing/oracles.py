@@ -27,6 +27,7 @@ from ...models import Candidate, ProbeResult, StageResult
 from ...recipe import Recipe
 from ...reproduce.oracle import Oracle
 from ...run.base import CandidateRunner, PrepareFailed
+from .executor import build_key
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,9 @@ def reference_up(session: Any, good: Candidate, source: Any) -> Iterator[Oracle 
                                            echo)
             for line in noise.table(ref):
                 echo(line)
-            session.oracle = Oracle(client, noise, f"the good end {good.label or good.ref} (last-good reference)")
+            session.oracle = Oracle(client, noise, f"the good end {good.label or good.ref} (last-good reference)",
+                                    serves=good.ref, serves_key=build_key(runner, good), prepared=prepared,
+                                    base_url=srv.base_url)
             try:
                 yield session.oracle
             finally:

@@ -125,8 +125,14 @@ class RoundLoop:
     def search(self, name: str, candidates: list[Candidate], component: str,
                flags_fn: Callable[[Candidate, Candidate], list[str]] | None = None,
                check_boundary: bool = True,
-               verdict_fn: Callable[[ProbeResult], ProbeResult] | None = None) -> StageResult:
+               verdict_fn: Callable[[ProbeResult], ProbeResult] | None = None, *,
+               verify: bool | None = None, measured: dict[int, ProbeResult] | None = None) -> StageResult:
         """Bisect one ordered candidate list (index 0 good end, last bad end); returns the stage.
+
+        ``verify`` overrides ``bisect.verify`` for this search (stage 1 leaves its verification to
+        the commit stage after it, :mod:`bisectbot.session.stages.settle`); ``measured`` maps candidate
+        indices to probes of the same build measured earlier in this run
+        (:meth:`bisectbot.bisect.Bisection.measured_before`: not re-probed to verify when they agree).
 
         ``verdict_fn`` re-judges each probe result (cached or fresh) for a second question
         over the same measurements (the drift search); the ledger keeps the original.
@@ -137,6 +143,8 @@ class RoundLoop:
         r = self.recipe
         bs = r.bisect
         settings = search_settings(bs, len(candidates))
+        if verify is not None:
+            settings["verify"] = verify
         noisy = settings["false_positive"] > 0 or settings["false_negative"] > 0
         good, bad = candidates[0], candidates[-1]
         prober = self.prober
@@ -164,6 +172,11 @@ class RoundLoop:
                 "noisy": noisy})
         b = Bisection(len(candidates), check_boundary=check_boundary, **settings)
         self.last_bisection = b  # for the stages that follow (drift search)
+        for i, res in (measured or {}).items():
+            b.measured_before(i, res.verdict)
+            self.echo(f"{candidates[i].label or candidates[i].ref[:12]}: its build was measured {res.verdict.value} "
+                      f"earlier in this run as {res.candidate.label or res.candidate.ref[:12]}; a second agreeing "
+                      "measurement here verifies it without a re-probe")
         derived = derived_rates_note(r) if b.exact else None
         self.echo(f"{name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
                   f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes"

@@ -14,8 +14,9 @@ from typing import Any
 
 from ...bisect import attribute_components, plausibility_flags
 from ...errors import BadInput
-from ...models import Candidate, RunResult, StageResult, Status, Verdict
+from ...models import Candidate, ProbeResult, RunResult, StageResult, Status, Verdict
 from ...recipe import Recipe
+from ...verdict.record import measured_now
 from ..probing.executor import Echo
 from ..probing.prober import Prober
 from ..rounds.loop import RoundLoop
@@ -37,7 +38,7 @@ class ComponentStage:
 
     def run(self, old: dict[str, str], new: dict[str, str], *, stage1_done: bool = False,
                    repos: dict[str, Any] | None = None, base: Candidate | None = None,
-                   bad_base: Candidate | None = None) -> list[StageResult]:
+                   bad_base: Candidate | None = None, base_probe: ProbeResult | None = None) -> list[StageResult]:
         """Attribute a regression between two component tuples, then bisect the guilty component.
 
         ``old``/``new`` map component -> commit (last-good and first-bad). When several
@@ -54,7 +55,10 @@ class ComponentStage:
         (the guilty component needs their new versions), the guilty component's commits are
         overlaid onto that image instead (its own files rolled back or forward from the
         first-bad commit), so the others stay at their bad-end versions. Without it such a
-        stage is refused with a message.
+        stage is refused with a message. ``base_probe``: stage 1's probe of ``base`` in this run;
+        the commit stage's good end, an empty overlay on that image (its commit is the image's), is the
+        same build, so that probe counts as one measurement of it
+        (:meth:`bisectbot.bisect.Bisection.measured_before`).
         """
         from ...models import CandidateKind
 
@@ -131,7 +135,11 @@ class ComponentStage:
             return plausibility_flags(runtime_paths=src.runtime_paths if src else (),
                                       **repo.plausibility_inputs(cul.ref, pred.ref))
 
-        stages.append(self.loop.search(f"{g} commits", cands, g, flags))
+        measured = {}
+        if (base_probe is not None and base_img and not pin_new and cands and cands[0].ref == old[g]
+                and base_probe.verdict is Verdict.GOOD and measured_now(base_probe)):
+            measured[0] = base_probe  # the good end is the last-good nightly's build: nothing overlaid on it
+        stages.append(self.loop.search(f"{g} commits", cands, g, flags, measured=measured))
         return stages
 
     def image_pair(self, lg: Candidate, fb: Candidate, result: RunResult) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -182,7 +190,8 @@ class ComponentStage:
                                     "no commit stage ran")
                 self.echo(f"{c}: no commit stage: {e}")
                 return []
-        return self.run(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb)
+        lg_probe = next((p for st in result.stages for p in reversed(st.probes) if p.candidate.ref == lg.ref), None)
+        return self.run(old, new, stage1_done=True, repos=repos, base=lg, bad_base=fb, base_probe=lg_probe)
 
     def _open(self, component: str) -> Any:
         from ...sources.git import GitRepo, local_repo
