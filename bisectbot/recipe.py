@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .confine import check_mount
 from .errors import RecipeError
@@ -93,6 +93,19 @@ Source = Annotated[RegistrySource | PyPISource | GitSource, Field(discriminator=
 # --------------------------------------------------------------------------- server / run
 
 
+def _no_nul(v: str) -> str:
+    """An argv word or environment value: the kernel's ``execve`` takes C strings, so a NUL byte
+    cannot reach the process (Python raises ``ValueError: embedded null byte`` at every start)."""
+    if "\x00" in v:
+        raise ValueError(f"a NUL byte (\\x00) at character {v.index(chr(0))} of {v[:60]!r}: no process argument or "
+                         "environment value can hold one")
+    return v
+
+
+Arg = Annotated[str, AfterValidator(_no_nul)]
+"""One word of a command (argv) or an environment value: any text but a NUL byte."""
+
+
 class ServerSpec(_Model):
     """How to start the OpenAI-compatible server of a candidate.
 
@@ -100,8 +113,8 @@ class ServerSpec(_Model):
     substituted. ``health_timeout_s`` is seconds (a 754B model may take 40 minutes).
     """
 
-    command: list[str] = Field(default_factory=list)
-    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+    command: list[Arg] = Field(default_factory=list)
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], Arg] = Field(
         default_factory=dict, description="environment of the server; names are shell variable names (the "
         "report's Reproduce lines set them in a shell)")
     port: int = Field(8000, ge=1, le=65535)
@@ -109,7 +122,7 @@ class ServerSpec(_Model):
     request_timeout_s: float = Field(600.0, gt=0)
     mounts: list[str] = Field(default_factory=list, description="HOST:CONTAINER[:ro] bind mounts; both sides "
                               "absolute, never the host's /, a system directory, the Docker socket or a home")
-    build_command: list[str] | None = Field(
+    build_command: list[Arg] | None = Field(
         None, description="command that builds a candidate's source tree; non-zero exit = skip"
     )
     network: Literal["loopback", "host"] = Field(
@@ -238,7 +251,7 @@ class ReproducerSpec(_Model):
     repeats: int = Field(1, ge=1)
     concurrency: int = Field(1, ge=1)
     classifier: ClassifierSettings = Field(default_factory=ClassifierSettings)
-    command: list[str] | None = Field(
+    command: list[Arg] | None = Field(
         None, description="command reproducer argv; {size} and {source} are substituted"
     )
     command_timeout_s: float = Field(600.0, gt=0)
@@ -401,8 +414,8 @@ class TriageToggle(_Model):
     """An environment or argument change tried on the first bad candidate."""
 
     name: str
-    env: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
+    env: dict[str, Arg] = Field(default_factory=dict)
+    args: list[Arg] = Field(default_factory=list)
 
 
 class GitHubTarget(_Model):

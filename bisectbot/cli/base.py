@@ -94,6 +94,18 @@ class Ctx:
             self._ledger = Ledger(self.state_dir)
         return self._ledger
 
+    def existing_ledger(self) -> Any:
+        """:meth:`ledger` for a command that only reads: raises :class:`bisectbot.errors.BadInput`
+        (naming the directory) when ``--state`` holds no ledger yet, instead of creating an empty one."""
+        from ..errors import BadInput
+        from ..ledger import default_state_dir
+
+        state = Path(self.state_dir) if self.state_dir else default_state_dir()
+        if self._ledger is None and not (state / "ledger.sqlite3").is_file():
+            raise BadInput(f"no ledger in {state}: nothing has run with this state directory yet "
+                           "(--state or BISECTBOT_STATE names the one a run used)")
+        return self.ledger()
+
     def emit(self, data: Any, text: str | None = None) -> None:
         """Print ``data`` as the one JSON document with ``--json`` (a second call only logs a warning:
         one document per command), else ``text`` (or a readable dump)."""

@@ -717,7 +717,7 @@ def bisect_log(ctx: Ctx, session: str | None, recipe_name: str | None) -> None:
     """Print a session as a readable log (verdict lines replayable with --replay)."""
     from ..session import format_log
 
-    led = ctx.ledger()
+    led = ctx.existing_ledger()
     if session:
         s = led.get_session(session)
         if s is None:

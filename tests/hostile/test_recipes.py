@@ -46,6 +46,17 @@ CASES: dict[str, tuple[bytes, str]] = {
     "mount-relative": ((BASE + "server: {mounts: ['data:/data']}\n").encode(), "absolute"),
     "mount-dotdot-root": ((BASE + "server: {mounts: ['/tmp/../:/x']}\n").encode(), "mount"),
     "mount-etc": ((BASE + "server: {mounts: ['/etc:/etc:ro']}\n").encode(), "mount"),
+    # issue 41, item 12: a NUL byte no process argument or environment value can hold, in each field
+    # that reaches an execve (at the start, the middle or the end of the word)
+    "nul-reproducer-command": ((BASE + 'reproducer: {kind: command, command: [sh, "-c\\0", x]}\n').encode(),
+                               "reproducer.command[1]: a NUL byte"),
+    "nul-server-command": ((BASE + 'server: {command: ["\\0vllm", serve]}\n').encode(), "server.command[0]: a NUL"),
+    "nul-build-command": ((BASE + 'server: {build_command: [make, "all\\0"]}\n').encode(),
+                          "server.build_command[1]: a NUL"),
+    "nul-server-env": ((BASE + 'server: {env: {HIP_VISIBLE_DEVICES: "0\\0,1"}}\n').encode(),
+                       "server.env.HIP_VISIBLE_DEVICES: a NUL"),
+    "nul-triage-args": ((BASE + 'triage: [{name: t, args: ["--x\\0"]}]\n').encode(), "args[0]: a NUL"),
+    "nul-triage-env": ((BASE + 'triage: [{name: t, env: {A: "\\0"}}]\n').encode(), "env.A: a NUL"),
     "oversized-file": ((BASE + "description: '" + "x" * (2 * 1024 * 1024) + "'\n").encode(), "larger than"),
 }
 

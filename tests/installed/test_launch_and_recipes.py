@@ -255,3 +255,17 @@ def test_launch_applies_the_recipes_patch_stack_as_a_probe_does(tmp_path) -> Non
             p.wait()
     assert p.returncode == 0, err[-2000:]
     assert '"stock-model"' in (repo / "vllm" / "engine.json").read_text()  # the repository is untouched
+
+
+@pytest.mark.parametrize("args", [[], ["--recipe", "demo"], ["0123456789ab"]])
+def test_bisect_log_on_an_empty_state_directory_says_so_and_creates_nothing(tmp_path, args) -> None:
+    """Issue 41, item 11: a read-only command on a state directory nothing has run in is a clear
+    error (exit 2, the directory named) and leaves no empty ledger behind (with or without the
+    directory itself, with a session id or a recipe name)."""
+    for state in (tmp_path / "absent", tmp_path / "empty"):
+        if state.name == "empty":
+            state.mkdir()
+        p = bb("--state", str(state), "bisect", "log", *args, cwd=tmp_path)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert f"no ledger in {state}" in p.stderr and "Traceback" not in p.stderr
+        assert not (state / "ledger.sqlite3").exists()

@@ -1,0 +1,103 @@
+"""Server starts per exact bisection against ``git bisect run`` (issue 40).
+
+Usage: ``python benchmarks/starts.py [--json] [--positions K] [--seed S]``.
+
+A start is a night's cost (10--40 minutes on MI355X), so this counts starts, not bot seconds:
+every probe of the search is one server start. For N = 64, 1,000 and 10,000 candidates and K
+culprit positions (uniform, seeded, the ends' neighbours always included), an exact bug (every
+probe right) is bisected four ways:
+
+* **git bisect run**: the user declares both ends; plain binary search, no verification;
+* **ends in the ledger**: the nightly job probed both ends, the bot searches and verifies
+  (``Bisection(check_boundary=False)``);
+* **ends probed**: the bot probes both ends, searches and verifies (``Bisection()``);
+* **a commit stage after a nightly stage**: ends probed, the good end's build measured before in
+  the same run (:meth:`bisectbot.bisect.Bisection.measured_before`: an empty overlay on the
+  last-good nightly), so a culprit next to it re-probes only the culprit.
+
+Printed per N: ``ceil(log2 N)``, the mean and the largest number of starts of each way, and issue
+40's targets (``<= ceil(log2 N) + 1`` with the ends in the ledger, ``+ 3`` without) with whether the
+largest meets them. Wrong culprits are counted too (must be 0 for an exact bug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bisectbot.bisect import Bisection  # noqa: E402
+from bisectbot.models import Status, Verdict  # noqa: E402
+
+
+def git_bisect_run(n: int, first_bad: int) -> int:
+    """Probes of plain binary search between a good index 0 and a bad index ``n - 1`` (declared)."""
+    lo, hi, probes = 0, n - 1, 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        probes += 1
+        lo, hi = (lo, mid) if mid >= first_bad else (mid, hi)
+    return probes
+
+
+def bot(n: int, first_bad: int, *, ends_known: bool, measured_good_end: bool = False) -> tuple[int, bool]:
+    """``(starts, right)`` of an exact bisection by :class:`Bisection` (one start per probe)."""
+    b = Bisection(n, check_boundary=not ends_known)
+    if measured_good_end:
+        b.measured_before(0, Verdict.GOOD)
+    while not b.done:
+        for i in b.next_probes(1):
+            b.feed(i, Verdict.BAD if i >= first_bad else Verdict.GOOD)
+    r = b.result()
+    return b.probes, r.status is Status.CULPRIT and r.first_bad == first_bad and r.verified
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--positions", type=int, default=40, help="culprit positions per N (default 40)")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    rng = random.Random(a.seed)
+    rows = []
+    for n in (64, 1000, 10000):
+        positions = sorted({1, n - 1, *(rng.randrange(1, n) for _ in range(a.positions))})
+        ways: dict[str, list[int]] = {"git bisect run": [], "ends in the ledger": [], "ends probed": [],
+                                      "commit stage after nightlies": []}
+        wrong = 0
+        for fb in positions:
+            ways["git bisect run"].append(git_bisect_run(n, fb))
+            for name, kw in (("ends in the ledger", {"ends_known": True}), ("ends probed", {"ends_known": False}),
+                             ("commit stage after nightlies", {"ends_known": False, "measured_good_end": True})):
+                starts, right = bot(n, fb, **kw)
+                ways[name].append(starts)
+                wrong += not right
+        lg = math.ceil(math.log2(n))
+        rows.append({"n": n, "ceil_log2": lg, "positions": len(positions), "wrong_culprits": wrong,
+                     "ways": {k: {"mean": round(sum(v) / len(v), 2), "max": max(v)} for k, v in ways.items()},
+                     "target_ledger": lg + 1, "target_probed": lg + 3,
+                     "meets_ledger": max(ways["ends in the ledger"]) <= lg + 1,
+                     "meets_probed": max(ways["ends probed"]) <= lg + 3})
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"N = {r['n']:>6}: ceil(log2 N) = {r['ceil_log2']}, {r['positions']} culprit positions, "
+              f"wrong culprits {r['wrong_culprits']}")
+        for k, v in r["ways"].items():
+            print(f"  {k:30} starts mean {v['mean']:>6}, max {v['max']:>3}")
+        print(f"  target with the ends in the ledger <= {r['target_ledger']}: "
+              f"{'met' if r['meets_ledger'] else 'NOT met'}; without <= {r['target_probed']}: "
+              f"{'met' if r['meets_probed'] else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
