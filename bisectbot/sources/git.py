@@ -199,16 +199,31 @@ class GitRepo:
 
     @_locked
     def resolve(self, ref: str) -> str:
-        """Full SHA of ``ref`` (branch, tag, short SHA, ``HEAD~3``); BadInput when unknown."""
+        """Full SHA of ``ref`` (branch, tag, short SHA, ``HEAD~3``, any revision git itself takes,
+        ``@{...}`` forms included); BadInput when git resolves it to no commit. Resolved by git's own
+        ``rev-parse --verify`` (GitPython's parser raises IndexError or NotImplementedError on
+        ``@{-1}`` and ``HEAD@{yesterday}``, issue 41 item 12); ``--end-of-options`` keeps a ref that
+        starts with ``-`` a ref."""
         if len(ref) == 40 and ref in self._resolved:
             return self._resolved[ref]
-        try:
-            sha = self.repo.commit(ref).hexsha
-            if len(ref) == 40:
-                self._resolved[ref] = sha
+        bad = BadInput(f"{self.path}: unknown commit {ref!r}; expected a branch, tag or SHA")
+        if not ref or "\x00" in ref or "\n" in ref:
+            raise bad
+        if re.fullmatch(r"[0-9a-f]{40}", ref):  # a full SHA: the object database, no parser and no process
+            try:
+                sha = self.repo.commit(ref).hexsha
+            except (git.BadName, ValueError, git.GitCommandError):
+                raise bad from None
+            self._resolved[ref] = sha
             return sha
-        except (git.BadName, ValueError, git.GitCommandError):
-            raise BadInput(f"{self.path}: unknown commit {ref!r}; expected a branch, tag or SHA") from None
+        p = subprocess.run(["git", "-C", str(self.path), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                            f"{ref}^{{commit}}"], capture_output=True, text=True)
+        sha = p.stdout.strip()
+        if p.returncode != 0 or len(sha) not in (40, 64):
+            raise bad from None
+        if len(ref) == 40:
+            self._resolved[ref] = sha
+        return sha
 
     def _log(self, *args: str) -> tuple[list[Candidate], list[str]]:
         """``git log`` as candidates in git's order, and each one's parent SHAs (space-separated).

@@ -73,3 +73,26 @@ def test_plausibility_inputs_give_flags(history) -> None:
         "outside-runtime-paths"]
     assert plausibility_flags(runtime_paths=rt, **repo.plausibility_inputs(s["empty"], s["c3"])) == ["no-op-build"]
     assert plausibility_flags(runtime_paths=rt, **repo.plausibility_inputs(s["c4"], s["empty"])) == []
+
+
+def test_any_revision_git_takes_resolves_as_git_resolves_it(history, kit) -> None:
+    """Issue 41, item 12: refs are resolved by git itself, so its whole revision syntax works
+    (``@{-1}`` after a branch switch, a reflog entry, ``~``, ``^{}``) and a ref the git
+    library could not parse is never an internal error."""
+    repo, s = history
+    r = repo.path
+    assert repo.resolve("@{-1}") == s["t2"]  # the history switched topic -> main: the previous checkout
+    assert repo.resolve("HEAD@{1}") == kit.git(r, "rev-parse", "HEAD@{1}")
+    assert repo.resolve("main~3") == s["merge"]  # c4, empty, c3, merge
+    assert repo.resolve(s["c4"][:10]) == s["c4"]
+    assert repo.resolve(f"{s['c1']}^{{}}") == s["c1"]
+
+
+@pytest.mark.parametrize("ref", ["@{-9}", "HEAD@{99}", "main@{upstream}", "@{push}", "HEAD@{not a date at all}x",
+                                 "-n", "--output=/tmp/bisectbot-x", "", "a\nb", "a\x00b", "HEAD:vllm/a.py",
+                                 "c1..c4", "nope"])
+def test_a_revision_git_cannot_resolve_to_a_commit_is_bad_input(history, ref) -> None:
+    repo, _ = history
+    with pytest.raises(BadInput, match="unknown commit"):
+        repo.resolve(ref)
+    assert not Path("/tmp/bisectbot-x").exists()
