@@ -214,6 +214,10 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     if file_issue and recipe.report.github is None:
         raise BadInput(f"{path}: --file-issue needs report.github (repo, labels, api_url) in the recipe")
     published = pages_url(recipe)  # checked before the bisection: bad input loses nothing
+    if dry_run and recipe.patches:  # what run loads before its first probe, the plan loads too (issue 41, 2)
+        from ..patches import load_stack
+
+        load_stack(_stack_path(recipe, path)).select(list(recipe.patches))
     if dry_run:
         g, b = good or recipe.bisect.good, bad or recipe.bisect.bad
         src = None

@@ -269,3 +269,41 @@ def test_bisect_log_on_an_empty_state_directory_says_so_and_creates_nothing(tmp_
         assert p.returncode == 2, p.stdout + p.stderr
         assert f"no ledger in {state}" in p.stderr and "Traceback" not in p.stderr
         assert not (state / "ledger.sqlite3").exists()
+
+
+@pytest.mark.parametrize("case", ["unknown-id", "missing-patches-dir", "diff-without-hunk"])
+def test_dry_run_loads_the_patch_stack_as_run_does(tmp_path, case) -> None:
+    """Issue 41, item 2: the docs tell users to check a new recipe with ``run --dry-run``; what ``run``
+    refuses before its first probe (an unknown patch id, a $BISECTBOT_PATCHES_DIR that does not exist,
+    a diff with no hunk) the plan refuses too: exit 2, the file and the field named."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True, capture_output=True)
+    for i in range(3):
+        (repo / "f").write_text(str(i))
+        for cmd in (["add", "f"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", f"c{i}"]):
+            subprocess.run(["git", "-C", str(repo), *cmd], check=True, capture_output=True)
+    first = subprocess.run(["git", "-C", str(repo), "rev-list", "--max-parents=0", "HEAD"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    pid = "no-such-patch" if case == "unknown-id" else "aiter-chunkq-clamp"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"name: dry\nsource: {{kind: git, repo: {repo}}}\nreproducer: {{kind: command, command: [sh, -c, "
+                      f"'exit 0']}}\nregress: command\npatches: [{pid}]\n")
+    extra: dict[str, str] = {}
+    if case == "missing-patches-dir":
+        extra["BISECTBOT_PATCHES_DIR"] = str(tmp_path / "nowhere")
+    elif case == "diff-without-hunk":
+        pd = tmp_path / "pd"
+        shutil.copytree(shipped_dir("patches"), pd)
+        for d in (pd / "aiter-chunkq-clamp").iterdir():
+            d.write_text("--- a/x.py\n+++ b/x.py\n")
+        extra["BISECTBOT_PATCHES_DIR"] = str(pd)
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "st"), "run", str(recipe),
+                        "--good", first, "--bad", "HEAD", "--dry-run"], cwd=tmp_path, env={**env(), **extra},
+                       capture_output=True, text=True, timeout=120)
+    want = {"unknown-id": "unknown patch id 'no-such-patch'", "missing-patches-dir": "does not exist",
+            "diff-without-hunk": "no unified-diff hunk found"}[case]
+    assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert "plan" not in p.stdout.lower()
