@@ -300,6 +300,44 @@ def _field_loc(err: Any, data: Any) -> tuple:
     return loc + tuple(extra)
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, unions, lists, dicts, Annotated)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        out += _models_in(arg)
+    return out
+
+
+def unknown_field_hint(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """What to say after "unknown field" at ``loc`` (a validation error's location in ``model``):
+    `` (did you mean 'NAME'?)`` for the closest known field of the mapping it stands in
+    (:func:`difflib.get_close_matches`, its default cutoff 0.6: a misspelling, not any field), else
+    `` (known: a, b, ...)``; empty when the mapping's model cannot be found."""
+    import difflib
+
+    models: list[type[BaseModel]] = [model]
+    for key in loc[:-1]:
+        if isinstance(key, int):
+            continue
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            f = m.model_fields.get(str(key))
+            if f is not None:
+                nxt += _models_in(f.annotation)
+        if not nxt:  # a dict key (a component's name) or a tag of a union: stay at these models
+            continue
+        models = nxt
+    known = sorted({name for m in models for name in m.model_fields})
+    if not known:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+
+
 def validate(model: type[M], data: dict[str, Any], marks: Marks, filename: str) -> M:
     """Validate ``data`` as ``model``; raises :class:`LocatedErrors` listing every problem
     (a :class:`FieldError` at its field's position)."""
@@ -309,7 +347,8 @@ def validate(model: type[M], data: dict[str, Any], marks: Marks, filename: str) 
         problems = []
         for err in e.errors():
             unknown = err["type"] == "extra_forbidden"
-            msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
+            msg = ("unknown field" + unknown_field_hint(model, tuple(err["loc"])) if unknown
+                   else err["msg"].removeprefix("Value error, "))
             problems.append(f"{where(marks, data, _field_loc(err, data), filename, unknown)}: {msg}")
         raise LocatedErrors(problems) from None
 

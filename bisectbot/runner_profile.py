@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import BadInput
-from .located import LocatedErrors, load_located, read_text
+from .located import LocatedErrors, load_located, read_text, unknown_field_hint
 from .slots import slot_gpus
 
 DEFAULT_MIN_FREE_GB = 50.0
@@ -319,7 +319,8 @@ def with_overrides(profile: RunnerProfile, environ: dict[str, str] | None = None
         problems = []
         for err in e.errors():
             unknown = err["type"] == "extra_forbidden"
-            msg = "unknown field" if unknown else err["msg"].removeprefix("Value error, ")
+            msg = ("unknown field" + unknown_field_hint(RunnerProfile, tuple(err["loc"])) if unknown
+                   else err["msg"].removeprefix("Value error, "))
             loc = (profile.name, *err["loc"])
             if err["loc"] and err["loc"][0] in section:
                 problems.append(f"{where(marks, data, loc, path, unknown)}: {msg}")

@@ -136,6 +136,11 @@ def find_recipe(arg: str | Path) -> Path:
         tried.append(c)
         if c.is_file():
             return c
-    raise BadInput(f"recipe {arg!s} not found (looked for {', '.join(str(t) for t in dict.fromkeys(tried))}); "
-                   f"give a recipe path or set {ENV['recipes']}=DIR; shipped examples: "
+    import difflib
+
+    names = sorted({c.stem for d in dirs if d.is_dir() for c in [*d.glob("*.yaml"), *d.glob("*.yml")]})
+    close = difflib.get_close_matches(Path(name).stem, names, n=1)  # a misspelling (cutoff 0.6), not any name
+    raise BadInput(f"recipe {arg!s} not found (looked for {', '.join(str(t) for t in dict.fromkeys(tried))})"
+                   + (f"; did you mean {close[0]!r}?" if close else "")
+                   + f"; give a recipe path or set {ENV['recipes']}=DIR; shipped examples: "
                    f"{', '.join(r.stem for r in shipped_recipes()) or 'none'}")

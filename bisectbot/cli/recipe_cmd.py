@@ -157,7 +157,8 @@ def list_cmd(ctx: Ctx) -> None:
     width = max((len(x["name"]) for x in rows), default=4)
     text = "\n".join([f"{x['name']:<{width}}  {x['source']:<8}  {x['description']}" for x in rows]
                      + [f"({len(rows)} shipped recipe{'s' if len(rows) != 1 else ''} in {where}; "
-                        "copy one with `bisectbot recipe init` or by hand to track your own)"])
+                        f"copy one from there (`cp {where}/NAME.yaml mine.yaml`) or write one with `bisectbot recipe "
+                        "init` to track your own)"])
     ctx.emit({"recipes": rows, "dir": str(where) if where else None}, text)
 
 

@@ -111,3 +111,31 @@ def test_unknown_patch_id_located(tmp_path: Path) -> None:
     p = cli("recipe", "validate", str(f))
     assert p.returncode == 2
     assert p.stderr.strip().startswith(f"{f}:7:5: patches[1]: unknown patch id 'no-such-patch'")
+
+
+@pytest.mark.parametrize("text, expected", [
+    # issue 41, item 11: a misspelled field names the closest known one, at each depth of the recipe
+    ("reproducr: {min_size: 100}\n", "reproducr: unknown field (did you mean 'reproducer'?)"),
+    ("server: {comand: [a]}\n", "server.comand: unknown field (did you mean 'command'?)"),
+    ("bisect: {goood: a}\n", "bisect.goood: unknown field (did you mean 'good'?)"),
+    ("bisect: {components: {vllm: {repo: x, runtime_path: [a]}}}\n",
+     "bisect.components.vllm.runtime_path: unknown field (did you mean 'runtime_paths'?)"),
+    ("triage: [{name: a, evn: {}}]\n", "triage[0].evn: unknown field (did you mean 'env'?)"),
+    ("reproducer: {reference: {candidat: last-good}}\n",
+     "reproducer.reference.candidat: unknown field (did you mean 'candidate'?)"),
+    # nothing close: the known fields instead of a guess
+    ("zzzzqqq: 1\n", "zzzzqqq: unknown field (known: bisect, description, "),
+])
+def test_an_unknown_field_names_the_closest_known_one(tmp_path: Path, text: str, expected: str) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(BASE + text)
+    p = cli("recipe", "validate", str(f))
+    assert p.returncode == 2 and expected in p.stderr, p.stderr
+
+
+def test_a_misspelled_recipe_name_names_the_closest_shipped_one(tmp_path: Path) -> None:
+    for typo, near in (("dmeo", "demo"), ("glm51-fp8-sparse-mla-prefil", "glm51-fp8-sparse-mla-prefill")):
+        p = cli("recipe", "validate", typo, cwd=tmp_path)
+        assert p.returncode == 2 and f"did you mean {near!r}?" in p.stderr, p.stderr
+    p = cli("recipe", "validate", "qqqqzzzz", cwd=tmp_path)
+    assert p.returncode == 2 and "did you mean" not in p.stderr

@@ -51,7 +51,15 @@ def test_a_non_secret_variable_still_expands(tmp_path: Path) -> None:
 def test_an_unknown_override_field_is_one_located_line(tmp_path: Path) -> None:
     r = check(tmp_path, "cpu:\n  shm_size: 1g\n  nosuchfield: 1\n")
     assert r.returncode == 2
-    assert r.stderr.strip() == f"bisectbot: error: {tmp_path / 'overrides.yaml'}:3:3: cpu.nosuchfield: unknown field", r.stderr
+    assert r.stderr.strip().startswith(
+        f"bisectbot: error: {tmp_path / 'overrides.yaml'}:3:3: cpu.nosuchfield: unknown field (known: "), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_misspelled_override_field_names_the_closest_one(tmp_path: Path) -> None:
+    r = check(tmp_path, "cpu:\n  shm_sise: 1g\n")
+    assert r.returncode == 2
+    assert "cpu.shm_sise: unknown field (did you mean 'shm_size'?)" in r.stderr, r.stderr
 
 
 def test_a_mistyped_profile_name_is_refused_not_dropped(tmp_path: Path) -> None:
