@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from . import jsonio as _jsonio
 from .components import container_labels, ensure_image, image_digest, image_info
 from .confine import ConfinementError, confined, copy_confined, safe_extract
 from .errors import BisectbotError, BuildError
@@ -346,7 +347,7 @@ def _existing(client: Any, tag: str, key: str, base_digest: str) -> BuildResult 
     log.info("reusing %s", tag)
     labels = dict(existing.labels or {})
     try:
-        patches = json.loads(labels.get(LABEL_PREFIX + "patch-records", "[]"))
+        patches = _jsonio.loads(labels.get(LABEL_PREFIX + "patch-records", "[]"))
     except ValueError:
         patches = []
     return BuildResult(tag, key, existing.id, True, base_digest, labels, patches=patches)

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import jsonio as _jsonio
 from .errors import BisectbotError, BuildError
 from .versions import parse_version
 
@@ -212,7 +212,7 @@ def introspect(image: str, client: Any = None, timeout_s: float = 300.0, pull: b
         raise BisectbotError(
             f"introspection of {image} failed (exit {status.get('StatusCode')}): {tail or 'no output'}"
         )
-    info = json.loads(line[len("BISECTBOT-INFO "):])
+    info = _jsonio.loads(line[len("BISECTBOT-INFO "):])
     return enrich(info)
 
 

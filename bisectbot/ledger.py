@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import jsonio as _jsonio
 from .errors import LedgerError
 from .models import ProbeResult
 from .secrets import redact_data
@@ -75,8 +76,8 @@ def _pack(obj: Any) -> bytes:
 def _unpack(raw: bytes | str) -> Any:
     """Inverse of :func:`_pack`; plain JSON text (rows of earlier versions) is read as is."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
-        return json.loads(zlib.decompress(bytes(raw)))
-    return json.loads(raw)
+        return _jsonio.loads(zlib.decompress(bytes(raw)))
+    return _jsonio.loads(raw)
 
 
 class ProbeRows:
@@ -236,7 +237,7 @@ class Ledger:
         out = []
         for r in rows:
             d = dict(zip(keys, r))
-            d["components"] = json.loads(d["components"]) if d["components"] else None
+            d["components"] = _jsonio.loads(d["components"]) if d["components"] else None
             out.append(d)
         return out
 
@@ -250,7 +251,7 @@ class Ledger:
 
     def get_image_info(self, digest: str) -> dict[str, Any] | None:
         row = self._db.execute("SELECT info FROM images WHERE digest=?", (digest,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return _jsonio.loads(row[0]) if row else None
 
     # ------------------------------------------------------------------ probes
     def put_probe(self, result: ProbeResult) -> None:
@@ -312,7 +313,7 @@ class Ledger:
             return None
         keys = ("id", "recipe", "recipe_hash", "good", "bad", "status", "state", "created", "updated")
         d = dict(zip(keys, row))
-        d["state"] = json.loads(d["state"])
+        d["state"] = _jsonio.loads(d["state"])
         return d
 
     def sessions(self, recipe: str | None = None) -> list[dict[str, Any]]:
@@ -332,7 +333,7 @@ class Ledger:
         rows = self._db.execute(
             "SELECT at, kind, data FROM events WHERE session=? ORDER BY id", (session_id,)
         ).fetchall()
-        return [{"at": a, "kind": k, "data": json.loads(d)} for a, k, d in rows]
+        return [{"at": a, "kind": k, "data": _jsonio.loads(d)} for a, k, d in rows]
 
     # ------------------------------------------------------------------ github
     def github_intent(self, fingerprint: str, repo: str) -> None:

@@ -14,7 +14,6 @@ at, 1 otherwise (the message says what was found instead), 2 bad input.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 import click
 import yaml
 
+from .. import jsonio as _jsonio
 from .. import sandbox, terminal
 from ..errors import EXIT_ERROR, EXIT_OK, BadInput
 from ..sandbox import SandboxUnavailable
@@ -74,7 +74,7 @@ def _result_json(out: Path) -> tuple[Path, dict[str, Any]] | None:
     """``result.json`` (a :meth:`RunResult.to_dict`) that ``bisectbot run`` wrote into ``out``."""
     p = out / "result.json"
     try:
-        return p, json.loads(p.read_text(encoding="utf-8"))
+        return p, _jsonio.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 

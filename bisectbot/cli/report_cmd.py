@@ -6,11 +6,11 @@ else ``GH_TOKEN``), never from the command line (argv is visible to every user o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from .. import jsonio as _jsonio
 from .. import terminal
 from ..errors import BadInput
 from .base import Ctx, cli, pass_ctx
@@ -94,7 +94,7 @@ def render_cmd(ctx: Ctx, result_file: Path, out_dir: Path | None, nightly_file: 
     result, nightly = _load(result_file)
     if nightly_file is not None:
         try:
-            nightly = NightlyResult.from_dict(json.loads(nightly_file.read_text(encoding="utf-8")))
+            nightly = NightlyResult.from_dict(_jsonio.loads(nightly_file.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise BadInput(f"{nightly_file}: not a nightly history: {type(e).__name__}: {e}") from None
     try:
@@ -138,7 +138,7 @@ def file_cmd(ctx: Ctx, result_file: Path, recipe: Path | None, repo: str | None,
     newest = None
     if newest_file is not None:
         try:
-            newest = ProbeResult.from_dict(json.loads(newest_file.read_text(encoding="utf-8")))
+            newest = ProbeResult.from_dict(_jsonio.loads(newest_file.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise BadInput(f"{newest_file}: not a ProbeResult: {type(e).__name__}: {e}") from None
     bc = 0.66

@@ -247,6 +247,10 @@ def round_probe(ctx: Ctx, recipe_file: str, session_id: str, ref: str, out_file:
 
     recipe, path = _load_for_rounds(recipe_file)
     focus = parse_focus(focus_text)
+    if out_file != "-":  # refused before the probe spends its start, never after (issue 41, items 12, 13)
+        from ..session.rounds.verdict_file import check_out
+
+        check_out(Path(out_file))
     # the plan's ref, toggle, key, attempt, round and focus (issue 24: a hand-run probe wrote attempt 1);
     # with --key, only a plan that names that key
     planned = _planned(ctx, recipe, session_id, ref, toggle, key)

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from .. import jsonio as _jsonio
 from .. import terminal
 from ..errors import BadInput
 from .base import Ctx, cli, pass_ctx
@@ -515,14 +516,13 @@ def reproduce_command(recipe_path: Path, state_dir: Path, out_dir: Path, good: s
 def load_commands(path: Path):  # -> (list[Command], list[LogLine])
     """Maintainer commands from a ``report commands --json`` file and the human verdicts they give
     (as :func:`_maintainer_verdicts`). BadInput when the file is not such a list."""
-    import json
 
     from ..models import Verdict
     from ..report.github import Command
     from ..session import LogLine
 
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = _jsonio.loads(path.read_text(encoding="utf-8"))
         if not isinstance(raw, list):
             raise TypeError("not a list")
         commands = [Command.from_dict(d) for d in raw]

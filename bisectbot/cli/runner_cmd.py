@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ from typing import Any
 
 import click
 
+from .. import jsonio as _jsonio
 from ..errors import EXIT_ERROR
 from .base import Ctx, cli, error_document, pass_ctx
 
@@ -30,7 +30,7 @@ def gpu_count() -> tuple[int | None, str]:
         out = run(["amd-smi", "list", "--json"])
         if out is not None:
             try:
-                data = json.loads(out)
+                data = _jsonio.loads(out)
                 return (len(data) if isinstance(data, list) else len(data.get("gpus", data))), "amd-smi"
             except ValueError:
                 return sum(1 for ln in out.splitlines() if ln.strip().startswith("GPU:")), "amd-smi"
@@ -38,7 +38,7 @@ def gpu_count() -> tuple[int | None, str]:
         out = run(["rocm-smi", "--showid", "--json"])
         if out is not None:
             try:
-                return sum(1 for k in json.loads(out) if k.startswith("card")), "rocm-smi"
+                return sum(1 for k in _jsonio.loads(out) if k.startswith("card")), "rocm-smi"
             except ValueError:
                 pass
     if shutil.which("nvidia-smi"):

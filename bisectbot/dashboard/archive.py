@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import jsonio as _jsonio
 from ..errors import BadInput
 from ..ledger import now_iso
 from ..models import RunResult
@@ -69,7 +70,7 @@ def report_files(paths: list[Path]) -> list[Path]:
 
 def _fingerprint_of(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _jsonio.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return ""
     fp = data.get("fingerprint") if isinstance(data, dict) else None
@@ -90,7 +91,7 @@ def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> li
         old: dict[str, Any] = {}
         if dest.is_file():
             try:
-                old = json.loads(dest.read_text(encoding="utf-8"))
+                old = _jsonio.loads(dest.read_text(encoding="utf-8"))
             except ValueError:
                 old = {}
             if old.get("job_url") or not job_url:
@@ -153,7 +154,7 @@ def read_archive(state_dir: Path) -> list[ArchivedRun]:
     runs: list[ArchivedRun] = []
     for f in sorted(root.glob("*/*.json")) if root.is_dir() else []:
         try:
-            doc = json.loads(f.read_text(encoding="utf-8"))
+            doc = _jsonio.loads(f.read_text(encoding="utf-8"))
             check_result_shape(doc["result"], str(f))
             result = run_result_from_dict(doc["result"])
         except (OSError, ValueError, KeyError, TypeError, BadInput):

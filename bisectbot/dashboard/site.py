@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .. import jsonio as _jsonio
 from .data import RecipeData
 from .views import bisection_context, recipe_context, slug
 
@@ -126,7 +127,7 @@ def write_site(recipes: list[RecipeData], out: Path) -> RenderStats:
     tpl = _Templates()
     mpath = out / MANIFEST
     try:
-        old = json.loads(mpath.read_text(encoding="utf-8"))
+        old = _jsonio.loads(mpath.read_text(encoding="utf-8"))
         old_pages = dict(old.get("pages") or {}) if old.get("version") == MANIFEST_VERSION else {}
     except (OSError, ValueError, AttributeError):
         old_pages = {}

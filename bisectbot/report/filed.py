@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .. import jsonio as _jsonio
 from ..errors import BadInput
 from ..models import RunResult
 
@@ -83,7 +84,7 @@ def record_filed(ledger: Any, paths: list[Path]) -> list[tuple[str, int]]:
     done = []
     for f in filed_files(paths):
         try:
-            doc = json.loads(f.read_text(encoding="utf-8"))
+            doc = _jsonio.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise BadInput(f"{f}: not a {SCHEMA} document: {e}") from None
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import jsonio as _jsonio
 from ..models import Candidate, ChainLink, ProbeResult, RunResult, StageResult, Status
 from .history import NightlyResult
 
@@ -32,7 +33,7 @@ def load_result(path: Path) -> tuple[RunResult, NightlyResult | None]:
         raw = read_regular(p, MAX_RESULT_BYTES)
         if len(raw) > MAX_RESULT_BYTES:
             raise BadInput(f"{path}: larger than {MAX_RESULT_BYTES} bytes, not a result file")
-        data = json.loads(raw.decode("utf-8"))
+        data = _jsonio.loads(raw.decode("utf-8"))
     except OSError as e:
         raise BadInput(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:

@@ -58,6 +58,7 @@ import requests
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from .. import bounded
+from .. import jsonio as _jsonio
 
 #: ``error_kind`` values of a failed :class:`Reply`.
 ERROR_KINDS = ("connection", "timeout", "http", "over-limit", "bad-response")
@@ -249,7 +250,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def _error_message(resp: requests.Response) -> str:
     try:
-        data = resp.json()
+        data = _jsonio.loads(resp.content)
     except ValueError:
         return _one_line(resp.text or resp.reason or "")
     if isinstance(data, dict):
@@ -333,7 +334,7 @@ class Client:
         if r.status_code != 200:
             raise ServerError(f"{self.base_url}/v1/models: HTTP {r.status_code}: {_error_message(r)}")
         try:
-            data = r.json()["data"]
+            data = _jsonio.loads(r.content)["data"]
             ids = [m["id"] for m in data]
             if not all(isinstance(i, str) and i for i in ids):
                 raise TypeError("model id is not a string")
@@ -428,7 +429,7 @@ class Client:
         if r.status_code != 200:
             return None
         try:
-            data = r.json()
+            data = _jsonio.loads(r.content)
             count = _count(data["count"], "/tokenize count", optional=False)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             self._tokenize_missing = True
@@ -498,7 +499,7 @@ class Client:
         try:
             if streamed:
                 return parse_stream(r.content, dt, r.headers.get("Content-Type", ""))
-            return parse_chat(r.json(), dt)
+            return parse_chat(_jsonio.loads(r.content), dt)
         except StreamError as e:
             return Reply(seconds=dt, status_code=e.status, error_kind="http", streamed=True,
                          error=f"error event in the stream: {e}")
@@ -611,7 +612,6 @@ def parse_stream(body: bytes, seconds: float = 0.0, content_type: str = "") -> R
     chunk that carries it (``stream_options.include_usage``). Raises :class:`BadReply` for a body
     that is not UTF-8, a single JSON object (the server ignored ``stream``), a chunk of unexpected
     shape, or a stream without ``data: [DONE]`` (cut short); :class:`StreamError` for an error event."""
-    import json
 
     try:
         text = body.decode("utf-8")
@@ -634,7 +634,7 @@ def parse_stream(body: bytes, seconds: float = 0.0, content_type: str = "") -> R
             break
         chunks += 1
         try:
-            chunk = json.loads(data)
+            chunk = _jsonio.loads(data)
         except ValueError:
             raise BadReply(f"stream chunk {chunks} is not JSON: {_one_line(data, 80)}") from None
         if not isinstance(chunk, dict):

@@ -41,6 +41,7 @@ from typing import Any
 import requests
 from rapidfuzz.distance import Levenshtein
 
+from .. import jsonio as _jsonio
 from ..models import Outcome, PromptKey
 from ..recipe import ReferenceSpec, ReproducerSpec
 from .client import BadReply, Client, cold_fields, parse_chat, sampling_fields
@@ -126,7 +127,7 @@ def greedy(client: Client, messages: list[dict[str, Any]], tokens: int, seed: in
         return Continuation(error=f"{client.base_url}: HTTP {r.status_code}: {' '.join(r.text.split())[:200]}",
                             error_kind=kind, seconds=dt)
     try:
-        data = r.json()
+        data = _jsonio.loads(r.content)
         reply = parse_chat(data, dt)
     except (ValueError, BadReply) as e:
         return Continuation(error=f"{client.base_url}: unexpected reply: {e}"[:300], error_kind="bad-response",

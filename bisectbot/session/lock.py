@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import jsonio as _jsonio
 from ..errors import BisectbotError
 
 
@@ -66,7 +67,7 @@ def read_holder(path: Path) -> dict[str, Any]:
     finally:
         os.close(fd)
     try:
-        d = json.loads(raw.decode("utf-8", "replace") or "{}")
+        d = _jsonio.loads(raw.decode("utf-8", "replace") or "{}")
         return d if isinstance(d, dict) else {}
     except ValueError:
         return {}

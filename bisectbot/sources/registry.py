@@ -39,6 +39,7 @@ from urllib.parse import urljoin
 import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
+from .. import jsonio as _jsonio
 from .. import net
 from ..errors import RegistryError, UpstreamUnreachable
 
@@ -108,7 +109,7 @@ def _parse_retry_after(resp: requests.Response) -> float | None:
 def _error_detail(resp: requests.Response) -> str:
     """Short text of an OCI ``{"errors": [...]}`` body, else the first 200 characters."""
     try:
-        body = resp.json()
+        body = _jsonio.loads(resp.content)
     except ValueError:
         text = resp.text.strip().replace("\n", " ")
         return text[:200]
@@ -229,7 +230,7 @@ class RegistryClient:
                 f"HTTP {resp.status_code} {_error_detail(resp)}".strip()
             )
         try:
-            body = resp.json()
+            body = _jsonio.loads(resp.content)
         except ValueError:
             raise RegistryError(f"token endpoint {params['realm']} answered non-JSON") from None
         token = body.get("token") or body.get("access_token")
@@ -281,7 +282,7 @@ class RegistryClient:
             seen_urls.add(url)
             resp = self._get("GET", url, repository, f"tags of {repository}")
             try:
-                body = resp.json()
+                body = _jsonio.loads(resp.content)
                 page = list(body.get("tags") or [])
             except (ValueError, AttributeError):
                 raise RegistryError(f"tags of {repository}: registry answered a non-JSON or malformed body") from None
@@ -353,7 +354,7 @@ class HubClient:
             if resp.status_code >= 400:
                 raise RegistryError(f"{what}: HTTP {resp.status_code} {_error_detail(resp)}".strip())
             try:
-                body = resp.json()
+                body = _jsonio.loads(resp.content)
                 results = body["results"]
             except (ValueError, KeyError, TypeError):
                 raise RegistryError(f"{what}: malformed body (expected count/next/results)") from None

@@ -17,7 +17,6 @@ round or a probe that was not planned.
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ... import jsonio as _jsonio
 from ...errors import BadInput
 from ...models import Candidate, CandidateKind, ProbeResult, PromptKey, Verdict
 from ...recipe import Recipe
@@ -170,7 +170,7 @@ def read_verdict(path: Path, digests: dict[str, str] | None = None) -> dict[str,
             raise BadInput(f"{path}: SHA-256 {sha256(raw)[:16]}... differs from the probe job's {want[:16]}... "
                            "(the file changed after the probe wrote it): refused")
     try:
-        d = json.loads(raw.decode("utf-8"))
+        d = _jsonio.loads(raw.decode("utf-8"))
     except ValueError as e:
         raise BadInput(f"{path}: not a JSON verdict file: {str(e)[:200]}") from None
     if not isinstance(d, dict) or d.get("format") != VERDICT_FORMAT:

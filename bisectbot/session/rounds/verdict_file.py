@@ -16,6 +16,7 @@ runner as an artifact, so it is untrusted input when it comes back (issue 24, in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -41,15 +42,45 @@ def render_verdict(doc: dict[str, Any]) -> bytes:
     return (json.dumps(redact_data(doc), indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
+def check_out(out: Path) -> None:
+    """Refuse, before a probe spends its server start, an ``--out`` the verdict file cannot be written
+    to as a new regular file: an existing path that is not a regular file (a character device, FIFO,
+    directory or symlink: ``os.replace`` would put a file in its place), or a directory where no file
+    can be created (``/proc``, read-only, missing permissions; tried with a scratch file, removed).
+    Raises :class:`BadInput` naming the path (issue 41, items 12 and 13)."""
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise BadInput(f"--out {out}: {e.strerror or e}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise BadInput(f"--out {out}: {_kind(st.st_mode)}, not a regular file: the verdict file would replace it; "
+                       "give a file path")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(f".{out.name}.{os.getpid()}.check")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"--out {out}: no file can be written in {out.parent}: {e.strerror or e}") from None
+
+
 def write_verdict(doc: dict[str, Any], out: Path) -> tuple[bytes, str]:
-    """Write ``doc`` (redacted) to ``out`` atomically, mode 0600; returns ``(bytes, sha256)``."""
+    """Write ``doc`` (redacted) to ``out`` atomically, mode 0600; returns ``(bytes, sha256)``.
+    Raises :class:`BadInput` (:func:`check_out`'s refusals, or the write's own error)."""
     data = render_verdict(doc)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    check_out(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, out)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, out)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise BadInput(f"--out {out}: cannot write the verdict file: {e.strerror or e}") from None
     return data, sha256(data)
 
 
