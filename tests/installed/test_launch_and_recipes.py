@@ -307,3 +307,45 @@ def test_dry_run_loads_the_patch_stack_as_run_does(tmp_path, case) -> None:
             "diff-without-hunk": "no unified-diff hunk found"}[case]
     assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stdout + p.stderr
     assert "plan" not in p.stdout.lower()
+
+
+def test_dry_run_estimates_the_time_from_this_recipes_measured_probes(tmp_path) -> None:
+    """Issue 40: the plan says how long, from the probes this ledger measured for the same recipe on
+    this host and runner (the median), or that there is no estimate yet; another recipe's probes in the
+    same ledger do not count."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True, capture_output=True)
+    for i in range(9):
+        if i >= 6:
+            (repo / "bad").write_text("1")
+        (repo / "f").write_text(str(i))
+        for cmd in (["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", f"c{i}"]):
+            subprocess.run(["git", "-C", str(repo), *cmd], check=True, capture_output=True)
+    shas = subprocess.run(["git", "-C", str(repo), "rev-list", "--reverse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    state = tmp_path / "st"
+
+    def recipe(name: str) -> Path:  # (another reproducer for the other recipe: its verdicts are no cache of this one's)
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(f"name: {name}\nsource: {{kind: git, repo: {repo}}}\nreproducer: {{kind: command, command: "
+                     f"[sh, -c, 'sleep 0.{3 if name == 'est' else 2}; test ! -f bad']}}\nregress: command\n"
+                     f"bisect: {{good: {shas[0]}, bad: {shas[-1]}}}\nreport: {{dir: {tmp_path / name}}}\n")
+        return f
+
+    def bb_(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), *args], cwd=tmp_path,
+                              env=env(), capture_output=True, text=True, timeout=300)
+
+    plan = bb_("run", str(recipe("est")), "--dry-run")
+    assert plan.returncode == 0 and "time: no estimate: this ledger holds no probe of this recipe" in plan.stdout, plan
+    other = bb_("run", str(recipe("other")), "--runner", "local")  # another recipe's probes: not this one's
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "time: no estimate" in bb_("run", str(recipe("est")), "--dry-run").stdout
+    ran = bb_("run", str(recipe("est")), "--runner", "local")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    res = json.loads((tmp_path / "est" / "result.json").read_text())
+    n = sum(1 for st in res["stages"] for p in st["probes"])
+    line = next(ln for ln in bb_("run", str(recipe("est")), "--dry-run").stdout.splitlines() if ln.startswith("time:"))
+    assert re.match(r"time: ~\d+ s for ~\d+ probes at \d+ s each \(the median of (\d+) probes of this recipe", line), line
+    assert int(re.search(r"median of (\d+) probes", line).group(1)) == n, (line, n)

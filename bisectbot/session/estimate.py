@@ -1,0 +1,73 @@
+"""How long a planned bisection will take, from what this ledger measured (issue 40).
+
+A night's cost is its probes, each a server start plus the reproducer's requests (10--40 minutes
+a start on MI355X), so ``run --dry-run`` says "~9 probes" *and* how long that is: the median
+wall time of the probes this ledger measured for the same recipe (by name) on this host with the
+same runner profile (the host facts stored with each probe, :func:`bisectbot.provenance.host_facts`),
+times the probes the plan expects. Probes answered from the cache cost nothing and are not
+counted as measurements; a maintainer's or replayed verdict has no duration. Without such a
+probe there is no estimate, and the line says so rather than guess.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from ..provenance import HOST_KEY, SESSION_KEY
+
+
+@dataclass
+class Estimate:
+    """``probes`` expected, ``per_probe_s`` (median seconds, None without measurements),
+    ``measured`` (how many probes the median is of), ``runner`` and ``host`` it applies to."""
+
+    probes: int
+    per_probe_s: float | None
+    measured: int
+    runner: str
+    host: str
+
+    @property
+    def total_s(self) -> float | None:
+        """Seconds for ``probes`` at the median; None without measurements."""
+        return None if self.per_probe_s is None else self.probes * self.per_probe_s
+
+    def line(self) -> str:
+        """The plan's ``time:`` line."""
+        if self.per_probe_s is None:
+            return (f"time: no estimate: this ledger holds no probe of this recipe measured on {self.host} with "
+                    f"runner {self.runner!r} yet (the first run's probes give one)")
+        total = self.total_s or 0.0
+        return (f"time: ~{_human(total)} for ~{self.probes} probes at {_human(self.per_probe_s)} each (the median of "
+                f"{self.measured} probe{'s' if self.measured != 1 else ''} of this recipe measured on {self.host} with "
+                f"runner {self.runner!r}; a reference and its calibration build add a start each)")
+
+
+def _human(s: float) -> str:
+    """Seconds as ``45 s``, ``12 min`` or ``3.5 h``."""
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 2 * 3600:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def estimate(ledger: Any, recipe_name: str, runner: str, probes: int, host: str | None = None) -> Estimate:
+    """The :class:`Estimate` of ``probes`` probes of ``recipe_name`` with runner profile ``runner`` on
+    ``host`` (default this host's name), from ``ledger``'s stored probes (module doc)."""
+    host = host or platform.node()
+    sessions = {str(s["id"]) for s in ledger.sessions(recipe_name)}
+    secs: list[float] = []
+    for p in ledger.probes():
+        extra = p.extra if isinstance(p.extra, dict) else {}
+        facts = extra.get(HOST_KEY) if isinstance(extra.get(HOST_KEY), dict) else {}
+        if (extra.get(SESSION_KEY) in sessions and facts.get("host") == host and facts.get("runner") == runner
+                and p.duration_s and p.duration_s > 0):
+            secs.append(float(p.duration_s))
+    return Estimate(probes, statistics.median(secs) if secs else None, len(secs), runner, host)
+
+
+__all__ = ["Estimate", "estimate"]
