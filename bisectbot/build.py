@@ -463,7 +463,11 @@ def _git_archive(repo: Path, commit: str, dest: Path) -> None:
 def _docker_build(client: Any, ctx: Path, tag: str, labels: dict[str, str], log_path: Path | None) -> str:
     import docker
 
+    from . import progress
+
     tail: list[str] = []
+    step = ""
+    beat = progress.heartbeat(f"build {tag[:80]}")  # issue 40: a long build says where it is
     with open(log_path, "w", encoding="utf-8") if log_path else open(os.devnull, "w") as fh:
         try:
             for chunk in client.api.build(path=str(ctx), tag=tag, labels=labels, rm=True, forcerm=True,
@@ -475,6 +479,8 @@ def _docker_build(client: Any, ctx: Path, tag: str, labels: dict[str, str], log_
                     fh.write(text)
                     tail.extend(text.rstrip("\n").splitlines())
                     del tail[:-20]
+                    step = next((ln.strip()[:100] for ln in reversed(tail) if ln.lstrip().startswith("Step ")), step)
+                beat.beat(step)
                 if "error" in chunk:
                     where = f" (log {log_path})" if log_path else ""
                     raise BuildError(f"docker build of {tag} failed: {chunk['error'].strip()}{where}")

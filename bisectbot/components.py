@@ -131,6 +131,48 @@ def _docker(client: Any = None) -> Any:
         raise BisectbotError(f"cannot reach the Docker daemon: {e}") from None
 
 
+def pull_progress(layers: dict[str, tuple[int, int, bool]]) -> str:
+    """``3 of 12 layers done, 1.2 of 30.5 GB`` from ``{layer id: (bytes done, bytes total, done)}``
+    (Docker's pull events; a layer already present counts as done with no bytes)."""
+    done = sum(1 for _, _, ok in layers.values() if ok)
+    cur = sum(min(c, t) if t else c for c, t, _ in layers.values())
+    tot = sum(t for _, t, _ in layers.values())
+    size = f", {cur / 1e9:.1f} of {tot / 1e9:.1f} GB" if tot >= 1e8 else f", {cur / 1e6:.0f} of {tot / 1e6:.0f} MB"
+    return f"{done} of {len(layers)} layers done" + (size if tot else "")
+
+
+_LAYER_EVENTS = frozenset({"Pulling fs layer", "Waiting", "Downloading", "Verifying Checksum", "Download complete",
+                           "Extracting", "Pull complete", "Already exists"})
+
+
+def _pull(client: Any, image: str) -> Any:
+    """Pull ``image`` through Docker's event stream, with a heartbeat line (:mod:`bisectbot.progress`:
+    layers and bytes so far) at most every 30 s: a 30--60 GB ROCm image is tens of minutes of pull that
+    printed nothing (issue 40). Returns the pulled image; raises ``docker.errors.APIError`` as
+    ``images.pull`` does (an ``error`` event included)."""
+    import docker
+
+    from . import progress
+
+    beat = progress.heartbeat(f"pull {image[:120]}")
+    layers: dict[str, tuple[int, int, bool]] = {}
+    # the API client splits NAME[:TAG|@DIGEST] itself (no tag: latest, as images.pull)
+    for ev in client.api.pull(image, stream=True, decode=True):
+        if ev.get("error"):
+            raise docker.errors.APIError(str(ev["error"]), explanation=str(ev["error"]))
+        lid, status = str(ev.get("id") or ""), str(ev.get("status") or "")
+        if lid and status in _LAYER_EVENTS:  # (the first event's id is the tag, its status "Pulling from")
+            cur, tot, ok = layers.get(lid, (0, 0, False))
+            det = ev.get("progressDetail") or {}
+            if status == "Downloading" and det.get("total"):
+                cur, tot = int(det.get("current") or 0), int(det["total"])
+            if status in ("Download complete", "Pull complete", "Already exists"):
+                ok, cur = True, tot
+            layers[lid] = (cur, tot, ok)
+        beat.beat(pull_progress(layers))
+    return client.images.get(image)
+
+
 def ensure_image(image: str, client: Any = None, pull: bool = True) -> Any:
     """The local ``docker.models.images.Image`` for ``image``, pulled when missing and ``pull``.
 
@@ -150,7 +192,7 @@ def ensure_image(image: str, client: Any = None, pull: bool = True) -> Any:
         raise BisectbotError(f"image {image}: {e.explanation or e}") from None
     try:
         log.info("pulling %s", image)
-        return client.images.pull(image)
+        return _pull(client, image)
     except docker.errors.APIError as e:
         from .net import is_unreachable, unreachable
 
