@@ -241,6 +241,38 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+MIN_FRAGMENT_LEN = 8
+"""Shortest piece of a known secret redacted where a cut left it (:func:`_cut_fragment`): the
+:data:`MIN_NAMED_SECRET_LEN` from which a value counts as a secret at all; a shorter piece is as likely
+ordinary text as a secret's start."""
+
+_CUT_TAIL = re.compile(r"(?:…|\.\.\.|\s)*\Z")
+
+
+def _cut_fragment(text: str, secret: str) -> str:
+    """``text`` with a piece of ``secret`` that a cut left at either edge replaced by ``***``: the text
+    ends inside the secret (an excerpt cut at N characters, a table cell, optionally followed by ``…``)
+    or starts inside it (a tail kept); an ellipsis inside the text marks a cut the same way. A whole secret is :func:`redact`'s own case; a piece shorter than
+    :data:`MIN_FRAGMENT_LEN` is left (issue 41, item 11: a probe table showed an echoed key's first 16
+    characters, cut before any redaction could see the whole key)."""
+    if len(secret) <= MIN_FRAGMENT_LEN or len(text) < MIN_FRAGMENT_LEN:
+        return text
+    if "…" in text.rstrip().rstrip("…"):  # an inner ellipsis marks a cut too: each piece's edges are cut edges
+        parts = text.split("…")
+        return "…".join(_cut_fragment(p, secret) for p in parts)
+    m = _CUT_TAIL.search(text)
+    core, tail = text[:m.start()], text[m.start():]
+    for k in range(min(len(secret) - 1, len(core)), MIN_FRAGMENT_LEN - 1, -1):
+        if core.endswith(secret[:k]):
+            core = core[:-k] + "***"
+            break
+    for k in range(min(len(secret) - 1, len(core)), MIN_FRAGMENT_LEN - 1, -1):
+        if core.startswith(secret[-k:]):
+            core = "***" + core[k:]
+            break
+    return core + tail
+
+
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     """``text`` with every secret replaced by ``***`` (see the module docstring for what is secret).
 
@@ -258,6 +290,7 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     for s in known_secrets() if secrets is None else secrets:
         if s in text:
             text = text.replace(s, "***")
+        text = _cut_fragment(text, s)
     for pat in _TOKEN_SHAPES:
         text = pat.sub("***", text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + "***", text)

@@ -131,6 +131,9 @@ def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ..secrets import known_secrets, redact
+
+    secs = known_secrets()  # a server may echo the key it was sent: redacted before any cut (issue 41, 11)
     console = Console(highlight=False, soft_wrap=False)
     what = res.endpoint if str(res.endpoint).startswith("command:") else f"{res.endpoint} ({res.model})"
     t = Table(title=terminal.text(f"probe of {what}"), show_lines=False)
@@ -144,19 +147,19 @@ def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
             detail = row.reasons[0] if len(row.reasons) == 1 else ", ".join(names)
         else:
             detail = row.excerpt
-        detail = terminal.inert(detail)  # escape first, then cut: the cut cannot undo the escaping
+        detail = terminal.inert(redact(detail, secs))  # redact and escape first, then cut: no cut undoes them
         t.add_row(str(i), str(row.requested), str(row.prompt_tokens if row.prompt_tokens is not None else "-"),
                   terminal.text(o, style.get(o, "")), f"{row.agreement:.0%}", f"{row.seconds:.1f}",
                   terminal.text((detail[:70] + "…") if len(detail) > 70 else detail))
     if res.table:
         console.print(t)
     for line in _evidence_lines(res):
-        console.print(terminal.text(line))
+        console.print(terminal.text(redact(line, secs)))
     for n in res.notes:
-        console.print(terminal.text(f"note: {n}"))
+        console.print(terminal.text(redact(f"note: {n}", secs)))
     console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s", markup=False)
     if res.reasons:
-        console.print(terminal.text("reasons at first garbage size: " + "; ".join(res.reasons)))
+        console.print(terminal.text(redact("reasons at first garbage size: " + "; ".join(res.reasons), secs)))
     console.print(terminal.text(_summary(res, diverges and _diverged(res))))
 
 

@@ -279,3 +279,25 @@ def test_url_with_a_token_as_user_is_redacted() -> None:
     out = redact("Looking in indexes: https://AbCdEf0123456789xyz@pypi.fury.io/acme/")
     assert "AbCdEf0123456789xyz" not in out and "pypi.fury.io/acme/" in out
     assert redact("ssh://git@github.com/o/r.git") == "ssh://git@github.com/o/r.git"  # a plain user name stays
+
+
+def test_a_piece_of_a_known_secret_left_by_a_cut_is_redacted(monkeypatch) -> None:
+    """Issue 41, item 11 (the kind: text cut before it was redacted, so the whole secret is no longer in
+    it): a known secret cut at either edge of the text -- at the end, with or without an ellipsis or
+    trailing space, at the start, at any cut length from MIN_FRAGMENT_LEN up -- is redacted; shorter
+    pieces, and text that merely shares a common word with the secret, are left."""
+    from bisectbot.secrets import MIN_FRAGMENT_LEN
+
+    key = "zq" + "x7a9" * 12  # no token shape: only the known value can find it
+    monkeypatch.setenv("BISECTBOT_API_KEY", key)
+    for k in (MIN_FRAGMENT_LEN, 16, len(key) - 1):
+        for tail in ("", "…", "...", " ", "… "):
+            shown = redact(f"your key is Bearer {key[:k]}{tail}")
+            assert key[:MIN_FRAGMENT_LEN] not in shown and shown.endswith(f"***{tail}"), (k, tail, shown)
+        shown = redact(f"{key[-k:]} was the end of it")
+        assert key[-MIN_FRAGMENT_LEN:] not in shown and shown.startswith("***"), (k, shown)
+    assert redact(f"x {key[:MIN_FRAGMENT_LEN - 1]}") == f"x {key[:MIN_FRAGMENT_LEN - 1]}"
+    assert redact("the zq key is fine") == "the zq key is fine"
+    assert redact(f"a {key[:20]} b") == f"a {key[:20]} b"  # inside the text, not at a cut: not a cut piece
+    shown = redact(f"reply: your key is {key[:30]}…; reason: repetition")  # a cut marked inside a longer line
+    assert key[:MIN_FRAGMENT_LEN] not in shown and "***…; reason" in shown, shown
