@@ -241,6 +241,49 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+_INVISIBLE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|[\r\n\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
+"""What can stand inside a secret in printed text without being seen: line breaks (base64 wrapped at
+76 columns, a log line split), ANSI escape sequences (CSI and OSC), zero-width and bidi marks, the
+soft hyphen, the byte-order mark."""
+
+
+def _redact_interrupted(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every known secret that :data:`_INVISIBLE` characters interrupt replaced by
+    ``***`` (the interrupting characters inside it go with it): the secrets are looked for in the text
+    with those characters taken out, and each find is mapped back to its span of the original (issue
+    41, item 16). Memory: the squeezed copy and one pair per interrupting run, nothing per character."""
+    import bisect
+
+    cuts = [(m.start(), m.end()) for m in _INVISIBLE.finditer(text)]
+    squeezed = _INVISIBLE.sub("", text)
+    finds = []
+    for s in secrets:
+        start = squeezed.find(s) if s else -1
+        while start != -1:
+            finds.append((start, start + len(s)))
+            start = squeezed.find(s, start + len(s))
+    if not finds:
+        return text
+    # squeezed index -> original index: add the lengths of the runs taken out before it
+    before: list[int] = []  # squeezed position of each run
+    removed: list[int] = []  # characters taken out up to and including each run
+    total = 0
+    for a, b in cuts:
+        before.append(a - total)
+        total += b - a
+        removed.append(total)
+
+    def orig(i: int, end: bool) -> int:
+        k = bisect.bisect_right(before, i) if not end else bisect.bisect_left(before, i)
+        return i + (removed[k - 1] if k else 0)
+
+    spans = sorted({(orig(a, False), orig(b, True)) for a, b in finds}, reverse=True)
+    for a, b in spans:
+        if "***" not in text[a:b]:
+            text = text[:a] + "***" + text[b:]
+    return text
+
+
 MIN_FRAGMENT_LEN = 8
 """Shortest piece of a known secret redacted where a cut left it (:func:`_cut_fragment`): the
 :data:`MIN_NAMED_SECRET_LEN` from which a value counts as a secret at all; a shorter piece is as likely
@@ -287,10 +330,13 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     """
     if not text or not isinstance(text, str):
         return text
-    for s in known_secrets() if secrets is None else secrets:
+    secrets = known_secrets() if secrets is None else list(secrets)
+    for s in secrets:
         if s in text:
             text = text.replace(s, "***")
         text = _cut_fragment(text, s)
+    if _INVISIBLE.search(text):
+        text = _redact_interrupted(text, secrets)
     for pat in _TOKEN_SHAPES:
         text = pat.sub("***", text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + "***", text)

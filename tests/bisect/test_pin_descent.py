@@ -448,3 +448,50 @@ def test_a_gitlink_the_build_reads_from_the_index_is_set_to_the_candidate(tmp_pa
     fb = next(pr for pr in res["stages"][2]["probes"] if pr["candidate"]["ref"] == c[4])
     rows = fb["extra"]["pins_rewritten"]
     assert any(r["after"] == f"{CK_PATH} gitlink {c[4]}" for r in rows), rows
+
+
+LOOP_CHECK = """\
+import os, sys
+def read(d, f):
+    try:
+        return open(os.path.join(d, f)).read()
+    except OSError:
+        return ""
+vllm, aiter = sys.argv[1:3]
+# the bug comes with aiter a6 on (its v.txt: outside aiter's runtime paths, so a6 still only moves a pin);
+# the checkout's requirements/vllm.txt says the vLLM candidate itself (the pin substitution of issue 38)
+sys.exit(1 if int(read(aiter, "v.txt").strip().lstrip("a") or 0) >= 6 else 0)
+"""
+
+
+def test_a_pin_loop_back_into_a_component_on_the_chain_is_said_and_keeps_the_culprits(tmp_path, kit) -> None:
+    """Issue 41, item 15 (the kind: a descent whose next pin move leads into a component already on its
+    chain): vLLM v5 only bumps the aiter pin, and aiter a6 only moves aiter's own pin of vLLM
+    (``requirements/vllm.txt``: ``vllm @ git+…@v2`` -> ``@v7``). Before: the descent went back into vLLM
+    with vLLM held at v5 and ended "boundary-failed", hiding v5 and a6. Now: v5 and a6 are named on the
+    chain, the aiter stage says the loop, nothing is descended twice."""
+    v = vllm_repo(kit, tmp_path / "vllm")
+    old, new = v[2], v[7]
+    path = init(kit, tmp_path / "aiter")
+    a = []
+    for i in range(10):
+        pin = new if i >= 6 else old
+        files = {"v.txt": f"a{i}\n", "requirements/vllm.txt": f"vllm @ git+https://github.com/vllm-project/vllm.git@{pin}\n"}
+        if i != 6:
+            files["aiter/ops.py"] = f"X = {i}\n"
+        a.append(commit(kit, path, f"{'Pin vLLM' if i == 6 else 'aiter change'} {i} (#{4100 + i})", files))
+    kit.git(path, "tag", OLD_TAG, a[2])
+    kit.git(path, "tag", NEW_TAG, a[9])
+    r = recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter")
+    (tmp_path / "check.py").write_text(LOOP_CHECK)  # after recipe(), which writes CHECK
+    p, res, md = run(kit, tmp_path, r, v[0], v[9])
+    out = p.stdout + p.stderr
+    assert p.returncode in (0, 3) and "Traceback" not in out, out
+    stages = res["stages"]
+    assert [s["component"] for s in stages] == ["vllm", "aiter"], [(s["component"], s["status"]) for s in stages]
+    assert stages[0]["first_bad"]["ref"] == v[5] and stages[1]["first_bad"]["ref"] == a[6]
+    assert "vllm is already on the descent chain (vllm -> aiter -> vllm): a pin loop" in stages[1]["message"]
+    assert "boundary-failed" not in (res["status"], stages[-1]["status"])
+    roles = [(c["role"], c["component"], c["first_bad"]["ref"]) for c in res["chain"]]
+    assert roles[0] == ("vehicle", "vllm", v[5]) and roles[-1][1:] == ("aiter", a[6]), roles
+    assert "pin loop" in md

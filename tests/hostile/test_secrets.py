@@ -301,3 +301,31 @@ def test_a_piece_of_a_known_secret_left_by_a_cut_is_redacted(monkeypatch) -> Non
     assert redact(f"a {key[:20]} b") == f"a {key[:20]} b"  # inside the text, not at a cut: not a cut piece
     shown = redact(f"reply: your key is {key[:30]}…; reason: repetition")  # a cut marked inside a longer line
     assert key[:MIN_FRAGMENT_LEN] not in shown and "***…; reason" in shown, shown
+
+
+def test_a_known_secret_interrupted_by_invisible_characters_is_redacted(monkeypatch) -> None:
+    """Issue 41, item 16 (the kind: characters that print as nothing, or as a line break, inside a
+    secret hide it from a plain search): a line break (LF, CRLF), an ANSI colour or OSC sequence, a
+    zero-width space, a byte-order mark or a soft hyphen inside the key, at any position, and the key's
+    base64 wrapped at 76 columns (as ``base64`` prints it) are all redacted, the interrupting characters
+    with it; the text around it stays."""
+    import base64
+
+    key = "zq" + "x7a9" * 12
+    monkeypatch.setenv("BISECTBOT_API_KEY", key)
+    for sep in ("\n", "\r\n", "\x1b[31m", "\x1b]0;title\x07", "\u200b", "\ufeff", "\u00ad"):
+        for at in (1, 9, len(key) // 2, len(key) - 1):
+            shown = redact(f"before {key[:at]}{sep}{key[at:]} after")
+            assert shown == "before *** after", (repr(sep), at, shown)
+    blob = base64.b64encode(b"user:" + key.encode() + b":more").decode()
+    wrapped = "\n".join(blob[i:i + 76] for i in range(0, len(blob), 76))
+    shown = redact(f"Authorization-ish: {wrapped}")
+    squeezed = shown.replace("\n", "")
+    assert "***" in shown and not any(c in squeezed for c in _base64_cores_of(key)), shown
+    assert redact_data({"log": f"x {key[:5]}\n{key[5:]} y"}) == {"log": "x *** y"}
+
+
+def _base64_cores_of(value: str) -> set[str]:
+    from bisectbot.secrets import _base64_cores
+
+    return _base64_cores(value)

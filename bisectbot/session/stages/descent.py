@@ -72,17 +72,23 @@ def configured(move: PinMove, components: Mapping[str, GitSource]) -> str | None
 
 
 def decide(name: str, moves: Sequence[PinMove], held: Mapping[str, str], components: Mapping[str, GitSource],
-           repo_of: Callable[[str], GitRepo], *, exclude: Sequence[str] = ()) -> Descent:
+           repo_of: Callable[[str], GitRepo], *, exclude: Sequence[str] = (), chain: Sequence[str] = ()) -> Descent:
     """The descent for ``moves`` of a first-bad called ``name`` (pins only, no code change).
 
     The first move of a configured component (other than those in ``exclude``: the pinning side
     itself) whose refs both exist in its repository (``repo_of(component)``) is descended into;
     the others are named in the message. Without one, the result is flagged ``pin-bump`` and says
     what to configure or fetch. Never raises for a missing ref: it is part of the message.
+    ``chain``: the components the descent came through, outermost first; a move back into one of
+    them is a pin loop (issue 41, item 15), said and not descended into again.
     """
     problems: list[str] = []
     for m in moves:
         comp = configured(m, components)
+        if comp is not None and comp in chain:
+            problems.append(f"{comp} is already on the descent chain ({' -> '.join(chain)} -> {comp}): a pin loop, "
+                            "not descended into again")
+            continue
         if comp is None or comp in exclude:
             problems.append(f"{m.component} is not configured: add `bisect.components.{m.component}`")
             continue
@@ -106,7 +112,8 @@ def decide(name: str, moves: Sequence[PinMove], held: Mapping[str, str], compone
 
 def commit_descent(repo: GitRepo, component: str, last_good: Candidate, first_bad: Candidate,
                    runtime_paths: Sequence[str], components: Mapping[str, GitSource],
-                   repo_of: Callable[[str], GitRepo], held: Mapping[str, str] | None = None) -> Descent | None:
+                   repo_of: Callable[[str], GitRepo], held: Mapping[str, str] | None = None,
+                   chain: Sequence[str] = ()) -> Descent | None:
     """The descent from commit ``first_bad`` of ``component`` (in ``repo``), against ``last_good``.
 
     None when the change moves no pin. A change that moves pins and also changes paths inside
@@ -124,7 +131,7 @@ def commit_descent(repo: GitRepo, component: str, last_good: Candidate, first_ba
                                    f"{', '.join(diff.code[:5])}{more}: a code change too, not descended into the "
                                    f"pinned component")
     return decide(name, diff.moves, {**(held or {}), component: first_bad.ref}, components, repo_of,
-                  exclude=(component,))
+                  exclude=(component,), chain=chain)
 
 
 def image_descent(changes: Sequence[ComponentChange], first_bad: Candidate, components: Mapping[str, GitSource],
@@ -199,8 +206,10 @@ class DescentStage:
                                                     **repo.plausibility_inputs(cul.ref, pred.ref))
 
     def after_commits(self, st: StageResult, component: str, repo: GitRepo,
-                      runtime_paths: Sequence[str]) -> tuple[list[StageResult], list[ChainLink]]:
-        """Descend from commit stage ``st`` of ``component`` while its culprit only moves pins.
+                      runtime_paths: Sequence[str], before: Sequence[str] = ()
+                      ) -> tuple[list[StageResult], list[ChainLink]]:
+        """Descend from commit stage ``st`` of ``component`` while its culprit only moves pins
+        (``before``: components the descent already came through, e.g. the image's).
 
         Returns the new stages (innermost last) and the chain (empty when nothing was descended).
         ``st`` itself gets the descent's message and, for an unbisectable bump, the ``pin-bump`` flag.
@@ -209,8 +218,10 @@ class DescentStage:
         chain: list[ChainLink] = []
         held: dict[str, str] = {}
         cur, comp, cur_repo, rt = st, component, repo, tuple(runtime_paths)
+        came = [*before, component]  # the components descended through so far: a move back into one is a loop
         while cur.status is Status.CULPRIT and cur.last_good is not None and cur.first_bad is not None:
-            d = commit_descent(cur_repo, comp, cur.last_good, cur.first_bad, rt, self.components, self.repo_of, held)
+            d = commit_descent(cur_repo, comp, cur.last_good, cur.first_bad, rt, self.components, self.repo_of, held,
+                               chain=came)
             if d is None:
                 break
             self._note(cur, d)
@@ -220,6 +231,7 @@ class DescentStage:
             chain.append(chain_link("vehicle", cur, d.moves, held))
             stages.append(nxt)
             held = dict(d.held)
+            came.append(d.component)
             cur, comp, cur_repo = nxt, d.component, self.repo_of(d.component)
             src = self.components.get(d.component)
             rt = tuple(src.runtime_paths) if src else ()
