@@ -61,3 +61,26 @@ def test_a_pull_prints_its_layers_and_bytes(base_image: str, registry, tmp_path,
 def test_a_missing_tag_is_a_clear_error(registry) -> None:  # noqa: F811
     with pytest.raises(BisectbotError, match="cannot pull"):
         ensure_image(f"{REGISTRY}/bisectbot-test/none-{uuid.uuid4().hex[:8]}:nope")
+
+
+def test_a_build_beats_with_its_current_step(base_image: str, tmp_path, monkeypatch) -> None:
+    """The build half of the same defect: ``docker build`` through the API with the heartbeat at every
+    event names the Dockerfile step it is at (``Step 2/3 : RUN ...``)."""
+    import docker
+
+    from bisectbot.build import _docker_build
+
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo one > /one\nRUN echo two > /two\n")
+    tag = f"bisectbot-test/beat-{uuid.uuid4().hex[:8]}"
+    lines: list[str] = []
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.0)
+    progress.enable(lines.append)
+    try:
+        assert _docker_build(docker.from_env(), ctx, tag, {}, tmp_path / "build.log")
+    finally:
+        progress.enable(None)
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    beats = [ln for ln in lines if ln.startswith(f"build {tag}")]
+    assert any("Step 3/3 : RUN echo two" in ln for ln in beats), lines
