@@ -691,7 +691,10 @@ class _Evaluator:
     """Runs a stack over scratch copies of the target files."""
 
     def __init__(self, stack: Stack, specs: list[PatchSpec], root: Path, versions: dict[str, str]):
-        self.stack, self.specs, self.root, self.versions = stack, specs, root, versions
+        # absolute: a tree given relative to the working directory (``patches apply --source tree``) is
+        # checked for links out of it as the absolute one is (confine.inside reads a relative path as
+        # relative to the root itself; issue 41, item 13)
+        self.stack, self.specs, self.root, self.versions = stack, specs, Path(root).absolute(), versions
         self.tmp = Path(tempfile.mkdtemp(prefix="bisectbot-patch-"))
         self.original: dict[Path, bytes] = {}
         self.current: dict[Path, bytes] = {}

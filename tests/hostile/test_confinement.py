@@ -52,29 +52,53 @@ def _git(repo: Path, *args: str) -> str:
 
 # ----------------------------------------------------------------------------- patch application
 
-def test_patch_does_not_follow_a_symlinked_package_dir_out_of_the_tree(tmp_path: Path) -> None:
+# issue 41, item 13: the tree given as a path relative to the working directory (``patches apply --source
+# tree``) was checked as if it were relative to itself, so a link out of it passed; every member both ways
+ROOTS = pytest.mark.parametrize("relative", [False, True], ids=["absolute-root", "relative-root"])
+
+
+def _root(tmp_path: Path, relative: bool, monkeypatch) -> Path:
+    if relative:
+        monkeypatch.chdir(tmp_path)
+        return Path("tree")
+    return tmp_path / "tree"
+
+
+@ROOTS
+def test_patch_does_not_follow_a_symlinked_package_dir_out_of_the_tree(tmp_path: Path, relative: bool,
+                                                                       monkeypatch) -> None:
     outside = tmp_path / "outside" / "vllm"
     outside.mkdir(parents=True)
     (outside / "mod.py").write_text(ORIGINAL)
-    root = tmp_path / "tree"
-    root.mkdir()
-    (root / "vllm").symlink_to(outside)
+    root = _root(tmp_path, relative, monkeypatch)
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "vllm").symlink_to(outside)
     stack = load_stack(_stack(tmp_path))
     with pytest.raises(PatchError, match="outside"):
         apply_stack(stack, ["fix"], root)
     assert (outside / "mod.py").read_text() == ORIGINAL
 
 
-def test_patch_does_not_follow_a_symlinked_target_file(tmp_path: Path) -> None:
+@ROOTS
+def test_patch_does_not_follow_a_symlinked_target_file(tmp_path: Path, relative: bool, monkeypatch) -> None:
     # found here: the package dir is real but the target file is a link to a file elsewhere
     secret = tmp_path / "elsewhere.py"
     secret.write_text(ORIGINAL)
-    root = tmp_path / "tree"
-    (root / "vllm").mkdir(parents=True)
-    (root / "vllm" / "mod.py").symlink_to(secret)
+    root = _root(tmp_path, relative, monkeypatch)
+    (tmp_path / "tree" / "vllm").mkdir(parents=True)
+    (tmp_path / "tree" / "vllm" / "mod.py").symlink_to(secret)
     with pytest.raises(PatchError, match="outside"):
         apply_stack(load_stack(_stack(tmp_path)), ["fix"], root)
     assert secret.read_text() == ORIGINAL
+
+
+@ROOTS
+def test_patch_inside_a_tree_given_either_way_applies(tmp_path: Path, relative: bool, monkeypatch) -> None:
+    root = _root(tmp_path, relative, monkeypatch)
+    (tmp_path / "tree" / "vllm").mkdir(parents=True)
+    (tmp_path / "tree" / "vllm" / "mod.py").write_text(ORIGINAL)
+    apply_stack(load_stack(_stack(tmp_path)), ["fix"], root)
+    assert "x + 1" in (tmp_path / "tree" / "vllm" / "mod.py").read_text()
 
 
 def test_patch_inside_the_tree_still_applies(tmp_path: Path) -> None:
