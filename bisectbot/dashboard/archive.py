@@ -77,6 +77,13 @@ def _fingerprint_of(path: Path) -> str:
     return fp if isinstance(fp, str) and re.fullmatch(r"[0-9a-f]{16}", fp) else ""
 
 
+def recipe_dir(recipe: str) -> str:
+    """The archive's directory name of ``recipe``: characters outside ``[A-Za-z0-9._-]`` as ``_``, at most
+    100, leading and trailing dots dropped (a forged ``report.json`` whose recipe is ``..`` or ``.`` named a
+    directory outside the archive, issue 41 item 14); ``recipe`` when nothing is left."""
+    return _NAME.sub("_", recipe)[:100].strip(".") or "recipe"
+
+
 def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> list[Path]:
     """Copy each report of ``paths`` (see :func:`report_files`) into the archive with ``job_url``;
     returns the archive files written (an already archived report is rewritten only to add a job
@@ -87,7 +94,7 @@ def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> li
         keep_chart(state_dir, result.recipe, f.parent / "threshold.png")
         raw = f.read_bytes()
         key = hashlib.sha256(raw).hexdigest()[:16]
-        dest = state_dir / ARCHIVE_DIR / (_NAME.sub("_", result.recipe)[:100] or "recipe") / f"{key}.json"
+        dest = state_dir / ARCHIVE_DIR / recipe_dir(result.recipe) / f"{key}.json"
         old: dict[str, Any] = {}
         if dest.is_file():
             try:

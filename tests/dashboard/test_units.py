@@ -100,3 +100,23 @@ def test_a_report_that_is_not_one_is_exit_2_naming_the_file(tmp_path: Path) -> N
             "--job-url", "javascript:alert(1)")
     assert p.returncode == 2 and "--job-url" in p.stderr, p.stderr
     assert not (tmp_path / "site" / "index.html").exists()
+
+
+@pytest.mark.parametrize("recipe", ["..", ".", "...", "../..", "/etc", "a/../../b"])
+def test_a_forged_recipe_name_never_archives_outside_the_archive(tmp_path: Path, recipe: str) -> None:
+    """Issue 41, item 14 (the kind: a name from a report file used as a path component): a report
+    whose recipe is ``..`` (or ``.``, dots only, slashes) is archived inside ``STATE/dashboard/reports``."""
+    import json
+
+    from bisectbot.dashboard.archive import ARCHIVE_DIR, recipe_dir
+    from bisectbot.models import RunResult, Status
+
+    rep = tmp_path / "run" / "result.json"
+    rep.parent.mkdir()
+    rep.write_text(json.dumps(RunResult(recipe, "regression", Status.NO_REGRESSION, []).to_dict()))
+    state = tmp_path / "state"
+    cli("--state", str(state), "dashboard", "--out", str(tmp_path / "site"), "--report", str(rep))
+    archive = (state / ARCHIVE_DIR).resolve()
+    written = [p for p in tmp_path.rglob("*.json") if p != rep and "site" not in p.parts]
+    assert written and all(archive in p.resolve().parents for p in written), written
+    assert "/" not in recipe_dir(recipe) and recipe_dir(recipe).strip(".")
