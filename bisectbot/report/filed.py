@@ -61,6 +61,12 @@ def write_filed(out_dir: Path, result: RunResult, repo: str, outcome: Any) -> Pa
     return path
 
 
+MAX_ISSUE_NUMBER = 2**31 - 1
+"""Largest issue number a filing may name: GitHub's GraphQL schema types an issue's ``number`` as
+``Int`` (32-bit signed); a larger one is no GitHub issue and overflowed the ledger's and the
+dashboard's handling (issue 41, item 14)."""
+
+
 def filed_files(paths: list[Path]) -> list[Path]:
     """``filed.json`` files named by ``paths`` (a file as is, a directory searched recursively), sorted.
     Raises :class:`BadInput` for a path that does not exist."""
@@ -95,6 +101,8 @@ def record_filed(ledger: Any, paths: list[Path]) -> list[tuple[str, int]]:
             raise BadInput(f"{f}: {SCHEMA}: repo must be OWNER/NAME and fingerprints 16 hex each")
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
             continue
+        if number > MAX_ISSUE_NUMBER:
+            raise BadInput(f"{f}: {SCHEMA}: issue number {str(number)[:24]} is out of range (1..{MAX_ISSUE_NUMBER})")
         for fp in fps:
             ledger.github_created(fp, repo, number)
             if _STATES.get(str(doc.get("action"))) == "closed":
@@ -103,4 +111,4 @@ def record_filed(ledger: Any, paths: list[Path]) -> list[tuple[str, int]]:
     return done
 
 
-__all__ = ["FILE_NAME", "SCHEMA", "filed_files", "record_filed", "unkeyed_fingerprint", "write_filed"]
+__all__ = ["FILE_NAME", "MAX_ISSUE_NUMBER", "SCHEMA", "filed_files", "record_filed", "unkeyed_fingerprint", "write_filed"]

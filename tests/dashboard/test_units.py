@@ -120,3 +120,20 @@ def test_a_forged_recipe_name_never_archives_outside_the_archive(tmp_path: Path,
     written = [p for p in tmp_path.rglob("*.json") if p != rep and "site" not in p.parts]
     assert written and all(archive in p.resolve().parents for p in written), written
     assert "/" not in recipe_dir(recipe) and recipe_dir(recipe).strip(".")
+
+
+@pytest.mark.parametrize("number", [2**31, 10**30, 2**63])
+def test_a_filing_with_an_issue_number_no_github_issue_has_is_refused_naming_the_file(tmp_path: Path,
+                                                                                      number: int) -> None:
+    """Issue 41, item 14: ``dashboard --filed`` with an out-of-range issue number crashed; now exit 2
+    naming the file, and nothing is rendered from it."""
+    import json
+
+    from bisectbot.report.filed import SCHEMA
+
+    f = tmp_path / "filed.json"
+    f.write_text(json.dumps({"schema": SCHEMA, "number": number, "repo": "o/r", "fingerprints": ["0" * 16],
+                             "action": "created"}))
+    p = cli("--state", str(tmp_path / "state"), "dashboard", "--out", str(tmp_path / "site"), "--filed", str(f))
+    assert p.returncode == 2 and str(f) in p.stderr and "out of range" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
