@@ -48,6 +48,7 @@ exchange (a dribbling server is cut off at the deadline) and reply bodies are ca
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import uuid
@@ -145,7 +146,12 @@ def parse_prefix_cache(text: str) -> tuple[int, int] | None:
             sums[m.group(1)] = sums.get(m.group(1), 0.0) + v
     if PREFIX_CACHE_HITS not in sums or PREFIX_CACHE_QUERIES not in sums:
         return None
-    return int(sums[PREFIX_CACHE_HITS]), int(sums[PREFIX_CACHE_QUERIES])
+    hits, queries = sums[PREFIX_CACHE_HITS], sums[PREFIX_CACHE_QUERIES]
+    if not (math.isfinite(hits) and math.isfinite(queries)) or hits < 0 or queries < 0:
+        # finite lines whose sum overflows, or a negative counter: no counter a server keeps; the
+        # counters are unusable (as absent), never an error at every size (issue 41, item 15)
+        return None
+    return int(hits), int(queries)
 
 
 class BadReply(ValueError):

@@ -63,3 +63,22 @@ def test_the_preamble_keeps_the_prompt_identity():
     b1 = PromptBuilder(q, needles=2, seed=3, tokenize=chat_prompt_tokens)
     b2 = PromptBuilder(q, needles=2, seed=3, tokenize=chat_prompt_tokens)
     assert b1.build(9999).messages == b2.build(9999).messages
+
+
+def test_prefix_cache_counters_that_overflow_or_go_negative_are_unusable_not_an_error():
+    """Issue 41, item 15 (the kind: counter text a hostile or broken /metrics serves): finite lines whose
+    sum overflows a float, a negative counter, NaN and infinities make the counters unusable (None:
+    "not checked"), never an OverflowError at every size; ordinary sums over label sets still add up."""
+    from bisectbot.reproduce.client import PREFIX_CACHE_HITS as H
+    from bisectbot.reproduce.client import PREFIX_CACHE_QUERIES as Q
+    from bisectbot.reproduce.client import parse_prefix_cache
+
+    ok = f'{H}{{engine="0"}} 3\n{H}{{engine="1"}} 4\n{Q}{{engine="0"}} 10\n{Q} 5\n'
+    assert parse_prefix_cache(ok) == (7, 15)
+    big = "1.7e308"
+    for text in (f"{H}{{a=\"1\"}} {big}\n{H}{{a=\"2\"}} {big}\n{Q} 1\n",  # the sum overflows
+                 f"{H} 1\n{Q}{{a=\"1\"}} {big}\n{Q}{{a=\"2\"}} {big}\n",
+                 f"{H} -5\n{Q} 10\n", f"{H} 1\n{Q} -1\n"):
+        assert parse_prefix_cache(text) is None, text
+    assert parse_prefix_cache(f"{H} NaN\n{Q} 1\n") is None  # only the NaN line: the counter is absent
+    assert parse_prefix_cache(f"{H} +Inf\n{H} 2\n{Q} 1\n") == (2, 1)  # an infinite line is dropped
