@@ -45,6 +45,12 @@ def _locked(fn):  # GitPython's persistent cat-file processes are not thread-saf
 
 log = logging.getLogger(__name__)
 
+MAX_SUBJECT_CHARS = 256
+"""Longest commit subject (and author name) kept, in characters; the rest becomes ``…``. A title is what
+GitHub shows unfolded (72 characters) and git's convention asks 50; 256 keeps every such title whole with
+room to spare, while a subject of megabytes (a message pasted into one line, issue 41 item 16) is neither
+held per candidate nor printed whole on the terminal, in reports or in the ledger."""
+
 # one record per commit: SHA, parents, committer date (strict ISO 8601), author name, subject
 _LOG_FORMAT = "%H%x00%P%x00%cI%x00%an%x00%s"  # with -z: one flat NUL-separated stream, 5 fields a commit
 # (``%cI`` is strict ISO 8601 with a numeric offset: what ``datetime.isoformat()`` gives.)
@@ -254,6 +260,10 @@ class GitRepo:
         gc.disable()
         try:
             for sha, parents, date, author, subject in zip(it, it, it, it, it):
+                if len(subject) > MAX_SUBJECT_CHARS:  # a repository's text, bounded as model output is
+                    subject = subject[:MAX_SUBJECT_CHARS] + "…"
+                if len(author) > MAX_SUBJECT_CHARS:
+                    author = author[:MAX_SUBJECT_CHARS] + "…"
                 append(Candidate(kind, sha, f"{sha[:10]} {subject}".strip(), comp,
                                  {"parents": parents.count(" ") + 1 if parents else 0, "date": date, "repo": repo,
                                   "subject": subject, "author": author}))

@@ -96,3 +96,25 @@ def test_a_revision_git_cannot_resolve_to_a_commit_is_bad_input(history, ref) ->
     with pytest.raises(BadInput, match="unknown commit"):
         repo.resolve(ref)
     assert not Path("/tmp/bisectbot-x").exists()
+
+
+def test_a_subject_of_megabytes_is_bounded_where_it_is_read(tmp_path: Path, kit) -> None:
+    """Issue 41, item 16: a commit subject (and author name) is repository text, bounded as model output
+    is: at most MAX_SUBJECT_CHARS characters and an ellipsis in the candidate's label and meta; a normal
+    subject is kept whole."""
+    from bisectbot.sources.git import MAX_SUBJECT_CHARS
+
+    r = tmp_path / "repo"
+    r.mkdir()
+    kit.git(r, "init", "-q", "-b", "main")
+    (r / "f").write_text("0")
+    kit.git(r, "add", "-A")
+    kit.git(r, "commit", "-q", "-m", "short title")
+    (r / "f").write_text("1")
+    kit.git(r, "add", "-A")
+    (tmp_path / "msg").write_text("x" * 2_000_000 + "\n")  # one line of 2 MB: the subject (too long for argv)
+    kit.git(r, "commit", "-q", "-F", str(tmp_path / "msg"), f"--author={'n' * 5000} <n@example.com>")
+    a, b = GitRepo(r, "vllm").commits(kit.git(r, "rev-parse", "HEAD~1"), kit.git(r, "rev-parse", "HEAD"))
+    assert a.label.endswith("short title") and a.meta["subject"] == "short title"
+    assert len(b.meta["subject"]) == MAX_SUBJECT_CHARS + 1 and b.meta["subject"].endswith("…")
+    assert len(b.label) <= MAX_SUBJECT_CHARS + 12 and len(b.meta["author"]) == MAX_SUBJECT_CHARS + 1
