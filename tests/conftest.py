@@ -103,9 +103,13 @@ def sandbox_writable(tmp_path_factory: pytest.TempPathFactory) -> None:
 #: xdist's default hands out the files with the most tests first), so a 25-minute file collected
 #: last ran alone at the end of the session while the other worker idled.
 LONG_AREAS = ("vllm", "worlds", "act")
-#: The longest file of all (issue 38's real night: the base image, four nightlies, ~12 vLLM
-#: containers), handed out before every other.
-LONGEST = ("tests/vllm/test_real_night.py",)
+#: The longest files, handed out before every other and in this order. xdist gives each worker one file,
+#: then the next file to the first worker with at most two of its tests left, so the real night (issue 38:
+#: the base image, four nightlies, 8 vLLM containers) is third: it starts after the worlds (~150 s, all in
+#: their module fixture) on the worker that would otherwise wait ~150 s at the start of the suite for
+#: ``scripts/test-all.sh``'s background build of its base image, while the other worker runs the
+#: real-vLLM probe file.
+LONGEST = ("tests/worlds/test_worlds.py", "tests/vllm/test_probe_vllm.py", "tests/vllm/test_real_night.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -114,7 +118,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def rank(item: pytest.Item) -> int:
         parts = Path(str(item.fspath)).relative_to(ROOT).parts
         if "/".join(parts) in LONGEST:
-            return -1
+            return LONGEST.index("/".join(parts)) - len(LONGEST)
         area = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
         return LONG_AREAS.index(area) if area in LONG_AREAS else len(LONG_AREAS)
 
