@@ -51,9 +51,4 @@ def loads(data: str | bytes | bytearray) -> Any:
     return doc
 
 
-def load(fp: Any) -> Any:
-    """:func:`loads` of a file object's whole content."""
-    return loads(fp.read())
-
-
-__all__ = ["MAX_DEPTH", "load", "loads"]
+__all__ = ["MAX_DEPTH", "loads"]

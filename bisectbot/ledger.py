@@ -106,6 +106,10 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+LEDGER_FILE = "ledger.sqlite3"
+"""The ledger's file name inside the state directory."""
+
+
 def default_state_dir() -> Path:
     """``$BISECTBOT_STATE``, else ``$XDG_STATE_HOME/bisectbot``, else ``~/.local/state/bisectbot``."""
     if os.environ.get("BISECTBOT_STATE"):
@@ -126,7 +130,7 @@ class Ledger:
         from .sandbox import protect
 
         protect(self.state_dir, "hide")  # no candidate reads or rewrites the state (issue 36, input 5)
-        self.path = self.state_dir / "ledger.sqlite3"
+        self.path = self.state_dir / LEDGER_FILE
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")

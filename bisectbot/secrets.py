@@ -284,27 +284,42 @@ def _redact_interrupted(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-MIN_FRAGMENT_LEN = 8
-"""Shortest piece of a known secret redacted where a cut left it (:func:`_cut_fragment`): the
-:data:`MIN_NAMED_SECRET_LEN` from which a value counts as a secret at all; a shorter piece is as likely
-ordinary text as a secret's start."""
+MIN_FRAGMENT_LEN = MIN_NAMED_SECRET_LEN
+"""Shortest piece of a known secret redacted where a cut left it (:func:`_cut_fragment`): the length
+from which a value counts as a secret at all; a shorter piece is as likely ordinary text as a secret's
+start."""
 
-_CUT_TAIL = re.compile(r"(?:…|\.\.\.|\s)*\Z")
+
+def _cut_end(text: str) -> int:
+    """Where ``text``'s cut marks end its content: the index before any trailing run of white space,
+    ``…`` and ``...`` (scanned backwards, linear in that run; a regular expression anchored at the
+    end was quadratic on a reply of 40,000 spaces)."""
+    i = len(text)
+    while i:
+        if text[i - 1].isspace() or text[i - 1] == "…":
+            i -= 1
+        elif text.endswith("...", 0, i):
+            i -= 3
+        else:
+            break
+    return i
 
 
 def _cut_fragment(text: str, secret: str) -> str:
     """``text`` with a piece of ``secret`` that a cut left at either edge replaced by ``***``: the text
     ends inside the secret (an excerpt cut at N characters, a table cell, optionally followed by ``…``)
-    or starts inside it (a tail kept); an ellipsis inside the text marks a cut the same way. A whole secret is :func:`redact`'s own case; a piece shorter than
-    :data:`MIN_FRAGMENT_LEN` is left (issue 41, item 11: a probe table showed an echoed key's first 16
+    or starts inside it (a tail kept); an ellipsis inside the text marks a cut the same way. A whole
+    secret is :func:`redact`'s own case; a piece shorter than :data:`MIN_FRAGMENT_LEN` is left (issue 41, item 11: a probe table showed an echoed key's first 16
     characters, cut before any redaction could see the whole key)."""
     if len(secret) <= MIN_FRAGMENT_LEN or len(text) < MIN_FRAGMENT_LEN:
         return text
+    if secret[:MIN_FRAGMENT_LEN] not in text and secret[-MIN_FRAGMENT_LEN:] not in text:
+        return text  # every piece it looks for holds the secret's first or last MIN_FRAGMENT_LEN characters
     if "…" in text.rstrip().rstrip("…"):  # an inner ellipsis marks a cut too: each piece's edges are cut edges
         parts = text.split("…")
         return "…".join(_cut_fragment(p, secret) for p in parts)
-    m = _CUT_TAIL.search(text)
-    core, tail = text[:m.start()], text[m.start():]
+    end = _cut_end(text)
+    core, tail = text[:end], text[end:]
     for k in range(min(len(secret) - 1, len(core)), MIN_FRAGMENT_LEN - 1, -1):
         if core.endswith(secret[:k]):
             core = core[:-k] + "***"

@@ -98,10 +98,10 @@ class Ctx:
         """:meth:`ledger` for a command that only reads: raises :class:`bisectbot.errors.BadInput`
         (naming the directory) when ``--state`` holds no ledger yet, instead of creating an empty one."""
         from ..errors import BadInput
-        from ..ledger import default_state_dir
+        from ..ledger import LEDGER_FILE, default_state_dir
 
         state = Path(self.state_dir) if self.state_dir else default_state_dir()
-        if self._ledger is None and not (state / "ledger.sqlite3").is_file():
+        if self._ledger is None and not (state / LEDGER_FILE).is_file():
             raise BadInput(f"no ledger in {state}: nothing has run with this state directory yet "
                            "(--state or BISECTBOT_STATE names the one a run used)")
         return self.ledger()

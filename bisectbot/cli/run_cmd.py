@@ -233,12 +233,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                       "candidates": []}, text)
             return 0
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
-        text = plan_text(recipe, cands, recipe.bisect.parallel) + _mount_plan(recipe, path)
-        from ..bisect import Bisection, search_settings
-        from ..session.estimate import estimate
-
-        steps = Bisection(len(cands), **search_settings(recipe.bisect, len(cands))).steps_left()
-        text += "\n" + estimate(ctx.ledger(), recipe.name, recipe.runner, steps).line()  # issue 40
+        text = plan_text(recipe, cands, recipe.bisect.parallel, ctx.ledger()) + _mount_plan(recipe, path)
         from ..session.probing.withheld import withheld, withheld_note
 
         held = withheld(recipe)

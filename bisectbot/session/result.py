@@ -257,10 +257,12 @@ def nightly_history(result: RunResult):  # -> bisectbot.report.NightlyResult | N
                          threshold_below=below)
 
 
-def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
-    """The ``--dry-run`` plan: range size, search mode, the first probes and what comes next."""
+def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: Any = None) -> str:
+    """The ``--dry-run`` plan: range size, search mode, the first probes and what comes next; with
+    ``ledger``, how long those probes should take (:func:`bisectbot.session.estimate.estimate`)."""
     bs = recipe.bisect
     b = Bisection(len(candidates), **search_settings(bs, len(candidates)))
+    steps = b.steps_left()  # before the plan feeds it the ends' expected verdicts
     noisy = not b.exact
     derived = None if noisy else derived_rates_note(recipe)
     how = (f"{derived}; exact until then (~{b.steps_left()} probes if it stays exact)" if derived else
@@ -287,6 +289,10 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1) -> str:
         if any(i not in (0, len(candidates) - 1) for i in batch):
             break
         step += 1
+    if ledger is not None:  # issue 40: the plan says how long
+        from .estimate import estimate
+
+        lines.append(estimate(ledger, recipe.name, recipe.runner, steps).line())
     return "\n".join(lines)
 
 

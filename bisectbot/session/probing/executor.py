@@ -112,7 +112,9 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
     name = c.label or c.ref[:12]
     t0 = time.monotonic()
     # the reference is a server of this very build: its first probe runs there (no second start)
-    shared = reference_start(ctx.oracle, c.ref, build_key(runner, c), job.attempt, job.toggle is not None)
+    o = ctx.oracle  # (the build key only for the reference's own candidate: a local runner's key costs git work)
+    shared = (reference_start(o, c.ref, build_key(runner, c), job.attempt, job.toggle is not None)
+              if getattr(o, "serves", "") == c.ref else None)
     prepared = shared.prepared if shared is not None else _prepare(ctx, c, name)
     builds, build_cause = 0, None
     while isinstance(prepared, PrepareFailed):
