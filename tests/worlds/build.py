@@ -46,6 +46,11 @@ if size is not None:
     bad = (t is not None and size >= t) or bool(band and band[0] <= size < band[1])
 if c.get("env_bad") is not None and env == c["env_bad"]:
     bad = True
+if c.get("drift_after") is not None:  # the host changes during the night: runs counted across commits
+    path = os.path.join(os.environ["WORLD_RW"], "host-runs")
+    runs = int(open(path).read()) if os.path.exists(path) else 0
+    open(path, "w").write(str(runs + 1))
+    bad = bad or runs >= c["drift_after"]
 p = c.get("hit", 1.0) if bad else c.get("fp", 0.0)  # the chance this run fails
 if 0.0 < p < 1.0:
     path = os.path.join(os.environ["WORLD_RW"], "runs-%d" % c["i"])
@@ -89,6 +94,83 @@ if hit is not None:  # the bug shows on a share of server starts: decided once p
     json.dump(e, open(config, "w"))
 sys.exit(main(["--config", config] + sys.argv[1:]))
 """
+
+
+PIN_CHECK = """\
+import json, os, sys
+holder, comp = sys.argv[1], sys.argv[2]
+c = json.load(open(os.path.join(holder, "world.json")))
+bad = bool(c.get("bad")) or open(os.path.join(comp, "bug.txt")).read().strip() == "1"
+if bad:
+    print("the bug shows", file=sys.stderr)
+sys.exit(1 if bad else 0)
+"""
+
+#: The first lines of vllm-project/vllm docker/Dockerfile.rocm_base (as tests/bisect/test_pin_descent.py).
+PIN_DOCKERFILE = """\
+ARG BASE_IMAGE=rocm/dev-ubuntu-22.04:7.2.1-complete
+ARG AITER_BRANCH="{tag}"
+ARG AITER_REPO="https://github.com/ROCm/aiter.git"
+
+FROM ${{BASE_IMAGE}} AS base
+FROM base AS build_aiter
+ARG AITER_BRANCH
+RUN git clone --recursive https://github.com/ROCm/aiter.git && cd aiter && git checkout ${{AITER_BRANCH}}
+"""
+
+
+def pin_tag(i: int) -> str:
+    """The tag of component commit ``i`` (``v0.1.<i>``; a requirements pin is ``0.1.<i>``)."""
+    return f"v0.1.{i}"
+
+
+def _pin_streams(world: World) -> tuple[bytes, bytes]:
+    """fast-import streams of a pin world: the component (tags on every commit) and the holder."""
+    def data(chunks: list[bytes], b: bytes) -> None:
+        chunks.append(b"data %d\n" % len(b) + b + b"\n")
+
+    comp: list[bytes] = []
+    for i, c in enumerate(world.params["component"]):
+        comp += [b"commit refs/heads/main\n", b"mark :%d\n" % (i + 1),
+                 b"committer t <t@example.com> %d +0000\n" % (1_750_000_000 + 60 * i)]
+        data(comp, f"aiter change {i}".encode())
+        comp.append(b"from :%d\n" % i if i else b"deleteall\n")
+        for name, text in {"v.txt": f"a{i}\n", "aiter/ops.py": f"X = {i}\n",
+                           "bug.txt": "1\n" if c["bad"] else "0\n"}.items():
+            comp.append(f"M 100644 inline {name}\n".encode())
+            data(comp, text.encode())
+    for i in range(len(world.params["component"])):
+        comp.append(f"reset refs/tags/{pin_tag(i)}\nfrom :{i + 1}\n\n".encode())
+    holder: list[bytes] = []
+    for i, c in enumerate(world.commits):
+        holder += [b"commit refs/heads/main\n", b"mark :%d\n" % (i + 1),
+                   b"committer t <t@example.com> %d +0000\n" % (1_760_000_000 + 60 * i)]
+        data(holder, (f"[ROCm] Bump AITER to {pin_tag(c['pin'])}" if c["bump"] else f"vllm change {i}").encode())
+        holder.append(b"from :%d\n" % i if i else b"deleteall\n")
+        tag = pin_tag(c["pin"])
+        if world.params["pin_file"] == "requirements":
+            files = {"requirements/rocm.txt": f"numba == 0.65.0\namd-aiter=={tag.lstrip('v')}\n"}
+        else:
+            files = {"docker/Dockerfile.rocm_base": PIN_DOCKERFILE.format(tag=tag)}
+        files["world.json"] = json.dumps({"i": i, "seed": world.seed, "bad": c["bad"]}, sort_keys=True) + "\n"
+        files["docs/notes.md"] = f"{i}\n"
+        if not c["bump"] or c["mixed"]:
+            files["vllm/attention.py"] = f"X = {i}\n"
+        for name, text in files.items():
+            holder.append(f"M 100644 inline {name}\n".encode())
+            data(holder, text.encode())
+    return b"".join(comp), b"".join(holder)
+
+
+def _import(repo: Path, stream: bytes, marks: Path) -> list[str]:
+    """``git init`` + ``git fast-import`` of ``stream`` into ``repo``: the SHAs in mark order."""
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
+    subprocess.run(["git", "fast-import", "--quiet", f"--export-marks={marks}"], cwd=repo,
+                   input=stream, check=True, env=env)
+    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=repo, check=True, env=env)
+    by_mark = dict(line.split() for line in marks.read_text().splitlines())
+    return [by_mark[f":{i + 1}"] for i in range(len(by_mark))]
 
 
 @dataclass
@@ -148,17 +230,17 @@ def materialise(world: World, root: Path, python: str = sys.executable) -> Mater
     """Write ``world`` under ``root``: ``repo/`` (git), ``recipe.yaml``, ``state/``, ``rw/``."""
     root.mkdir(parents=True, exist_ok=True)
     repo = root / "repo"
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
-    marks = root / "marks"
-    subprocess.run(["git", "fast-import", "--quiet", f"--export-marks={marks}"], cwd=repo,
-                   input=_fast_import_stream(world), check=True, env=env)
-    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=repo, check=True, env=env)
-    by_mark = dict(line.split() for line in marks.read_text().splitlines())
-    shas = [by_mark[f":{i + 1}"] for i in range(len(world.commits))]  # world.commits' order
+    subs = {"@REPO@": str(repo), "@OUT@": str(root / "out"), "@PY@": python}
+    if "component" in world.params:  # a pin world: the component's repository, then the holder's
+        comp_stream, holder_stream = _pin_streams(world)
+        comp = _import(root / "aiter", comp_stream, root / "marks-aiter")
+        shas = _import(repo, holder_stream, root / "marks") + comp  # holder indices first, then n + j
+        (root / "check.py").write_text(PIN_CHECK)
+        subs.update({"@COMPONENT@": str(root / "aiter"), "@CHECK@": str(root / "check.py")})
+    else:
+        shas = _import(repo, _fast_import_stream(world), root / "marks")  # world.commits' order
     night = world.nights[-1]
-    subs = {"@REPO@": str(repo), "@OUT@": str(root / "out"), "@PY@": python,
-            "@GOOD@": shas[night.good], "@BAD@": shas[night.bad]}
+    subs.update({"@GOOD@": shas[night.good], "@BAD@": shas[night.bad]})
     recipe = root / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(_fill(world.recipe, subs), sort_keys=False))
     (root / "rw").mkdir(exist_ok=True)

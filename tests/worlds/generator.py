@@ -34,6 +34,11 @@ Settings of a commit (``world.json``; absent keys mean "no"):
   host changed between nights);
 * ``build`` (``"fail"``: the build prints an error and exits 1; ``"transient"``: the first build
   of the commit prints ``HTTP 429 Too Many Requests`` and exits 1, later builds succeed);
+* ``drift_after`` (the host changes during the night: from that many runs of ``check.py``, counted
+  across commits in ``$WORLD_RW``, every run fails);
+* ``pin`` / ``bump`` / ``mixed`` (pin worlds: the component commit a holder commit pins, whether it
+  moves the pin, and whether that move also changes a runtime path; the component's commits are
+  ``params['component']``, a second repository);
 * ``engine`` (server worlds: the reference engine's settings: ``threshold``, ``max_model_len``,
   ``crash_above``, ``broken``, ``truncate_to``; ``start_hit``: the share of server starts on which
   a bad commit's bug shows, decided per start by ``serve.py``).
@@ -159,6 +164,22 @@ def server_recipe() -> dict[str, Any]:
         "bisect": {"good": "@GOOD@", "bad": "@BAD@", "confidence": CONFIDENCE},
         "report": {"dir": "@OUT@"},
         "env_passthrough": ["WORLD_ENV", "WORLD_RW"],
+    }
+
+
+def pin_recipe() -> dict[str, Any]:
+    """The recipe of a pin world: the holder ``vllm`` with component ``aiter``; ``check.py`` (next
+    to the repositories, not in them) reads both checkouts, as a build reads the pin."""
+    return {
+        "name": "world",
+        "source": {"kind": "git", "repo": "@REPO@", "component": "vllm", "runtime_paths": ["vllm/"]},
+        "reproducer": {"kind": "command", "command": ["@PY@", "@CHECK@", "{source:vllm}", "{source:aiter}"],
+                       "command_timeout_s": 30},
+        "regress": "command",
+        "bisect": {"good": "@GOOD@", "bad": "@BAD@", "confidence": CONFIDENCE,
+                   "components": {"vllm": {"repo": "@REPO@", "runtime_paths": ["vllm/"]},
+                                  "aiter": {"repo": "@COMPONENT@", "runtime_paths": ["aiter/"]}}},
+        "report": {"dir": "@OUT@"},
     }
 
 
@@ -471,6 +492,19 @@ def shape_envdrift(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, 
     return cs, {"n": n, "night1": [0, m], "night2": [m, n - 1], "real_culprit": k}, command_recipe(False)
 
 
+def shape_hostdrift(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """The host changes *during* the night (a driver or package update between two probes): from
+    the r-th run of the reproducer on, every commit fails (``drift_after``: runs of ``check.py``
+    counted across the night in ``$WORLD_RW``); with or without a real culprit k before it. No
+    commit but k can be named: the verdicts before and after the change answer different
+    questions, and which commits fall on which side depends on the search's order."""
+    n = _n(rng, 8, 40)
+    r = rng.randint(1, max(2, math.ceil(math.log2(n)) + 3))
+    k = rng.randint(1, n - 1) if rng.random() < 0.4 else None
+    cs = [{"bad": k is not None and i >= k, "drift_after": r} for i in range(n)]
+    return cs, {"n": n, "k": k, "drift_after": r}, command_recipe(False)
+
+
 def shape_server_step(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Reference engine: garbage from threshold t1 at commit k, drifting to t2 at d."""
     n = _n(rng, 5, 24)
@@ -554,6 +588,85 @@ def shape_server_start(rng: random.Random) -> tuple[list[dict[str, Any]], dict[s
     return cs, {"n": n, "k": k, "threshold": t, "broken": sorted(broken)}, server_recipe()
 
 
+def shape_pin(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """A pin bump (issue 35: "pin bumps"; the GLM-5.1 case's shape): a holder history (vLLM) of n
+    commits pins a component (aiter, m commits tagged ``v0.1.<i>``) by a Dockerfile ``ARG
+    AITER_BRANCH`` or a requirements line ``amd-aiter==0.1.<i>``; holder commit b moves the pin from
+    tag o to tag w (a pure bump, or one mixed with a runtime change that the bot must not descend
+    through; w < o: a downgrade, which brings a bug only when the component had fixed it); a
+    second bump b2 > b may move it on to w2 > w. The bug enters in the component at j (inside
+    o..w: the descent names it; at or before o: the good end is bad already; past the pins: never
+    reached) or in the holder at k.
+
+    ``commits`` are the holder's (``pin``: the component index it pins); ``params['component']``
+    the component's (``bad``); the truth's indices count the holder's commits first, then the
+    component's (component commit j is ``n + j``)."""
+    n = _n(rng, 6, 24)
+    m = rng.randint(8, 30)
+    o = rng.randint(0, m - 5)
+    w = rng.randint(o + 2, m - 3)
+    b = rng.randint(1, n - 1)
+    second = rng.random() < 0.3 and b < n - 1
+    b2, w2 = (rng.randint(b + 1, n - 1), rng.randint(w + 1, m - 1)) if second else (None, None)
+    down = not second and rng.random() < 0.15
+    mixed = rng.random() < 0.25
+    where = rng.choice(["inside", "inside", "inside", "before", "after", "holder"])
+    j = k = None
+    fixed = None
+    if down:  # the component had a bug in o' .. o-1 that the old pin (o) is past: moving back to w < o
+        o, w = w, o  # the holder pins o (the later tag), then w (the earlier one)
+        where = rng.choice(["inside", "holder"])
+        if where == "inside":  # bad in [j, fixed): the earlier tag w is bad, the later o good
+            j = rng.randint(0, w)
+            fixed = rng.randint(w + 1, o)
+    elif where == "inside":
+        j = rng.randint(o + 1, w2 if w2 is not None else w)
+    elif where == "before":
+        j = rng.randint(0, o)
+    elif where == "after":
+        last = w2 if w2 is not None else w
+        j = rng.randint(last + 1, m - 1) if last < m - 1 else None
+    if where == "holder":
+        k = rng.randint(1, n - 1)
+    pin_file = rng.choice(["docker", "requirements"])
+
+    def pin(i: int) -> int:
+        return w2 if b2 is not None and i >= b2 else w if i >= b else o
+
+    # a holder bug is a runtime change: entering at a bump, it makes that bump a mixed one
+    cs = [{"bad": k is not None and i >= k, "pin": pin(i), "bump": i in (b, b2),
+           "mixed": (mixed and i == b) or (i == k and i in (b, b2))} for i in range(n)]
+    comp = [{"bad": j is not None and i >= j and (fixed is None or i < fixed)} for i in range(m)]
+    params = {"n": n, "m": m, "old": o, "new": w, "bump": b, "bump2": b2, "new2": w2, "downgrade": down,
+              "mixed": mixed, "where": where, "j": j, "fixed": fixed, "k": k, "pin_file": pin_file,
+              "component": comp}
+    return cs, params, pin_recipe()
+
+
+def _pin_truth(commits: list[dict[str, Any]], params: dict[str, Any]) -> Truth:
+    """The truth of a pin world: the holder's verdicts (a commit is bad when it or the component
+    commit it pins is bad). A pure forward bump named by them is descended: the truth is the
+    component's answer over the two pins (indices ``n + i``); a mixed bump or a downgrade is not
+    descended (a downgrade brings back what a later component commit fixed: no component commit
+    introduced it), so the holder commit is the answer."""
+    comp = params["component"]
+    v = ["bad" if c["bad"] or comp[c["pin"]]["bad"] else "good" for c in commits]
+    t = truth_of(v, params["k"])
+    n = len(commits)
+    if t.kind != "culprit":
+        return t
+    (c,) = t.culprits
+    before, after = commits[c - 1]["pin"], commits[c]["pin"]
+    pure = commits[c]["bump"] and not commits[c]["mixed"] and not commits[c]["bad"]
+    if not pure or after <= before:
+        return t
+    cv = ["bad" if x["bad"] else "good" for x in comp[before:after + 1]]
+    ct = truth_of(cv, None)
+    culprits = [n + before + i for i in ct.culprits]
+    return Truth(ct.kind, culprits, f"c{c} only bumps the pin a{before} -> a{after}; in the component: {ct.why} "
+                 f"(component positions from a{before})", v, None if params["j"] is None else n + params["j"])
+
+
 def _merge_truth(commits: list[dict[str, Any]], params: dict[str, Any]) -> Truth:
     """The truth of a merge world: the first-parent chain's verdicts; a branch bug is named by the
     merge (``first_parent`` true) or by its branch commit (false: the bot descends into the merge)."""
@@ -610,6 +723,12 @@ SHAPES: dict[str, Shape] = {s.name: s for s in [
           shape_server_ctx, server=True),
     Shape("server-start", "reference engine: broken (never healthy) commits, sometimes right before "
           "the culprit (varies n, k, threshold, broken commits)", shape_server_start, server=True),
+    Shape("pin", "a holder (vLLM) pins a component (aiter) by a Dockerfile ARG or a requirements line; one "
+          "commit bumps the pin (pure, or mixed with a runtime change); the bug enters in the component inside "
+          "the bump's range, before it, after it, or in the holder (varies n, m, the tags, the bump, pure or "
+          "mixed, where the bug enters, the pin file)", shape_pin),
+    Shape("hostdrift", "size-less command; the host changes during the night: from the r-th reproducer run "
+          "on every commit fails, with or without a real culprit k (varies n, r, k)", shape_hostdrift),
 ]}
 
 #: Shapes that start no server: fast, the default mix of the benchmark.
@@ -639,6 +758,15 @@ def generate(seed: int, shapes: list[str] | None = None) -> World:
         if shape.name == "merge":
             truth = _merge_truth(commits, params)
             return World(seed, shape.name, params, commits, recipe, nights, truth, False)
+        if shape.name == "hostdrift":  # only the real culprit may be named; without one, nothing
+            k = params["k"]
+            truth = (Truth("ambiguous", [k], f"the host changes after {params['drift_after']} runs; c{k} is the "
+                           "real culprit", [], k) if k is not None else
+                     Truth("host-drift", [], f"the host changes after {params['drift_after']} runs: no commit "
+                           "introduced the failure", [], None))
+            return World(seed, shape.name, params, commits, recipe, nights, truth, True)
+        if shape.name == "pin":
+            return World(seed, shape.name, params, commits, recipe, nights, _pin_truth(commits, params), False)
         if shape.name in ("threshold", "band", "crash"):
             v = verdicts_sized(commits, night.good, night.bad, env)
         elif shape.server:

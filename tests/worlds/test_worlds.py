@@ -1,72 +1,99 @@
 """A fixed sample of generated worlds (issue 35, item 7) through the installed ``bisectbot run``.
 
-Seeds 0..16 of :func:`tests.worlds.generator.generate` (one world of each of the 17 shapes: the
-shape of a world is its seed modulo the number of shapes) and the seeds an earlier main got wrong
-(18, 30, 42: a coarse ladder; 38: a transient build; 32: a context-limit range older than the range).
-The sample was 0..43 (270 s of the CI's 45 minutes on 2 cores); the rest of the worlds run in
-``benchmarks/worlds.py`` (hundreds of seeds, with the rates). Each world is materialised and
-run once (two at a time, in a module fixture), then
-one test per world asks what :func:`tests.worlds.build.expected_ok` asks: no culprit named at the
-recipe's confidence that the truth does not allow, and the right culprit where one is
-identifiable. The worlds main gets wrong are strict xfails with the reason: a fix flips them.
+Seeds 0..37 of :func:`tests.worlds.generator.generate` (two worlds of each of the 19 shapes: the
+shape of a world is its seed modulo the number of shapes) and worlds an earlier main got wrong,
+named by seed *and* shape (``generate(seed, [shape])`` is the same world whatever the list of
+shapes, so adding a shape keeps them): bands below max_size (issue 37's coarse ladder), transient
+builds at the culprit, a context-limit range. 43 worlds, within the done-when's 10 minutes on 2
+cores; hundreds more run in ``benchmarks/worlds.py``. Each world is materialised and run once (two
+at a time, in a module fixture), then one test per world asks what
+:func:`tests.worlds.build.expected_ok` asks: no culprit named at the recipe's confidence that the
+truth does not allow, and the right culprit where one is identifiable. The worlds main gets wrong
+are strict xfails with the reason: a fix flips them.
 """
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.worlds.build import Outcome, expected_ok, run_world
-from tests.worlds.generator import generate
+from tests.worlds.generator import SHAPES, World, generate
 
-SEEDS = [*range(17), 18, 30, 32, 38, 42]
+#: (seed, shape): ``None`` draws the shape from the seed over every shape.
+SAMPLE: list[tuple[int, str | None]] = [
+    *[(s, None) for s in range(2 * len(SHAPES))],
+    (18, "band"), (42, "band"),  # a band of garbage below max_size (issue 37; seed 30 is band in the range)
+    (14, "build"), (38, "build"),  # a transient build failure (HTTP 429) at the culprit
+    (32, "server-ctx"),  # a context-limit window: the honest range
+]
 
-#: Worlds main gets wrong, and how: seed -> reason (strict xfails: a fix flips them). Empty since
-#: the coarse ladder (a band of garbage below max_size, seeds 18 30 42: issue 37) and the retried
-#: transient build (HTTP 429 at the culprit, seeds 14 38: issue 35) landed.
-XFAIL: dict[int, str] = {
-    2: "server-flaky without bisect.flake rates (the bug shows on 70 % of server starts): the verification's "
-       "re-probe of c13 (a new start) read good, so the run ends 'inconclusive: verdicts contradict each other; "
-       "the probe may be flaky: set bisect.flake rates' -- honest, not the culprit. Needed: a per-start rate "
-       "estimated from the bad end's own re-starts, as the per-run rate is from its repeats",
+
+@functools.cache
+def world_of(seed: int, shape: str | None) -> World:
+    """The sample's world ``(seed, shape)`` (generated once: a sized world's truth takes a second)."""
+    return generate(seed, [shape]) if shape else generate(seed)
+
+
+#: Worlds main gets wrong, and how: "seed-shape" -> reason (strict xfails: a fix flips them).
+XFAIL: dict[str, str] = {
+    "2-server-flaky": "server-flaky without bisect.flake rates (the bug shows on 70 % of server starts): the "
+       "verification's re-probe of c13 (a new start) read good, so the run ends 'inconclusive: verdicts contradict "
+       "each other; the probe may be flaky: set bisect.flake rates' -- honest, not the culprit. Needed: a per-start "
+       "rate estimated from the bad end's own re-starts, as the per-run rate is from its repeats",
 }
 
 
+def _id(seed: int, shape: str | None) -> str:
+    return f"{seed}-{world_of(seed, shape).shape}"
+
+
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Outcome]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     base = tmp_path_factory.mktemp("worlds")
 
-    def one(seed: int) -> Outcome:
-        return run_world(generate(seed), base / f"w{seed}", timeout_s=300)
+    def one(key: tuple[int, str | None]) -> Outcome:
+        return run_world(world_of(*key), base / f"w{_id(*key)}", timeout_s=300)
 
     with ThreadPoolExecutor(max_workers=2) as ex:
-        return dict(zip(SEEDS, ex.map(one, SEEDS)))
+        return dict(zip((_id(*k) for k in SAMPLE), ex.map(one, SAMPLE)))
 
 
-def _param(seed: int) -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=XFAIL[seed])] if seed in XFAIL else []
-    return pytest.param(seed, marks=marks, id=f"{seed}-{generate(seed).shape}")
+def _param(seed: int, shape: str | None) -> object:
+    key = _id(seed, shape)
+    marks = [pytest.mark.xfail(strict=True, reason=XFAIL[key])] if key in XFAIL else []
+    return pytest.param(seed, shape, marks=marks, id=key)
 
 
 @pytest.mark.slow
 # the module fixture runs every world before the first test: its setup carries the whole sample
 # (467 s measured at load average 11 on 2 cores; the suite's per-test 600 s would cut it there)
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("seed", [_param(s) for s in SEEDS])
-def test_world(seed: int, outcomes: dict[int, Outcome]) -> None:
-    world = generate(seed)
-    o = outcomes[seed]
+@pytest.mark.parametrize(("seed", "shape"), [_param(*k) for k in SAMPLE])
+def test_world(seed: int, shape: str | None, outcomes: dict[str, Outcome]) -> None:
+    world = world_of(seed, shape)
+    o = outcomes[_id(seed, shape)]
     assert o.category != "confident-wrong", (world.params, world.truth, o)
     assert expected_ok(world, o), (world.params, world.truth, o)
+
+
+def test_the_sample_holds_every_shape_twice_and_the_worlds_earlier_mains_got_wrong() -> None:
+    """At least 40 worlds (issue 35's done-when), every shape at least twice, no world twice."""
+    worlds = [world_of(*k) for k in SAMPLE]
+    assert len(SAMPLE) >= 40 and len({_id(*k) for k in SAMPLE}) == len(SAMPLE)
+    shapes = [w.shape for w in worlds]
+    assert all(shapes.count(s) >= 2 for s in SHAPES), shapes
+    assert world_of(18, "band").shape == "band" and world_of(18, "band").params == generate(18, ["band", "step"]).params
 
 
 def test_the_generator_is_pure_and_has_the_truths_the_sample_needs() -> None:
     """The same seed gives the same world; the sample holds identifiable culprits, ranges and
     nameless truths; the generator imports nothing from bisectbot."""
     assert generate(7).to_dict() == generate(7).to_dict()
-    kinds = {generate(s).truth.kind for s in SEEDS}
+    kinds = {world_of(*k).truth.kind for k in SAMPLE}
     assert {"culprit", "range", "ambiguous"} <= kinds, kinds
     assert kinds & {"no-regression", "older-than-range", "untestable-end"}, kinds
     src = (Path(__file__).parent / "generator.py").read_text()
