@@ -38,11 +38,9 @@ def run_once(seed: int, commits: int, cpus: str) -> dict[str, object]:
         p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
         wall = time.monotonic() - t0
         probes: list[dict] = []
-        for name in ("report.json", "result.json"):
-            if (out / name).is_file():
-                res = json.loads((out / name).read_text())
-                probes = [pr for st in res.get("stages", []) for pr in st.get("probes", [])]
-                break
+        if (out / "result.json").is_file():  # the run's result (report.json nests it under "result")
+            res = json.loads((out / "result.json").read_text())
+            probes = [pr for st in res.get("stages", []) for pr in st.get("probes", [])]
         requests = sum(int((pr.get("extra") or {}).get("requests") or 0) for pr in probes)
         return {"seed": seed, "commits": commits, "rc": p.returncode, "wall_s": wall, "probes": len(probes),
                 "skips": sum(1 for pr in probes if pr.get("verdict") == "skip"), "requests": requests,

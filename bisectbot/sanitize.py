@@ -43,8 +43,10 @@ _GITHUB_REF_URL = re.compile(
 turns it into a cross-reference ("mentioned this") just like ``o/r#123`` (issue 13)."""
 
 
-def _inline_tokens(text: str, refs: bool = True) -> list[str]:
-    """Split sanitized output into atomic tokens (an entity or escape is never cut in half)."""
+def _inline_tokens(text: str, refs: bool = True, html: bool = False) -> list[str]:
+    """Split sanitized output into atomic tokens (an entity or escape is never cut in half).
+    ``html``: the text goes inside an HTML block (``<summary>``), where GitHub renders no Markdown and
+    shows a backslash escape literally: HTML entities only, no Markdown escapes."""
     text = text.replace("\r\n", "\n")
     tokens: list[str] = []
     # a zero-width space after "github" of a github.com issue/PR URL: no longer a link or a reference
@@ -58,19 +60,19 @@ def _inline_tokens(text: str, refs: bool = True) -> list[str]:
             continue
         esc = _escape_char(ch)
         if esc is not None:
-            tokens.append(esc.replace("\\", "\\\\"))  # shown literally as \xNN
+            tokens.append(esc if html else esc.replace("\\", "\\\\"))  # shown literally as \xNN
             continue
         if ch == "@" and (nxt.isalnum() or nxt in "-_"):
             tokens.append("@" + _ZWSP)
         elif ch == "#" and nxt.isdigit() and refs:
-            tokens.append("\\#" + _ZWSP)
+            tokens.append(("#" if html else "\\#") + _ZWSP)
         elif refs and ch == "-" and prev.upper() == "H" and i >= 2 and text[i - 2].upper() == "G" and nxt.isdigit():
             tokens.append("-" + _ZWSP)  # GH-123 cross-reference
         elif ch in _HTML_ESCAPE:
             tokens.append(_HTML_ESCAPE[ch])
-        elif ch in _MD_ESCAPE:
+        elif ch in _MD_ESCAPE and not html:
             tokens.append("\\" + ch)
-        elif ch in _LINE_START_SPECIAL and not tokens:
+        elif ch in _LINE_START_SPECIAL and not tokens and not html:
             tokens.append("\\" + ch)  # would start a heading/quote/list/table rule
         elif i in ref_urls:
             tokens.append(ch + _ZWSP)
@@ -81,7 +83,7 @@ def _inline_tokens(text: str, refs: bool = True) -> list[str]:
     return tokens
 
 
-def sanitize(text: object, limit: int, *, refs: bool = True) -> str:
+def sanitize(text: object, limit: int, *, refs: bool = True, html: bool = False) -> str:
     """Return ``text`` as safe *inline* Markdown of at most ``limit`` characters.
 
     Shapes: any object (``str(text)``; ``None`` gives ``""``) in, one line out (newlines and
@@ -95,7 +97,9 @@ def sanitize(text: object, limit: int, *, refs: bool = True) -> str:
     ``@name`` becomes ``@&#8203;name``, ``#123`` becomes ``\\#&#8203;123`` and a full
     ``https://github.com/o/r/issues/123`` (or ``pull``) URL gets a ``&#8203;`` after ``github``,
     so GitHub neither notifies nor cross-links. ``refs=False`` leaves ``#123`` as is (local files that GitHub never
-    renders as issue content); mentions are always neutralised.
+    renders as issue content); mentions are always neutralised. ``html=True``: text inside an HTML block
+    (a ``<details><summary>`` line), where GitHub renders no Markdown and would show ``\\[`` as typed:
+    the same, less the backslash escapes (``#123`` becomes ``#&#8203;123``).
     """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
@@ -106,7 +110,7 @@ def sanitize(text: object, limit: int, *, refs: bool = True) -> str:
     # Each input character gives at least one output character: more than limit+64 cannot show.
     s = neutralise_markers(redact(s[: limit + 64]))
     n_input += len(s) - min(n_input, limit + 64)  # redaction changes lengths
-    tokens = _inline_tokens(s, refs)
+    tokens = _inline_tokens(s, refs, html)
     total = sum(len(t) for t in tokens)
     if total <= limit and n_input <= len(s):
         return "".join(tokens)

@@ -4,7 +4,8 @@ the same prompt (issue 25, input 1).
 A maintainer acts on the garbage itself, not on a verdict word. From the probes of the two ends of
 the final range this picks one prompt size (the ``requested`` size: the reproducer's prompt is a
 function of the size and the recipe's seed, so the same requested size is the same prompt) at which
-one end's reply is GARBAGE and the other's OK, the smallest such size, and returns both replies
+one end's reply is GARBAGE and the other's OK -- a failing reply with text before an empty one, then
+the smallest such size -- and returns both replies
 (``SizeResult.excerpt``: the first 120 characters, control characters escaped) with their reasons.
 A reference comparison (``regress: diverges``) adds both greedy continuations (candidate and
 reference, at most :data:`bisectbot.reproduce.reference.CONTINUATION_CHARS` characters each) and
@@ -81,13 +82,22 @@ def _requested(row: dict[str, Any]) -> int | None:
     return v if isinstance(v, int) else None
 
 
+def _text(row: dict[str, Any]) -> str:
+    return str(row.get("excerpt") or row.get("reply") or row.get("content") or "")
+
+
+def _worded(row: dict[str, Any]) -> bool:
+    """True when the row kept some reply text (not only whitespace)."""
+    return bool(_text(row).strip())
+
+
 def _reply(c: Candidate, row: dict[str, Any]) -> Reply:
     reasons = row.get("reasons") or []
     ev = row.get("evidence") if isinstance(row.get("evidence"), dict) else {}
     ref = ev.get("reference") if isinstance(ev.get("reference"), dict) else {}
     return Reply(candidate=c, requested=_requested(row), prompt_tokens=row.get("prompt_tokens"),
                  outcome=str(row.get("outcome", "")),
-                 text=str(row.get("excerpt") or row.get("reply") or row.get("content") or ""),
+                 text=_text(row),
                  reasons=[str(x) for x in (reasons if isinstance(reasons, list) else [reasons])], reference=dict(ref),
                  measured=str(row.get("_measured") or "this run"))
 
@@ -137,8 +147,10 @@ def culprit_evidence(result: RunResult, command: bool = False) -> Evidence | Non
     if bad_end is None:
         return None
     good_end = "last" if bad_end == "first" else "first"
+    # the most telling failing reply first (issue 41 item 8): one with text before an empty one (an
+    # empty reply is garbage too, but shows a maintainer nothing), then the smallest size
     failing = sorted((r for r in rows[bad_end] if r.get("outcome") in FAILING and _requested(r) is not None),
-                     key=lambda r: _requested(r) or 0)
+                     key=lambda r: (not _worded(r), _requested(r) or 0))
     healthy = [r for r in rows[good_end] if r.get("outcome") == "OK"]
     by_size = {}
     for r in healthy:

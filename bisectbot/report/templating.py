@@ -1,7 +1,8 @@
 """The Jinja2 environment of every Markdown rendering, and fitting a rendering into a size limit.
 
 :func:`template` loads ``templates/NAME`` (autoescape off: Markdown; values reach the text through
-the ``s`` and ``code`` filters, i.e. :mod:`bisectbot.sanitize`); :func:`fit`
+the ``s``, ``h`` (inside an HTML block: ``<summary>``) and ``code`` filters, i.e.
+:mod:`bisectbot.sanitize`); :func:`fit`
 re-renders with smaller budgets (:data:`_SHRINK_STEPS`, least important first) until the text
 fits ``limit`` characters, then cuts hard (:func:`_hard_cut`).
 """
@@ -48,7 +49,12 @@ def _env() -> jinja2.Environment:
     def s_filter(ctx: Any, v: Any, limit: int = 200) -> str:
         return sanitize(v, int(limit), refs=bool(ctx.get("for_github", True)))
 
+    @jinja2.pass_context
+    def h_filter(ctx: Any, v: Any, limit: int = 200) -> str:  # inside an HTML block: no Markdown escapes
+        return sanitize(v, int(limit), refs=bool(ctx.get("for_github", True)), html=True)
+
     env.filters["s"] = s_filter
+    env.filters["h"] = h_filter
     env.filters["code"] = lambda v, limit=4000, keep="tail", lang="": code_block(str(v), int(limit), keep, lang)
     return env
 

@@ -222,7 +222,7 @@ def _evidence_view(result: RunResult, reason_chars: int = 300) -> dict[str, Any]
     rows = [row("prompt tokens (requested / measured)", lambda r: f"{r.requested} / {r.prompt_tokens or '?'}", safe=True),
             row("outcome", outcome, safe=True),
             row("reasons", lambda r: "; ".join(r.reasons)),
-            row("reply", lambda r: r.text or "(empty reply)", limit=400)]
+            row("reply", lambda r: r.text if r.text.strip() else "(empty reply)", limit=400)]
     if any(r is not None and r.measured != "this run" for r in ends):  # issue 23: a cached reply, not run now
         rows.append(row("probe", lambda r: r.measured, limit=120))
     diverges = None

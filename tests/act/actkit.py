@@ -106,7 +106,7 @@ class ActRun:
 
 def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: Path, token: str | None, state: Path,
             artifacts: Path, bot_login: str, api_url: str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 900, shared_venv: bool = True) -> ActRun:
+            timeout: float = 900, shared_venv: bool = True, variables: dict[str, str] | None = None) -> ActRun:
     """``act EVENT -W .github/workflows/WORKFLOW -e payload.json`` in host mode in ``deployment``.
 
     ``token`` is both secrets the workflows read (``BISECTBOT_GITHUB_TOKEN`` and act's
@@ -115,6 +115,7 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
     ``api_url`` becomes ``GITHUB_API_URL`` (the fake GitHub).
     ``shared_venv``: the variable ``BISECTBOT_SHARED_VENV=true`` (the jobs that run candidates reuse
     the tool cache's virtualenv instead of building their own: faster, as on a trusted runner).
+    ``variables``: more repository variables (``vars.NAME``).
     """
     import time
 
@@ -131,6 +132,7 @@ def run_act(deployment: Path, workflow: str, event: str, payload: dict, *, tmp: 
            *[x for repo, d in STAND_INS.items() for x in ("--local-repository", f"{repo}={d}")],
            "--secret-file", str(secrets), "--var", f"BISECTBOT_BOT_LOGIN={bot_login}", "--action-offline-mode",
            *(["--var", "BISECTBOT_SHARED_VENV=true"] if shared_venv else []),
+           *[x for k, v in (variables or {}).items() for x in ("--var", f"{k}={v}")],
            "--action-cache-path", str(tmp / "act-cache"), "--no-cache-server",
            *(["--env", f"GITHUB_API_URL={api_url}"] if api_url else [])]
     t0 = time.monotonic()

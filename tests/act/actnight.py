@@ -50,12 +50,12 @@ def cleanup(pushed) -> None:
 
 def act(deploy: Path, workflow: str, event: str, payload: dict, tmp_path: Path, state: Path, name: str,
         bot_login: str = "bisectbot-app", api_url: str | None = None, env: dict[str, str] | None = None,
-        shared_venv: bool = True):
+        shared_venv: bool = True, variables: dict[str, str] | None = None):
     """One act run; what the upload-artifact stand-in copied lands in ``tmp_path/artifacts/<name>``."""
     art = tmp_path / "artifacts" / name
     art.mkdir(parents=True)
     run = run_act(deploy, workflow, event, payload, tmp=tmp_path, token=TOKEN, state=state, artifacts=art,
-                  bot_login=bot_login, api_url=api_url, env=env, shared_venv=shared_venv)
+                  bot_login=bot_login, api_url=api_url, env=env, shared_venv=shared_venv, variables=variables)
     print(f"act {workflow} {event} ({name}): rc {run.returncode} in {run.seconds:.0f} s; steps {run.step_seconds()}")
     return run, art
 

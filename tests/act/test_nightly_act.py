@@ -30,6 +30,7 @@ from tests.night.conftest import GH_REPO, TOKEN, fake_github  # noqa: F401
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 HANDOFF = "act-handoff"
+PAGES_URL = "https://bisectbot-test.github.io/deploy"
 
 
 def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base_image, fake_github,  # noqa: F811
@@ -45,14 +46,22 @@ def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base
         state = tmp_path / "state"
         dispatch = {"inputs": {"recipe": RECIPE}}
 
-        # ---- night 1: N3 is the first bad nightly: one issue
-        run, art = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night1")
+        # ---- night 1: N3 is the first bad nightly: one issue. The deployment publishes a dashboard
+        # (the repository variable BISECTBOT_PAGES_URL): the pages job runs, and the issue embeds the
+        # chart from there (issue 41 item 5b: the bisecting job never got the variable, so the issue
+        # filed from its result.json named the artifact instead)
+        pages = tmp_path / "pages"
+        run, art = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night1",
+                       env={"ACT_TEST_PAGES": str(pages)}, variables={"BISECTBOT_PAGES_URL": PAGES_URL})
         assert run.returncode == 0, run.tail()
         issues = fake_github.issues(GH_REPO)
         assert len(issues) == 1, run.tail()
         first = issues[0]
         assert first["title"] == f"[bisectbot] {RECIPE}: Regression in image {specs[2].tag}"
         assert "bisectbot:fingerprint=" in first["body"] and TOKEN not in first["body"]
+        assert f"]({PAGES_URL}/charts/{RECIPE}/" in first["body"], first["body"]
+        charts = list((pages / "deployed" / "charts" / RECIPE).glob("*.png"))
+        assert charts and any(f"/charts/{RECIPE}/{c.name})" in first["body"] for c in charts), charts
         assert [lb["name"] for lb in first["labels"]] == ["bisectbot"]
         # the stand-in received the report directory (and, from the commands job, the maintainers' commands)
         (uploaded,) = [p for p in art.iterdir() if p.name.startswith("bisectbot-")]
@@ -67,8 +76,11 @@ def test_nightly_files_then_comments_then_a_retraction_files_anew(registry, base
 
         # ---- night 2: one more bad nightly; the same regression: a comment, no second issue
         pushed += push_nightlies([spec(4, 3000)], repository, registry=registry, base=base_image)
+        # without BISECTBOT_PAGES_URL (a plain one-host deployment: no ledger runner, no Pages) the pages
+        # job is skipped and the night succeeds (issue 41 item 4: it waited for a bisectbot-ledger runner)
         run, _ = act(deploy, "nightly.yml", "workflow_dispatch", dispatch, tmp_path, state, "night2")
         assert run.returncode == 0, run.tail()
+        assert "Render the dashboard" not in run.output and "Deploy to GitHub Pages" not in run.output, run.tail()
         assert "bisectbot: reusing" in run.output  # the runner's virtualenv of this source tree, built on night 1
         assert len(fake_github.issues(GH_REPO)) == 1, run.tail()
         comments = fake_github.comments_of(GH_REPO, 1)

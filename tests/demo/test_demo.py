@@ -174,6 +174,11 @@ def test_benchmark_runs_and_reports_the_target(kit) -> None:
                         "--target", "600"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "target: every run finds the planted culprit" in p.stdout and ": met" in p.stdout
+    # issue 41 item 17: the figures are read from the run's result (it read report.json, whose stages
+    # are nested under "result", and printed "probes 0, requests 0" for a run of 11 probes)
+    row = next(ln.split() for ln in p.stdout.splitlines() if ln.split()[:2] == ["4", "8"])
+    probes, requests = int(row[4]), int(row[6])
+    assert probes >= 3 and requests >= probes, p.stdout
 
 
 @pytest.mark.slow

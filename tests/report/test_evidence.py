@@ -76,8 +76,9 @@ def expected_pair(result: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
     rows = {c["ref"]: [r for p in final["probes"] + [p for s in result["stages"][:-1] for p in s["probes"]]
                        if p["candidate"]["ref"] == c["ref"] for r in p["table"]] for c in (fb, lg)}
     ok = {r["requested"]: r for r in rows[lg["ref"]] if r["outcome"] == "OK"}
+    # the most telling failing reply: one with text before an empty one, then the smallest size (issue 41 item 8)
     bad = sorted((r for r in rows[fb["ref"]] if r["outcome"] == "GARBAGE" and r["requested"] in ok),
-                 key=lambda r: r["requested"])
+                 key=lambda r: (not str(r.get("excerpt") or "").strip(), r["requested"]))
     assert bad, "the two ends never answered the same prompt differently"
     return fb, lg, bad[0], ok[bad[0]["requested"]]
 
@@ -121,6 +122,14 @@ def check_evidence(out: Path, diverges: bool = False) -> dict[str, list[str]]:
             assert d["normalised edit distance"][2] == f"{ref['edit_distance']:.3f}", d
             assert d["prompt logprobs \\|Δ\\| mean (nats)"][2] == f"{ref['logprob_mean']:.4f}", d
             assert "tolerance: edit distance" in block
+        if any(str(r.get("excerpt") or "").strip() for p in result["stages"][-1]["probes"]
+               if p["candidate"]["ref"] == fb["ref"] for r in p["table"] if r["outcome"] == "GARBAGE"):
+            assert t["reply"][1] != "(empty reply)", (name, t)
+        # <details><summary> is an HTML block: GitHub shows a Markdown escape there as typed (issue 41 item 8)
+        for line in text.splitlines():
+            if line.startswith("<details><summary>"):
+                inner = line[len("<details><summary>"):line.index("</summary>")]
+                assert not re.search(r"\\[\\`*_\[\]|~#>!+=-]", inner), (name, line)
         # the per-candidate excerpts show the first bad's garbage, not only its smallest OK size
         logs = section(text, "Logs and model output")
         assert "(GARBAGE)</summary>" in logs.split("</details>")[0], logs[:1500]
@@ -272,6 +281,49 @@ def _pair(kind: str, regress: str, rows: tuple[dict, dict], extra: tuple[dict, d
     st = StageResult("commits", "app", Status.CULPRIT, [a, b], probes, last_good=a, first_bad=b, culprits=[b],
                      confidence=0.99)
     return RunResult("r", kind, Status.CULPRIT, [st], regress=regress)
+
+
+@pytest.mark.parametrize("empty", ["", "   \n", None])
+def test_a_failing_reply_with_text_is_shown_before_an_empty_one(empty) -> None:
+    """Issue 41 item 8: the first bad answered an empty reply at 2000 tokens and garbage with text at
+    4000; the last good answered both sizes OK. The table shows the garbage (the same prompt at 4000),
+    not "(empty reply)"; with only empty failing replies the empty one is still shown."""
+    a = Candidate(CandidateKind.COMMIT, "a" * 40, "a" * 12 + " older", "app")
+    b = Candidate(CandidateKind.COMMIT, "b" * 40, "b" * 12 + " newer", "app")
+    empty_row = {"requested": 2000, "prompt_tokens": 2001, "outcome": "GARBAGE", "reasons": ["empty reply"]}
+    if empty is not None:
+        empty_row["excerpt"] = empty
+    worded = {"requested": 4000, "prompt_tokens": 4003, "outcome": "GARBAGE", "excerpt": "zxq zxq zxq zxq",
+              "reasons": ["repeat-run"]}
+    oks = [{"requested": n, "prompt_tokens": n + 1, "outcome": "OK", "excerpt": f"The answer at {n}."}
+           for n in (2000, 4000)]
+    for bad_rows, want in (([empty_row, worded], "zxq zxq zxq zxq"), ([empty_row], "(empty reply)")):
+        probes = [ProbeResult(a, Verdict.GOOD, table=oks), ProbeResult(b, Verdict.BAD, table=bad_rows)]
+        st = StageResult("commits", "app", Status.CULPRIT, [a, b], probes, last_good=a, first_bad=b, culprits=[b],
+                         confidence=0.99)
+        t = table(section(render_markdown(RunResult("r", "regression", Status.CULPRIT, [st])), "What went wrong"), "")
+        size = 4000 if len(bad_rows) == 2 else 2000
+        assert t["reply"] == [f"The answer at {size}.", want], t
+        assert t["prompt tokens (requested / measured)"][1].startswith(f"{size} / "), t
+
+
+def test_summary_lines_carry_no_markdown_escapes() -> None:
+    """Issue 41 item 8: a commit subject like "[Perf] speed_up *x*" in a <summary> line (an HTML block,
+    where GitHub renders no Markdown) read "\\[Perf\\] speed\\_up"; HTML stays escaped, mentions inert."""
+    a = Candidate(CandidateKind.COMMIT, "a" * 40, "a" * 12 + " older", "app")
+    b = Candidate(CandidateKind.COMMIT, "b" * 40, "b" * 12 + " [Perf] speed_up *x* <b>@bob #12", "app")
+    rows = ({"requested": 8000, "prompt_tokens": 8003, "outcome": "OK", "excerpt": "fine"},
+            {"requested": 8000, "prompt_tokens": 8003, "outcome": "GARBAGE", "excerpt": "!!!!"})
+    probes = [ProbeResult(a, Verdict.GOOD, table=[rows[0]]), ProbeResult(b, Verdict.BAD, table=[rows[1]])]
+    st = StageResult("commits", "app", Status.CULPRIT, [a, b], probes, last_good=a, first_bad=b, culprits=[b],
+                     confidence=0.99)
+    for for_issue in (False, True):
+        text = render_markdown(RunResult("r", "regression", Status.CULPRIT, [st]), for_issue=for_issue)
+        lines = [ln for ln in text.splitlines() if ln.startswith("<details><summary>") and "[Perf]" in ln]
+        assert lines, text
+        for ln in lines:
+            assert "speed_up *x*" in ln and "&lt;b&gt;" in ln and "@&#8203;bob" in ln and "\\" not in ln, ln
+            assert "#&#8203;12" in ln if for_issue else "#12" in ln, ln
 
 
 def test_fix_bisection_shows_the_last_brokens_garbage_beside_the_first_fixed() -> None:
