@@ -235,6 +235,8 @@ def _server_lines(f: dict[str, Any], cand: Candidate, label: str) -> tuple[list[
             lines.append(_argv_text(list(srv["build_command"]), model, tp))
         env = _env_pairs(srv.get("env") or {}, docker=False)
         lines.append(f"{env} {_argv_text(list(srv.get('command') or []), model, tp)}".strip())
+        if _uses_bisectbot(srv):
+            notes.append(_BOT_PYTHON_NOTE)
         return lines, _stack_note(f, notes), "check out"
     if kind == "registry":
         image = str(meta.get("image") or "") or f"{src.get('registry', '')}/{src.get('repository', '')}@{ref}".lstrip("/")
@@ -249,6 +251,18 @@ def _server_lines(f: dict[str, Any], cand: Candidate, label: str) -> tuple[list[
                  f"{env} {_argv_text(list(srv.get('command') or []), model, tp)}".strip()]
         return lines, _stack_note(f, notes), "install"
     return [], [], "check out"
+
+
+_BOT_PYTHON_NOTE = ("this server is bisectbot's own reference engine, bisectbot.demo.engine, which ships with "
+                    "bisectbot: run these lines with a python3 that has bisectbot installed, after pip install "
+                    "bisectbot or in the virtualenv that ran the bot")
+
+
+def _uses_bisectbot(srv: dict[str, Any]) -> bool:
+    """True when the server or build command runs a ``bisectbot`` module (``-m bisectbot.demo.engine``):
+    the lines then need an interpreter that has the bot, whatever ``python3`` is on the reader's host."""
+    argv = [str(a) for k in ("command", "build_command") for a in (srv.get(k) or [])]
+    return any(a == "bisectbot" or a.startswith("bisectbot.") for a in argv)
 
 
 _PROFILE_NOTE = ("plus the runner profile's docker flags (devices, groups, shm), mounts (the model cache) and "

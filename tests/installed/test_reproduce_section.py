@@ -95,6 +95,9 @@ def test_the_issue_reproduce_section_runs_without_bisectbot_and_reproduces_the_v
     assert argv[:3] == ["bisectbot", "run", "demo-engine-prefill.yaml"] and "--state" not in argv, bot
     assert argv[argv.index("--good") + 1] == lg and argv[argv.index("--bad") + 1] == fb, bot
     assert "name: demo-engine-prefill" in recipe  # the recipe to save beside the command
+    # the demo's server is the bot's own engine: the lines need a python3 that has bisectbot (issue 41
+    # item 9), which is how they are run below (PATH starts with the bot's interpreter)
+    assert "ships with bisectbot" in section and "python3 that has bisectbot installed" in section, section[:2000]
 
     # a clean directory, an empty home: nothing of bisectbot's state can be found
     clean = tmp_path / "clean"
