@@ -30,6 +30,23 @@ def tag_pattern(tag: str) -> str:
     return pat if pat != tag else f"{tag}*"
 
 
+#: Where vLLM's images read the Hugging Face cache (``HF_HOME`` of the container's root user).
+HF_CACHE = "/root/.cache/huggingface"
+
+
+def _profile_targets(runner: str) -> set[str]:
+    """Container paths runner profile ``runner`` mounts (empty when it is not found here): ``recipe
+    init`` writes no mount the profile provides (issue 41, item 1: a recipe mount replaces the
+    profile's, and the MI355X profile's is the runner's shared ``$HF_HOME``)."""
+    from .runner_profile import container_path, load_profile
+
+    try:
+        profile = load_profile(runner)
+    except BadInput:
+        return set()
+    return {container_path(c) for _h, c, _m in profile.expanded_mounts()}
+
+
 def _q(v: object) -> str:
     return json.dumps(v)
 
@@ -72,8 +89,9 @@ def recipe_text(name: str, model: str, *, image: str | None = None, repo: str | 
             lines.append('  hub_api: "https://hub.docker.com"   # tag dates')
         lines += ["", "server:   # the image's own vLLM",
                   '  command: [vllm, serve, "{model}", --host, 0.0.0.0, --port, "{port}", -tp, "{tp}"]',
-                  "  port: 8000", "  health_timeout_s: 1800      # seconds: a large model loads for minutes",
-                  '  mounts: ["~/.cache/huggingface:/root/.cache/huggingface"]']
+                  "  port: 8000", "  health_timeout_s: 1800      # seconds: a large model loads for minutes"]
+        if HF_CACHE not in _profile_targets(runner):  # the runner profile's mount is the runner's shared cache
+            lines.append(f'  mounts: ["~/.cache/huggingface:{HF_CACHE}"]')
     else:
         assert repo is not None
         src = repo.strip()

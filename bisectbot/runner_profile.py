@@ -179,6 +179,8 @@ def merge_mounts(profile: RunnerProfile, recipe_mounts: list[str] | None = None)
         c = container_path(c)
         if c in by_target:
             r = by_target[c]
+            if os.path.normpath(r.host) == os.path.normpath(h) and r.mode == mode:
+                continue  # the same bind twice: one is kept, nothing is replaced
             replaced.append(f"container path {c}: the recipe's mount {r.host}:{c}:{r.mode} replaces runner "
                             f"profile {profile.name}'s {h}:{c}:{mode}")
             continue
@@ -393,5 +395,25 @@ def mount_clashes(profile: RunnerProfile, recipe_mounts: list[str], text: str | 
         target = line.split(":", 1)[0].removeprefix("container path ")
         i = targets.index(target)
         loc = where(marks, data, ("server", "mounts", i), filename) if marks is not None else f"server.mounts[{i}]"
-        out.append(f"{loc}: mount clash on {line} (Docker refuses two binds of one path; the run keeps the recipe's)")
+        out.append(f"{loc}: mount clash on {line}: remove this mount (the runner profile provides the container "
+                   "path; a host that keeps it elsewhere says so in its profile or BISECTBOT_RUNNER_OVERRIDES) or "
+                   "mount another container path")
     return out
+
+
+def recipe_mount_clashes(recipe: Any, recipe_path: Path, text: str | None = None) -> list[str]:
+    """:func:`mount_clashes` of ``recipe``'s ``server.mounts`` with its runner profile's mounts: the one
+    check behind ``recipe validate`` and ``run`` (both refuse, exit 2: issue 41, item 1 -- a recipe
+    mounting ``~/.cache/huggingface`` silently replaced the runner's shared ``$HF_HOME`` and every probe
+    would download the model into the runner user's home). ``[]`` without recipe mounts; a profile not
+    found here gives one line saying the mounts were not checked (the runner may hold its own profile)
+    only when ``text`` is given (validate), else ``[]``."""
+    mounts = list(recipe.server.mounts)
+    if not mounts:
+        return []
+    try:
+        profile = load_profile(recipe.runner, recipe_path)
+    except BadInput as e:
+        return [f"{recipe_path}: runner: mounts not checked against the runner profile: "
+                f"{str(e).splitlines()[0]}"] if text is not None else []
+    return mount_clashes(profile, mounts, text, str(recipe_path))

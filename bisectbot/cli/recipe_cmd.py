@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -46,6 +45,7 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     from ..located import read_text
     from ..patches import load_stack
     from ..recipe import bisection_problems, check_patch_ids, fanout_problems, load_recipe
+    from ..runner_profile import recipe_mount_clashes
     from ..shipped import find_recipe, find_stack
 
     stacks: dict[Path, list[str]] = {}
@@ -83,7 +83,9 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
             warnings.extend(f"{w} (warning: bisectbot run refuses this)"
                             for w in bisection_problems(r, read_text(f), str(f)))
             warnings.extend(f"{w} (warning: bisectbot round refuses this)" for w in fan)
-            warnings.extend(f"{w} (warning)" for w in _mount_clashes(r, f))
+            clashes = recipe_mount_clashes(r, f, read_text(f))
+            problems.extend(c for c in clashes if "mount clash" in c)  # bisectbot run refuses these too
+            warnings.extend(f"{w} (warning)" for w in clashes if "mount clash" not in w)
     if ctx.json:
         if problems:  # the documented failure shape (issue 24, input 6): one problem per line
             ctx.emit(error_document("bad recipe", "\n".join(problems + warnings), EXIT_BAD_INPUT))
@@ -97,23 +99,6 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
     if problems:
         sys.exit(EXIT_BAD_INPUT)
     return 0
-
-
-def _mount_clashes(r: Any, f: Path) -> list[str]:
-    """Clashes of the recipe's ``server.mounts`` with its runner profile's mounts (issue 24, input 1);
-    a profile that cannot be found here says so instead (the runner may hold its own)."""
-    from ..errors import BadInput
-    from ..located import read_text
-    from ..runner_profile import load_profile, mount_clashes
-
-    mounts = list(r.server.mounts)
-    if not mounts:
-        return []
-    try:
-        profile = load_profile(r.runner, f)
-    except BadInput as e:
-        return [f"{f}: runner: mounts not checked against the runner profile: {str(e).splitlines()[0]}"]
-    return mount_clashes(profile, mounts, read_text(f), str(f))
 
 
 @recipe.command()

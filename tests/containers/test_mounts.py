@@ -3,8 +3,9 @@
 The shipped MI355X profile mounts ``${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface``
 and ``runners/install-runner.sh`` sets ``HF_HOME`` in the runner's ``.env``; a recipe mounting
 ``~/.cache/huggingface:/root/.cache/huggingface`` too made Docker answer ``400 Duplicate mount
-point`` for every candidate. Merged by container path, the recipe wins, and the plan,
-``recipe validate`` and ``runner check --recipe`` say so.
+point`` for every candidate. Merged by container path, the recipe wins at the runner (the mechanism),
+but ``recipe validate`` and ``run`` refuse such a recipe (issue 41, item 1: the recipe's mount silently
+replaced the runner's shared cache) and ``runner check --recipe`` warns.
 """
 
 from __future__ import annotations
@@ -104,12 +105,14 @@ def test_clash_runs_with_the_recipe_mount_and_is_reported(nightlies, tmp_path, m
     assert any("waiting for /health" in ln for ln in lines), lines
     assert [(m["Source"], m["Destination"]) for m in mounts] == [(env["HOME"] + "/.cache/huggingface", TARGET)]
 
-    # recipe validate: a warning naming both mounts, exit 0 (the run merges them)
+    # recipe validate: a problem naming both mounts and what to do, exit 2 (issue 41 item 1: the recipe's
+    # mount silently replaced the runner's shared $HF_HOME; `run` refuses it the same way, below)
     v = bb(env, tmp_path, "--json", "recipe", "validate", str(recipe))
     doc = json.loads(v.stdout)
-    assert v.returncode == 0 and doc["problems"] == [], v.stderr
-    [w] = [w for w in doc["warnings"] if "mount clash" in w]
-    assert w.startswith(f"{recipe}:") and "server.mounts[0]" in w and env["HF_HOME"] in w and TARGET in w
+    assert v.returncode == 2, v.stdout + v.stderr
+    w = doc["error"]["message"]
+    assert w.startswith(f"{recipe}:") and "server.mounts[0]" in w and env["HF_HOME"] in w and TARGET in w, w
+    assert "mount clash" in w and "remove this mount" in w, w
 
     # runner check --recipe: the profile comes from the recipe; the clash is a warn row
     c = bb(env, tmp_path, "runner", "check", "--recipe", str(recipe))
@@ -117,11 +120,16 @@ def test_clash_runs_with_the_recipe_mount_and_is_reported(nightlies, tmp_path, m
     [row] = [ln for ln in c.stdout.splitlines() if " mounts " in f" {ln} "]
     assert row.startswith("warn") and env["HF_HOME"] in row and "replaces" in row
 
-    # the plan says which cache the candidates get
+    # run (and its plan) refuse it with the same line, before anything is pulled
     p = bb(env, tmp_path, "run", str(recipe), "--good", n1.spec.tag, "--bad", nightlies["N3"].spec.tag, "--dry-run")
+    assert p.returncode == 2 and "server.mounts[0]" in p.stderr and "mount clash" in p.stderr, p.stdout + p.stderr
+
+    # the same bind as the profile's (HF_HOME is the recipe's host path) is no clash: one bind, a plan
+    same = {**env, "HF_HOME": env["HOME"] + "/.cache/huggingface"}
+    assert bb(same, tmp_path, "recipe", "validate", str(recipe)).returncode == 0
+    p = bb(same, tmp_path, "run", str(recipe), "--good", n1.spec.tag, "--bad", nightlies["N3"].spec.tag, "--dry-run")
     assert p.returncode == 0, p.stderr
-    assert f"mount {env['HOME']}/.cache/huggingface:{TARGET}:rw (recipe)" in p.stdout
-    assert "mount clash: container path " + TARGET in p.stdout
+    assert p.stdout.count(f":{TARGET}:rw") == 1 and "mount clash" not in p.stdout, p.stdout
 
 
 def test_two_recipe_mounts_on_one_path_are_refused(tmp_path):

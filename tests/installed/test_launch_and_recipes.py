@@ -29,14 +29,14 @@ from bisectbot.shipped import shipped_dir, shipped_recipes
 INSTALLED = os.environ.get("BISECTBOT_TEST_INSTALLED") == "1"
 
 
-def env() -> dict[str, str]:
+def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if not k.startswith(("BISECTBOT_", "GITHUB_", "GH_")) or k == "BISECTBOT_TEST_INSTALLED"}
 
 
-def bb(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bisectbot", *args], cwd=cwd, env=env(), capture_output=True,
-                          text=True, timeout=timeout)
+def bb(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bisectbot", *args], cwd=cwd, env={**_env(), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_launch_serves_one_candidate_until_ctrl_c(engine) -> None:
     state = d / "state"
     short = hist.shas[hist.good][:10]  # any name git resolves; the full SHA is what it prints
     p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "launch", str(rec), short],
-                         cwd=d, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=d, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 240
@@ -147,6 +147,24 @@ def test_recipe_init_writes_what_validate_accepts(tmp_path, engine) -> None:
     assert data["model"] == "Qwen/Qwen3-8B" and data["tp"] == 2 and data["regress"] == "garbage"
     v = bb("recipe", "validate", "qwen3.yaml", cwd=tmp_path)
     assert v.returncode == 0 and "qwen3.yaml: ok" in v.stdout, v.stderr
+    # no profile mount here (cpu): the recipe mounts the Hugging Face cache itself
+    assert data["server"]["mounts"] == ["~/.cache/huggingface:/root/.cache/huggingface"]
+
+    # on the shipped MI355X profile, which mounts the runner's shared $HF_HOME there, the recipe mounts
+    # nothing of its own (issue 41 item 1: its mount replaced the runner's cache) and validates ok
+    r = bb("recipe", "init", "qwen3-mi355x", "--model", "Qwen/Qwen3-8B", "--image",
+           "rocm/vllm-dev:nightly_main_20260412", "--runner", "mi355x", "--out", "mi.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "mounts" not in yaml.safe_load((tmp_path / "mi.yaml").read_text())["server"]
+    v = bb("recipe", "validate", "mi.yaml", cwd=tmp_path)
+    assert v.returncode == 0 and "mount" not in v.stdout + v.stderr, v.stdout + v.stderr
+    # and the mount it used to write is refused by validate, naming the line, the field and the fix
+    text = (tmp_path / "mi.yaml").read_text().replace(
+        "  health_timeout_s: 1800", '  health_timeout_s: 1800\n  mounts: ["~/.cache/huggingface:/root/.cache/huggingface"]')
+    (tmp_path / "mi2.yaml").write_text(text)
+    v = bb("recipe", "validate", "mi2.yaml", cwd=tmp_path, env={"HF_HOME": "/var/lib/bisectbot/hf"})
+    assert v.returncode == 2 and "mi2.yaml:" in v.stderr and "server.mounts[0]" in v.stderr, v.stderr
+    assert "mount clash" in v.stderr and "/var/lib/bisectbot/hf" in v.stderr and "remove this mount" in v.stderr
 
     # from a repository: the reference engine's history, planned over its real commits
     out = tmp_path / "engine.yaml"
@@ -231,7 +249,7 @@ def test_launch_applies_the_recipes_patch_stack_as_a_probe_does(tmp_path) -> Non
                                "--port", "{port}"], "health_timeout_s": 60},
         "patches": ["model-name"], "report": {"dir": str(tmp_path / "out")}}))
     p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state"), "--json", "launch",
-                          str(rec), "main"], cwd=tmp_path, env={**env(), "BISECTBOT_PATCHES_DIR": str(pdir)},
+                          str(rec), "main"], cwd=tmp_path, env={**_env(), "BISECTBOT_PATCHES_DIR": str(pdir)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         text = ""  # --json: one document, written once the server is up
@@ -301,7 +319,7 @@ def test_dry_run_loads_the_patch_stack_as_run_does(tmp_path, case) -> None:
             d.write_text("--- a/x.py\n+++ b/x.py\n")
         extra["BISECTBOT_PATCHES_DIR"] = str(pd)
     p = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "st"), "run", str(recipe),
-                        "--good", first, "--bad", "HEAD", "--dry-run"], cwd=tmp_path, env={**env(), **extra},
+                        "--good", first, "--bad", "HEAD", "--dry-run"], cwd=tmp_path, env={**_env(), **extra},
                        capture_output=True, text=True, timeout=120)
     want = {"unknown-id": "unknown patch id 'no-such-patch'", "missing-patches-dir": "does not exist",
             "diff-without-hunk": "no unified-diff hunk found"}[case]
@@ -335,7 +353,7 @@ def test_dry_run_estimates_the_time_from_this_recipes_measured_probes(tmp_path) 
 
     def bb_(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), *args], cwd=tmp_path,
-                              env=env(), capture_output=True, text=True, timeout=300)
+                              env=_env(), capture_output=True, text=True, timeout=300)
 
     plan = bb_("run", str(recipe("est")), "--dry-run")
     assert plan.returncode == 0 and "time: no estimate: this ledger holds no probe of this recipe" in plan.stdout, plan
