@@ -106,11 +106,19 @@ Arg = Annotated[str, AfterValidator(_no_nul)]
 """One word of a command (argv) or an environment value: any text but a NUL byte."""
 
 
+#: Default ``server.build_timeout_s`` (seconds): 4 hours. Users report from-source vLLM builds of
+#: "more than 10 minutes" on ROCm (vllm-project/vllm#8336) to "at least 3 hours" with the
+#: flash-attention kernels (vllm-project/vllm#13281); ROCm/vllm#230 raised its own CI build timeout for
+#: weaker machines. Before it existed the build was killed at ``health_timeout_s`` (issue 41, item 3).
+BUILD_TIMEOUT_S = 4 * 3600.0
+
+
 class ServerSpec(_Model):
     """How to start the OpenAI-compatible server of a candidate.
 
     ``command`` is an argv list; ``{port}``, ``{model}``, ``{tp}`` and ``{source}`` are
-    substituted. ``health_timeout_s`` is seconds (a 754B model may take 40 minutes).
+    substituted. ``health_timeout_s`` is seconds (a 754B model may take 40 minutes); the build
+    command has its own limit, ``build_timeout_s`` (seconds, :data:`BUILD_TIMEOUT_S`).
     """
 
     command: list[Arg] = Field(default_factory=list)
@@ -125,6 +133,11 @@ class ServerSpec(_Model):
     build_command: list[Arg] | None = Field(
         None, description="command that builds a candidate's source tree; non-zero exit = skip"
     )
+    build_timeout_s: float = Field(
+        BUILD_TIMEOUT_S, gt=0, description="seconds the build command may run before its process group is "
+        "killed and the candidate is a skip ('build failed (timed out after N s, server.build_timeout_s)'); "
+        "default 4 hours: a from-source vLLM build takes from ~10 minutes (ROCm, vllm#8336) to over 3 hours "
+        "(with its flash-attention kernels, vllm#13281)")
     network: Literal["loopback", "host"] = Field(
         "loopback", description="network of the local runner's sandboxed candidate processes (build command, "
         "server, command reproducer): 'loopback' (default), their own network namespace with only a private lo "

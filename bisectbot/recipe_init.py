@@ -102,6 +102,7 @@ def recipe_text(name: str, model: str, *, image: str | None = None, repo: str | 
                   "  build_command: [python3, -m, pip, install, --no-build-isolation, -e, .]",
                   '  command: [python3, -m, vllm.entrypoints.openai.api_server, --model, "{model}", --port, "{port}",'
                   ' -tp, "{tp}"]',
+                  "  build_timeout_s: 14400       # seconds: a from-source vLLM build takes minutes to hours",
                   "  health_timeout_s: 1800"]
     lines += ["", "reproducer:   # the prefill threshold search: prompt sizes in tokens",
               "  kind: prefill", f"  sizes: {_sizes(max_size)}", "  min_size: 1000", f"  max_size: {max_size}",

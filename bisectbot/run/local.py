@@ -369,7 +369,7 @@ class LocalRunner:
 
                 def build(launch: sandbox.Launch | None) -> ProcessRun:
                     wargv, benv = self.sandboxed(argv, prepared, benv0, launch=launch)
-                    return run_process(wargv, timeout_s=self.recipe.server.health_timeout_s, cwd=prepared.source,
+                    return run_process(wargv, timeout_s=self.recipe.server.build_timeout_s, cwd=prepared.source,
                                        env=benv, log_path=log_path, pass_fds=launch.pass_fds if launch else ())
 
                 try:  # output streams (redacted, capped) to the log; the process group is killed on timeout
@@ -385,7 +385,8 @@ class LocalRunner:
                     rc = 127
                 prepared.log_paths.append(str(log_path))
                 if rc != 0:
-                    why = "timed out" if rc is None else f"exit {rc}"
+                    why = (f"timed out after {self.recipe.server.build_timeout_s:.0f} s, server.build_timeout_s"
+                           if rc is None else f"exit {rc}")
                     last = _last_line(_tail(log_path))
                     self.release(prepared)
                     return PrepareFailed(candidate, f"build failed ({why}){': ' + last if last else ''}",
