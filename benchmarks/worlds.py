@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, f in enumerate(as_completed(futs), 1):
             o = f.result()
             outcomes.append(o)
+            if a.json_out:  # kept current: an interrupted run still leaves what it measured
+                Path(a.json_out).write_text(json.dumps([x.to_dict() for x in outcomes], indent=1))
             if o.category in BAD or (o.truth_kind == "culprit" and o.category != "right"):
                 print(f"[{i}/{a.n}] seed {o.seed} {o.shape}: truth {o.truth_kind} {o.truth} -> "
                       f"{o.category}: {o.line[:160]}", file=sys.stderr, flush=True)
