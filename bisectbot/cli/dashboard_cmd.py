@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from ..errors import BadInput
+from ..errors import EXIT_BAD_INPUT, BadInput
 from .base import Ctx, cli, pass_ctx
 
 DASHBOARD_EPILOG = """\b
@@ -72,15 +73,23 @@ def dashboard(ctx: Ctx, out: Path, recipe_paths: tuple[Path, ...], reports: tupl
     led = ctx.ledger()
     state = led.state_dir
     recorded = []
+    refused: list[str] = []
+    recipes = _recipes(recipe_paths)
     if filed:
-        from ..report.filed import record_filed
+        from ..report.filed import recipe_targets, record_filed
 
-        recorded = record_filed(led, [Path(p) for p in filed])
+        # with --recipes, a filing counts only for its recipe's own repositories (issue 41, item 14)
+        targets = {name: recipe_targets(r) for name, r in recipes.items()} if recipe_paths else None
+        recorded = record_filed(led, [Path(p) for p in filed], targets, refused)
     stats = build_dashboard(state, out.resolve(), reports=[Path(p) for p in reports], job_url=job_url,
-                            recipes=_recipes(recipe_paths), github_url=github_url)
+                            recipes=recipes, github_url=github_url)
+    for line in refused:
+        click.echo(line, err=True)
     if ctx.json:
         ctx.emit({"out": str(out.resolve()), "rendered": stats.rendered, "unchanged": stats.unchanged,
                   "removed": stats.removed, "seconds": round(stats.seconds, 3), "written": stats.written,
                   "charts": stats.charts, "filed": [f"{r}#{n}" for r, n in recorded]})
     else:
         click.echo(f"dashboard: {stats.line()}: {out.resolve() / 'index.html'}")
+    if refused:  # rendered with what was genuine; the refused filings fail the job so that someone looks
+        sys.exit(EXIT_BAD_INPUT)

@@ -81,12 +81,30 @@ def filed_files(paths: list[Path]) -> list[Path]:
     return sorted(set(out))
 
 
-def record_filed(ledger: Any, paths: list[Path]) -> list[tuple[str, int]]:
+def recipe_targets(recipe: Any) -> set[str]:
+    """The repositories ``recipe`` files into (``OWNER/NAME``, lower case): ``report.github`` and each
+    component's ``github`` (an aiter culprit found through a vLLM pin bump goes to aiter's)."""
+    out = set()
+    if recipe.report.github is not None:
+        out.add(recipe.report.github.repo.lower())
+    for comp in (getattr(recipe.bisect, "components", None) or {}).values():
+        if comp.github is not None:
+            out.add(comp.github.repo.lower())
+    return out
+
+
+def record_filed(ledger: Any, paths: list[Path], targets: dict[str, set[str]] | None = None,
+                 refused: list[str] | None = None) -> list[tuple[str, int]]:
     """Record every filing of ``paths`` (see :func:`filed_files`) that names an issue in ``ledger``'s
     ``github`` table (each fingerprint -> repo, number; state ``closed`` when the filing closed it,
     else ``open``). Returns ``(repo, number)`` per filing recorded; one without an issue number (dry
     run, nothing to file, filing failed) is skipped. Raises :class:`BadInput` naming the file for one
-    that is not a ``bisectbot.filed/1`` document."""
+    that is not a ``bisectbot.filed/1`` document.
+
+    ``targets``: recipe name -> the repositories it files into (:func:`recipe_targets`). Given, a filing
+    whose recipe is not there, or whose repository is not one of its recipe's, is not recorded (the
+    dashboard would link a forged ``filed.json``'s repository: issue 41, item 14); one line per such
+    file goes to ``refused`` and the others are still recorded."""
     done = []
     for f in filed_files(paths):
         try:
@@ -101,6 +119,15 @@ def record_filed(ledger: Any, paths: list[Path]) -> list[tuple[str, int]]:
             raise BadInput(f"{f}: {SCHEMA}: repo must be OWNER/NAME and fingerprints 16 hex each")
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
             continue
+        if targets is not None:
+            recipe = doc.get("recipe")
+            allowed = targets.get(recipe) if isinstance(recipe, str) else None
+            if allowed is None or repo.lower() not in allowed:
+                why = (f"its recipe {str(recipe)[:60]!r} is not among --recipes" if allowed is None else
+                       f"{repo} is not where recipe {recipe} files ({', '.join(sorted(allowed)) or 'nowhere'})")
+                if refused is not None:
+                    refused.append(f"{f}: not recorded: {why}")
+                continue
         if number > MAX_ISSUE_NUMBER:
             raise BadInput(f"{f}: {SCHEMA}: issue number {str(number)[:24]} is out of range (1..{MAX_ISSUE_NUMBER})")
         for fp in fps:
@@ -111,4 +138,5 @@ def record_filed(ledger: Any, paths: list[Path]) -> list[tuple[str, int]]:
     return done
 
 
-__all__ = ["FILE_NAME", "MAX_ISSUE_NUMBER", "SCHEMA", "filed_files", "record_filed", "unkeyed_fingerprint", "write_filed"]
+__all__ = ["FILE_NAME", "MAX_ISSUE_NUMBER", "SCHEMA", "filed_files", "recipe_targets", "record_filed",
+           "unkeyed_fingerprint", "write_filed"]

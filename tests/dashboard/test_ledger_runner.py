@@ -64,6 +64,24 @@ def test_the_ledger_runner_dashboard_shows_the_night_and_its_issue(tmp_path, fak
     assert (site / "b" / f"{href}.html").is_file()
     assert f"issues/{number}" in page.read_text()
 
+    # a forged filed.json (issue 41 item 14): the same recipe and fingerprints, another repository and
+    # number. With --recipes the dashboard checks a filing against its recipe's targets: the forged one
+    # is named and not recorded (exit 2, after rendering what was genuine); nothing links to it
+    forged_dir = tmp_path / "forged" / "filed-demo-engine-prefill-2"
+    forged_dir.mkdir(parents=True)
+    for who, recipe_name in (("evil-org/elsewhere", "demo-engine-prefill"), (GH_REPO, "no-such-recipe")):
+        (forged_dir / "filed.json").write_text(json.dumps({**filed, "repo": who, "recipe": recipe_name,
+                                                           "number": number + 40}))
+        site2 = tmp_path / f"site-forged-{recipe_name}"
+        p = cli("--json", "--state", str(tmp_path / f"ledger-{recipe_name}"), "dashboard", "--out", str(site2),
+                "--report", str(out), "--filed", str(tmp_path / "artifacts"), "--filed", str(forged_dir),
+                "--recipes", str(recipe))
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert f"{forged_dir / 'filed.json'}: not recorded" in p.stderr, p.stderr
+        assert json.loads(p.stdout)["filed"] == [f"{GH_REPO}#{number}"], p.stdout
+        html = "".join(f.read_text() for f in site2.rglob("*.html"))
+        assert f"issues/{number + 40}" not in html and "evil-org" not in html and f"issues/{number}" in html
+
     # rendered from the ledger that bisected it (the demo's own), the night is the ledger's, once
     doc = render(gpu, tmp_path / "site-gpu", "--report", str(out), "--recipes", str(recipe))
     assert "Nights (1)" in _text(tmp_path / "site-gpu" / "r" / "demo-engine-prefill.html")
