@@ -114,22 +114,15 @@ def derived_rates_note(recipe: Recipe) -> str | None:
         return None
     cap = (f"budget {recipe.bisect.max_probes} probes (max_probes)" if recipe.bisect.max_probes is not None
            else "budget 3 x information bound + 4 good/bad verdicts at those rates")
-    if not recipe.regress.is_fix:
-        return (f"no bisect.flake: each candidate's {reps} runs a probe are weighed once the first is counted "
-                f"(the good side's false-positive rate learnt, each bad candidate's hit rate its own, at least "
-                f"{MIN_HIT_RATE:.0%} a run): a noisy search (Bayesian, confidence "
-                f"{recipe.bisect.confidence:.0%}), {cap}")
-    end = "good (still broken) end"
+    end = "good (still broken) end" if recipe.regress.is_fix else "bad end"
     return (f"flake rates derived from the {end}'s {reps} runs (no bisect.flake): a noisy search "
             f"(Bayesian, confidence {recipe.bisect.confidence:.0%}) once the {end} is probed, {cap}")
 
 
 def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
                 echo: Callable[[str], None]) -> None:
-    """With repeats and no recipe flake rates: in a regression search, weigh every candidate's counted
-    runs under an unknown good-side false-positive rate and each bad candidate's own hit rate
-    (:func:`_open_rates`, issue 35); in a fix bisection, set the search's per-probe rates from the
-    per-run hit rate of the bug as below. A line says what was derived.
+    """With repeats and no recipe flake rates: set the search's per-probe rates from the per-run
+    hit rate of the bug; a line says what was derived.
 
     The first estimate comes from the known-failing end once it was probed: the bad end of a
     regression, the good end ("still broken") of a fix bisection (there a miss reads
