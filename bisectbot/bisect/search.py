@@ -193,10 +193,6 @@ class Bisection:
         #: per-run ``(false_positive, hit_rate)`` of each hypothesis once the noise is two-sided
         #: (:meth:`set_run_mixture`): steps with counted runs are then weighed run by run
         self._run_grid: tuple[np.ndarray, np.ndarray] | None = None
-        #: per-run false-positive rates of each hypothesis once the hit rate is per candidate
-        #: (:meth:`set_open_hit_rates`), and the lowest per-run hit rate a bad candidate may have
-        self._open_f: np.ndarray | None = None
-        self._h_min = 0.0
         self._repeats = 1
         self._advance()
 
@@ -463,9 +459,6 @@ class Bisection:
                     self._verify_skip = moved
         if eff is Verdict.SKIP:
             self.untestable[index] = True
-        elif self._open_f is not None:  # a candidate's runs are weighed pooled: recompute
-            self._replay()
-            return eff
         else:
             self._update(index, eff is Verdict.BAD, self.history[-1].runs)
         self._advance()
@@ -501,7 +494,7 @@ class Bisection:
         probes per round).
         Raises ``ValueError`` on impossible rates (see the class doc)."""
         _check_rates(false_positive, false_negative)
-        self._grid = self._grid_logw = self._run_grid = self._open_f = None
+        self._grid = self._grid_logw = self._run_grid = None
         self._set_point_rates(false_positive, false_negative, parallel)
         self._replay()
 
@@ -529,18 +522,13 @@ class Bisection:
         keep = w > 0
         self._grid = (fp[keep], fn[keep])
         self._grid_logw = np.log(w[keep])
-        self._run_grid = self._open_f = None
+        self._run_grid = None
         self._replay()
 
     @property
     def two_sided(self) -> bool:
         """True once :meth:`set_run_mixture` made the search weigh counted runs (two-sided noise)."""
         return self._run_grid is not None
-
-    @property
-    def open_rates(self) -> bool:
-        """True once :meth:`set_open_hit_rates` made each bad candidate's hit rate its own."""
-        return self._open_f is not None
 
     def set_run_mixture(self, rates: Sequence[tuple[float, float]], weights: Sequence[float], repeats: int,
                         parallel: int = 1) -> None:
@@ -571,56 +559,8 @@ class Bisection:
         self._grid = (fp, fn)
         self._grid_logw = np.log(w)
         self._run_grid = (f, h)
-        self._open_f = None
         self._replay()
         self._set_point_rates(*self._mean_rates(), parallel)
-
-    def set_open_hit_rates(self, false_positives: Sequence[float], weights: Sequence[float], repeats: int,
-                           min_hit_rate: float, parallel: int = 1) -> None:
-        """Noise whose rates are not given (issue 35): the good side is **one** per-run false-positive
-        rate ``f`` (the measurement's: every good build is the same question), weighed over
-        ``false_positives`` with prior ``weights``; the hit rate is **each bad candidate's own**, any
-        value in ``[max(min_hit_rate, f), 1]`` equally likely (a bug whose rate grows over the range
-        shows far less often at its first bad than at the bad end: the bad end's rate says nothing of
-        another candidate's). A candidate's counted runs, pooled over its probes (``k`` failing of
-        ``m``), weigh ``f^k (1-f)^(m-k)`` if it is good and the mean of ``h^k (1-h)^(m-k)`` over that
-        range of ``h`` if it is bad; a step without counted runs weighs as one verdict at the
-        per-probe rates those give for ``repeats`` runs. The posterior is over the first bad and
-        ``f`` jointly: a minority of failing runs is the bug at a low rate or the good side's noise
-        as the good end's own runs and every other candidate's say, never by a rule. Raises
-        ``ValueError`` on impossible arguments."""
-        f = np.asarray(false_positives, dtype=float)
-        w = np.asarray(weights, dtype=float)
-        if (f.ndim != 1 or len(f) == 0 or w.shape != f.shape or not np.all(w >= 0) or float(w.sum()) <= 0
-                or not np.all((f > 0) & (f < 1)) or repeats < 1 or not 0 < min_hit_rate < 1):
-            raise ValueError("need false-positive rates in (0, 1) with one weight >= 0 each (not all 0), "
-                             "repeats >= 1 and a minimum hit rate in (0, 1)")
-        keep = w > 0
-        f, w = f[keep], w[keep] / w[keep].sum()
-        self._open_f, self._h_min, self._repeats = f, float(min_hit_rate), int(repeats)
-        miss = np.exp(self._log_bad_runs(0, repeats))  # a probe of a bad candidate shows nothing
-        self._grid = (1 - (1 - f) ** repeats, np.clip(miss, 1e-12, 1 - 1e-12))
-        self._grid_logw = np.log(w)
-        self._run_grid = None
-        self._replay()
-        self._set_point_rates(*self._mean_rates(), parallel)
-
-    #: Per-run hit rates over which a bad candidate's own rate is averaged (:meth:`set_open_hit_rates`).
-    _H_GRID = (np.arange(400) + 0.5) / 400
-
-    def _log_bad_runs(self, k: int, m: int) -> np.ndarray:
-        """log of the mean of ``h^k (1-h)^(m-k)`` over ``h`` in ``[max(h_min, f), 1]``, per ``f`` of the
-        open-hit-rate hypotheses: a bad candidate's ``k`` failing runs of ``m`` at its own hit rate."""
-        assert self._open_f is not None
-        g = self._H_GRID
-        with np.errstate(divide="ignore"):
-            vals = k * np.log(g) + (m - k) * np.log1p(-g)
-        suffix = np.logaddexp.accumulate(vals[::-1])[::-1]
-        idx = np.searchsorted(g, np.maximum(self._h_min, self._open_f))
-        out = np.full(len(self._open_f), -np.inf)
-        ok = idx < len(g)
-        out[ok] = suffix[idx[ok]] - np.log(len(g) - idx[ok])
-        return out
 
     def _mean_rates(self) -> tuple[float, float]:
         """Per-probe ``(false_positive, false_negative)`` averaged over the rate pairs' posterior."""
@@ -639,9 +579,6 @@ class Bisection:
         if st.runs is not None:
             return
         self.history[-1] = dataclasses.replace(st, runs=(hits, runs))
-        if self._open_f is not None and self._result is None and st.effective is not Verdict.SKIP:
-            self._replay()  # pooled per candidate
-            return
         if self._run_grid is None or self._result is not None or st.effective is Verdict.SKIP:
             return
         assert self._logp2 is not None and self._grid is not None
@@ -677,20 +614,10 @@ class Bisection:
         self._logp2 = None if self._grid_logw is None else self._grid_logw[:, None] + self._logp[None, :]
         self._post = self._q = self._ig = None
         self._inconsistent = ""
-        pooled: dict[int, tuple[int, int]] = {}
         for st in self.history:
-            if st.effective is Verdict.SKIP:
-                continue
-            if self._open_f is not None and st.runs is not None:  # weighed below, pooled per candidate
-                k, m = pooled.get(st.index, (0, 0))
-                pooled[st.index] = (k + st.runs[0], m + st.runs[1])
-                continue
-            self._update(st.index, st.effective is Verdict.BAD, st.runs)
-        for j, (k, m) in sorted(pooled.items()):
-            assert self._open_f is not None
-            self._update(j, False, None, weights=(self._log_bad_runs(k, m),
-                                                  k * np.log(self._open_f) + (m - k) * np.log1p(-self._open_f)))
-        if (self._run_grid is not None or self._open_f is not None) and self._logp2 is not None:
+            if st.effective is not Verdict.SKIP:
+                self._update(st.index, st.effective is Verdict.BAD, st.runs)
+        if self._run_grid is not None and self._logp2 is not None:
             self.fp, self.fn = self._mean_rates()
         self._advance()
 
@@ -712,16 +639,11 @@ class Bisection:
             return None
         return Drift(i0, t0, i1, t1)
 
-    def _update(self, j: int, bad: bool, runs: tuple[int, int] | None = None,
-                weights: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """Weigh one verdict of candidate ``j`` (``weights``: its log-likelihoods ``(if bad, if good)``
-        per hypothesis, already computed: a candidate's pooled runs in open-hit-rate mode)."""
+    def _update(self, j: int, bad: bool, runs: tuple[int, int] | None = None) -> None:
         self.informed[j] = True
         if self._logp2 is not None and self._grid is not None:  # a mixture over hit rates
             fp, fn = self._grid
-            if weights is not None:
-                lo, hi = weights
-            elif self._run_grid is not None and runs is not None:
+            if self._run_grid is not None and runs is not None:
                 f, h = self._run_grid  # two-sided: the counted runs, binomially
                 k, m = runs
                 lo, hi = k * np.log(h) + (m - k) * np.log1p(-h), k * np.log(f) + (m - k) * np.log1p(-f)

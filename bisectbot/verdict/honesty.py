@@ -29,8 +29,6 @@ from typing import Any
 
 from ..bisect import (
     CONFIRMATION_MASS,
-    MIN_HIT_RATE,
-    RUN_FALSE_POSITIVE,
     Bisection,
     Signature,
     budget_text,
@@ -144,12 +142,7 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     pooled = b.runs_seen.get(index, (0, 0))
     b.runs_seen[index] = (pooled[0] + hits, pooled[1] + runs)
     b.attach_runs(hits, runs)
-    if b.open_rates or b.two_sided:
-        return
-    if not recipe.regress.is_fix and runs > 0:
-        _open_rates(recipe, b, reps, echo)
-        return
-    if _two_sided(recipe, b, index, reps, echo):
+    if b.two_sided or _two_sided(recipe, b, index, reps, echo):
         return
     current = b.hit_rate
     if current is None:
@@ -181,31 +174,6 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     echo(f"hit rate {where}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f} (the search weighs "
          f"{lo:.2f}..{hi:.2f}, 90 % of the weight): per probe ({reps} runs, {combined}) false_positive "
          f"{fp:.3f}, false_negative {fn:.3f}; noisy search, ~{b.steps_left()} probes, {budget_text(b)}")
-
-
-#: Per-run false-positive rates a regression search weighs when the recipe gives none
-#: (:func:`_open_rates`): the one-sided point :data:`bisectbot.bisect.RUN_FALSE_POSITIVE` (a healthy
-#: build essentially never fails) with half the prior weight, and the midpoints of 40 equal bins of
-#: (0, 1) sharing the other half (a noisy measurement: a throughput check below its limit now and then).
-OPEN_FALSE_POSITIVES = [RUN_FALSE_POSITIVE] + [(i + 0.5) / 40 for i in range(40)]
-OPEN_WEIGHTS = [0.5] + [0.5 / 40] * 40
-
-
-def _open_rates(recipe: Recipe, b: Bisection, reps: int, echo: Callable[[str], None]) -> None:
-    """Issue 35: a regression search with repeats and no ``bisect.flake`` rates weighs every
-    candidate's counted runs from its first counted probe on under one unknown false-positive rate
-    of the good side and each bad candidate's own hit rate, at least
-    :data:`bisectbot.bisect.MIN_HIT_RATE` (:meth:`bisectbot.bisect.Bisection.set_open_hit_rates`).
-    It replaces three rules that each held for one shape and failed the next: the hit rate taken
-    from the bad end for every candidate (a bug whose rate grows over the range named a later commit
-    at 0.99+ in 22 of 50 generated worlds), the switch to two-sided noise only once the bad end had
-    failed every run (a bad end that missed once: world 178, c1 named at 0.992, the truth c3), and
-    lowering the hit rate at the leading candidate."""
-    b.set_open_hit_rates(OPEN_FALSE_POSITIVES, OPEN_WEIGHTS, reps, MIN_HIT_RATE, recipe.bisect.parallel)
-    echo(f"no bisect.flake rates: the search weighs every candidate's runs ({reps} a probe), learning the good "
-         f"side's false-positive rate from the runs of the candidates it holds good (the good end first) and "
-         f"taking each bad candidate's hit rate as its own, at least {MIN_HIT_RATE:.0%} a run: per probe "
-         f"false_positive ~{b.fp:.3f}, false_negative ~{b.fn:.3f}; ~{b.steps_left()} probes, {budget_text(b)}")
 
 
 def _two_sided(recipe: Recipe, b: Bisection, index: int, reps: int, echo: Callable[[str], None]) -> bool:

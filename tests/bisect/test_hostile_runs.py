@@ -152,10 +152,13 @@ def test_fix_bisection_of_a_flaky_breakage_combines_repeats_on_the_failure(tmp_p
     assert "hit rate at the good end (still broken)" in p.stderr, p.stderr
 
 
-# seed 2 was a strict xfail (three rates: 0, 0.15, 0.9 -- no one hit rate and one false-positive rate
-# describe it, and the run mixture named c14 at >0.9999); each bad candidate's own hit rate (issue 35,
-# Bisection.set_open_hit_rates) flipped it
-@pytest.mark.parametrize("seed", [0, 2])
+@pytest.mark.parametrize("seed", [0, pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=(
+    "issue 35, two-sided noise: c12 failed 3 of 5 runs and c11/c13 1 of 5 while the bad end failed "
+    "every run, so the run mixture (one false-positive rate for every good candidate, one hit rate for "
+    "every bad one) learns f ~ 0.11 from the middle and names c14 at >0.9999. The world has three "
+    "rates (0, 0.15, 0.9): no (f, h) pair describes it. Needed: a check that the good side is one "
+    "rate -- the good end, re-probed until its own rate can be told from the middle's (0 of 5 cannot) "
+    "-- else 'the failure rate grows inside the range', inconclusive")))])
 def test_hit_rate_growing_over_the_range_names_no_later_commit(tmp_path, kit, seed) -> None:
     """The bug shows in 15 % of runs from c8 and in 90 % from c14 (5 repeats, no rates). Before:
     the bad end's rate made single "good" probes of c8/c9 decisive: c10 named at 0.99+, exit 0."""
@@ -163,8 +166,7 @@ def test_hit_rate_growing_over_the_range_names_no_later_commit(tmp_path, kit, se
     shas = history(kit, tmp_path, states)
     p, final, named = run(kit, tmp_path, shas, {"command": [PY, "repro.py"], "repeats": 5}, "command", seed)
     assert named in (None, 8), (named, final["message"], p.stderr)
-    # issue 35: each bad candidate's hit rate is its own (the bad end's 90 % says nothing of c8's 15 %)
-    assert "taking each bad candidate's hit rate as its own" in p.stderr, p.stderr
+    assert "hit rate lowered at the leading candidate" in p.stderr, p.stderr
 
 
 # ----------------------------------------------------------------- still wrong (strict xfail)
