@@ -395,6 +395,26 @@ def shape_noise(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any
     return cs, {"n": n, "k": k, "hit": h, "fp": fp, "repeats": r, "rates": rates}, command_recipe(False, r, flake)
 
 
+def shape_growing(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """A flaky bug whose hit rate grows over the range (issue 12's hostile input, three rates): it
+    enters at k showing in a share h1 of runs and shows in h2 > h1 from j > k (a second change makes
+    it worse); repeats 5, with or without rates. The question's first bad is k (a run that fails is
+    the bug): naming j is wrong. ``h1`` is at least the bot's committed floor, a bug that shows in
+    one run of five (``bisectbot.bisect.MIN_HIT_RATE``, the rate the bad end is tested against):
+    without declared rates a rarer bug is below what a probe of 5 runs can be asked to see."""
+    n = _n(rng, 10, 32)
+    k = rng.randint(1, n - 3)
+    j = rng.randint(k + 1, n - 1)
+    h1 = rng.choice([0.2, 0.3, 0.4])
+    h2 = rng.choice([0.8, 0.9, 1.0])
+    r = 5
+    rates = rng.random() < 0.3
+    flake = {"false_positive": 0.01, "false_negative": round((1 - h1) ** r + 0.01, 4)} if rates else None
+    cs = [{"bad": i >= k, "hit": (h2 if i >= j else h1)} for i in range(n)]
+    return cs, {"n": n, "k": k, "worse_at": j, "h1": h1, "h2": h2, "repeats": r, "rates": rates}, \
+        command_recipe(False, r, flake)
+
+
 def shape_merge(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """A branch forked at main commit f and merged at main commit m; the bug enters on main at k or
     on the branch at its commit j. ``source.first_parent`` true (the default: the merge is the
@@ -729,6 +749,8 @@ SHAPES: dict[str, Shape] = {s.name: s for s in [
           "mixed, where the bug enters, the pin file)", shape_pin),
     Shape("hostdrift", "size-less command; the host changes during the night: from the r-th reproducer run "
           "on every commit fails, with or without a real culprit k (varies n, r, k)", shape_hostdrift),
+    Shape("growing", "size-less command whose flaky bug enters at k in a share h1 of runs and shows in h2 > h1 "
+          "from j (varies n, k, j, h1, h2, rates)", shape_growing),
 ]}
 
 #: Shapes that start no server: fast, the default mix of the benchmark.
@@ -779,6 +801,6 @@ def generate(seed: int, shapes: list[str] | None = None) -> World:
         truth = truth_of(v, None if intro is None else intro - night.good)
         truth = Truth(truth.kind, [c + night.good for c in truth.culprits], truth.why, truth.verdicts,
                       intro)
-        needs_rw = shape.name in ("flaky", "noise", "build")
+        needs_rw = shape.name in ("flaky", "noise", "build", "growing")
         return World(seed, shape.name, params, commits, recipe, nights, truth, needs_rw)
     raise RuntimeError(f"seed {seed}: no unambiguous world of shape {shape.name} in 200 draws")
