@@ -23,6 +23,29 @@ Run: ``python benchmarks/worlds.py [--n 500] [--jobs 2] [--seed 0] [--shapes ste
 [--json FILE] [--keep DIR]``. Seeds are ``seed .. seed + n - 1``; the shape of a world is drawn
 by its seed from ``--shapes`` (default: every shape).
 
+Three shapes added 2026-12-04 (issue 35's list: pin bumps; and two kinds found on the way): ``pin``
+(a holder pins a component by a Dockerfile ARG or a requirements line; pure, mixed, downgrade or
+second bumps; the bug in the component inside, before or after the bump's range, or in the
+holder), ``hostdrift`` (the host changes during the night: every run fails from the r-th on) and
+``growing`` (a flaky bug entering at k in 20-40 % of runs, 80-100 % from j; the first bad is k).
+``--n 80 --shapes pin``: 53 of 54 identifiable right, 0 confident wrong (the one miss a holder bug
+entering at a pure bump, an impossible world the generator no longer makes). ``--n 40 --shapes
+hostdrift``: 0 confident wrong (the verification's fresh re-probes contradict, inconclusive).
+``--n 150 --shapes noise,flaky,growing`` on main 41294ab (growing's h1 then 0.1-0.25): **22 of 50
+growing worlds named a later commit at 0.99+** (the bad end's hit rate is applied to every
+candidate), noise 45 of 50 right, flaky 50 of 50. The 500-world run of every shape on that main
+was stopped at ~330 worlds (its JSON was written only at the end then; now kept current): one
+confident wrong culprit, noise seed 178 (c1 at 0.992, the truth c3), and the server-flaky worlds
+without rates inconclusive or "the bad end is not bad" (10 of ~17).
+
+Tried and reverted (commits 48f5a2b, 3105c4c): each bad candidate's own hit rate and one
+good-side false-positive rate, weighed from the first counted probe (``Bisection.set_open_hit_rates``).
+Over 416 worlds of every shape: **0 confident wrong**, 289 of 301 identifiable right (96.0 %;
+growing 19 of 20, noise 20 of 21 at 34 probes a world, flaky 19 of 21), but ``bisect_sim``'s
+known-bad-end row (64 candidates, a bug in 30 % of runs, 3 repeats) took ~267 probes (cap 400) and
+was right in 35 % of 20 trials, against 35.5 probes and 99.55 % before: the cost of not knowing
+whether the noise is one- or two-sided has to come down before it can land.
+
 Five shapes added 2026-12-03 (issue 35's list: two-sided noise, merges, silent truncation,
 per-start flakiness, sampling-default changes), measured on main ad3f1ce: ``--n 15 --jobs 1
 --shapes noise,merge,server-truncate,server-flaky,server-sampling``, wall 334 s: 14 of 14
