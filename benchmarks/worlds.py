@@ -33,7 +33,9 @@ entering at a pure bump, an impossible world the generator no longer makes). ``-
 hostdrift``: 0 confident wrong (the verification's fresh re-probes contradict, inconclusive).
 ``--n 150 --shapes noise,flaky,growing`` on main 41294ab (growing's h1 then 0.1-0.25): **22 of 50
 growing worlds named a later commit at 0.99+** (the bad end's hit rate is applied to every
-candidate), noise 45 of 50 right, flaky 50 of 50. The 500-world run of every shape on that main
+candidate), noise 45 of 50 right, flaky 50 of 50; ``--n 50 --shapes growing`` with h1 0.2-0.4 (at
+or above ``MIN_HIT_RATE``, the generator's range now) on main 68143f2: **16 of 50 confident wrong**,
+31 right, 3 inconclusive, 16.5 probes a world. The 500-world run of every shape on that main
 was stopped at ~330 worlds (its JSON was written only at the end then; now kept current): one
 confident wrong culprit, noise seed 178 (c1 at 0.992, the truth c3), and the server-flaky worlds
 without rates inconclusive or "the bad end is not bad" (10 of ~17).

@@ -55,7 +55,7 @@ XFAIL: dict[str, str] = {
                                    "the truth c3 (a confident wrong culprit)"),
     "89-growing": "the kind: a rate learnt at one candidate is applied to another. The bug shows in 20 % of runs "
                   "from c8 and 90 % from c18 (repeats 5, no rates): the search takes the bad end's rate for every "
-                  "candidate, so clean probes of c8..c17 read good at 0.99+ and c18 is named at 1.000 (22 of 50 "
+                  "candidate, so clean probes of c8..c17 read good at 0.99+ and c18 is named at 1.000 (16 of 50 "
                   "generated growing worlds named a later commit so). Each bad candidate's own hit rate (tried: "
                   "Bisection.set_open_hit_rates, reverted) made it 1 of 50 but a 30 %-of-runs bug at 3 repeats "
                   "over 64 candidates took ~267 probes instead of ~35",
