@@ -235,7 +235,9 @@ def test_first_night_of_the_glm_recipe_on_the_mi355x_profile(registry, base_imag
         art.mkdir()
         run = run_act(deploy, "nightly.yml", "schedule", {}, tmp=tmp_path, token=None, state=Path(env["BISECTBOT_STATE"]),
                       artifacts=art, bot_login="bisectbot-app",
-                      env={k: v for k, v in env.items() if k != "BISECTBOT_STATE"})
+                      env={k: v for k, v in env.items() if k != "BISECTBOT_STATE"},
+                      # a deployment that publishes its dashboard (the pages job runs only then: issue 41 item 4)
+                      variables={"BISECTBOT_PAGES_URL": "https://bisectbot-test.github.io/deploy"})
         print(f"act nightly.yml schedule: rc {run.returncode} in {run.seconds:.0f} s; steps {run.step_seconds()}")
         (tmp_path / "act-output.log").write_text(run.output)
         assert run.returncode == 0, run.tail(12000)

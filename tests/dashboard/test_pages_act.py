@@ -41,6 +41,8 @@ def test_pages_job_permissions_and_no_secrets() -> None:
     needs = [needs] if isinstance(needs, str) else needs
     # after the night and its filing (issue 24 split filing into its own job: the issue's chart address)
     assert "nightly" in needs and "bisectbot-ledger" in jobs["pages"]["runs-on"], needs
+    # optional (issue 41 item 4): only a deployment that publishes (BISECTBOT_PAGES_URL) runs it
+    assert "vars.BISECTBOT_PAGES_URL != ''" in jobs["pages"]["if"], jobs["pages"]["if"]
     pinned = re.findall(r"uses: (actions/(?:upload-pages-artifact|deploy-pages))@([0-9a-f]{40}) # v\d", pages)
     assert {p for p, _ in pinned} == {"actions/upload-pages-artifact", "actions/deploy-pages"}, pinned
 
@@ -58,7 +60,9 @@ def test_nightly_under_act_produces_the_pages_artifact(registry, base_image, fak
         state = tmp_path / "state"
         pages_dir = tmp_path / "pages"
         run, art = act(deploy, "nightly.yml", "workflow_dispatch", {"inputs": {"recipe": RECIPE}}, tmp_path, state,
-                       "night1", env={"ACT_TEST_PAGES": str(pages_dir)})
+                       "night1", env={"ACT_TEST_PAGES": str(pages_dir)},
+                       # the deployment publishes a dashboard: the pages job runs only with this variable
+                       variables={"BISECTBOT_PAGES_URL": "https://bisectbot-test.github.io/deploy"})
         assert run.returncode == 0, run.tail()
         assert "nightly.yml/dashboard" in " ".join(run.jobs_started()) or any(
             "dashboard" in j for j in run.jobs_started()), run.jobs_started()
