@@ -29,13 +29,13 @@ from bisectbot.shipped import shipped_dir, shipped_recipes
 INSTALLED = os.environ.get("BISECTBOT_TEST_INSTALLED") == "1"
 
 
-def _env() -> dict[str, str]:
+def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if not k.startswith(("BISECTBOT_", "GITHUB_", "GH_")) or k == "BISECTBOT_TEST_INSTALLED"}
 
 
-def bb(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bisectbot", *args], cwd=cwd, env={**_env(), **(env or {})},
+def bb(*args: str, cwd: Path, timeout: float = 300, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bisectbot", *args], cwd=cwd, env={**env(), **(extra_env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -64,7 +64,7 @@ def test_launch_serves_one_candidate_until_ctrl_c(engine) -> None:
     state = d / "state"
     short = hist.shas[hist.good][:10]  # any name git resolves; the full SHA is what it prints
     p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "launch", str(rec), short],
-                         cwd=d, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=d, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 240
@@ -162,7 +162,7 @@ def test_recipe_init_writes_what_validate_accepts(tmp_path, engine) -> None:
     text = (tmp_path / "mi.yaml").read_text().replace(
         "  health_timeout_s: 1800", '  health_timeout_s: 1800\n  mounts: ["~/.cache/huggingface:/root/.cache/huggingface"]')
     (tmp_path / "mi2.yaml").write_text(text)
-    v = bb("recipe", "validate", "mi2.yaml", cwd=tmp_path, env={"HF_HOME": "/var/lib/bisectbot/hf"})
+    v = bb("recipe", "validate", "mi2.yaml", cwd=tmp_path, extra_env={"HF_HOME": "/var/lib/bisectbot/hf"})
     assert v.returncode == 2 and "mi2.yaml:" in v.stderr and "server.mounts[0]" in v.stderr, v.stderr
     assert "mount clash" in v.stderr and "/var/lib/bisectbot/hf" in v.stderr and "remove this mount" in v.stderr
 
@@ -249,7 +249,7 @@ def test_launch_applies_the_recipes_patch_stack_as_a_probe_does(tmp_path) -> Non
                                "--port", "{port}"], "health_timeout_s": 60},
         "patches": ["model-name"], "report": {"dir": str(tmp_path / "out")}}))
     p = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state"), "--json", "launch",
-                          str(rec), "main"], cwd=tmp_path, env={**_env(), "BISECTBOT_PATCHES_DIR": str(pdir)},
+                          str(rec), "main"], cwd=tmp_path, env={**env(), "BISECTBOT_PATCHES_DIR": str(pdir)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         text = ""  # --json: one document, written once the server is up
@@ -319,7 +319,7 @@ def test_dry_run_loads_the_patch_stack_as_run_does(tmp_path, case) -> None:
             d.write_text("--- a/x.py\n+++ b/x.py\n")
         extra["BISECTBOT_PATCHES_DIR"] = str(pd)
     p = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "st"), "run", str(recipe),
-                        "--good", first, "--bad", "HEAD", "--dry-run"], cwd=tmp_path, env={**_env(), **extra},
+                        "--good", first, "--bad", "HEAD", "--dry-run"], cwd=tmp_path, env={**env(), **extra},
                        capture_output=True, text=True, timeout=120)
     want = {"unknown-id": "unknown patch id 'no-such-patch'", "missing-patches-dir": "does not exist",
             "diff-without-hunk": "no unified-diff hunk found"}[case]
@@ -353,7 +353,7 @@ def test_dry_run_estimates_the_time_from_this_recipes_measured_probes(tmp_path) 
 
     def bb_(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), *args], cwd=tmp_path,
-                              env=_env(), capture_output=True, text=True, timeout=300)
+                              env=env(), capture_output=True, text=True, timeout=300)
 
     plan = bb_("run", str(recipe("est")), "--dry-run")
     assert plan.returncode == 0 and "time: no estimate: this ledger holds no probe of this recipe" in plan.stdout, plan
