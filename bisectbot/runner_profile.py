@@ -401,19 +401,18 @@ def mount_clashes(profile: RunnerProfile, recipe_mounts: list[str], text: str | 
     return out
 
 
-def recipe_mount_clashes(recipe: Any, recipe_path: Path, text: str | None = None) -> list[str]:
-    """:func:`mount_clashes` of ``recipe``'s ``server.mounts`` with its runner profile's mounts: the one
-    check behind ``recipe validate`` and ``run`` (both refuse, exit 2: issue 41, item 1 -- a recipe
-    mounting ``~/.cache/huggingface`` silently replaced the runner's shared ``$HF_HOME`` and every probe
-    would download the model into the runner user's home). ``[]`` without recipe mounts; a profile not
-    found here gives one line saying the mounts were not checked (the runner may hold its own profile)
-    only when ``text`` is given (validate), else ``[]``."""
+def recipe_mount_clashes(recipe: Any, recipe_path: Path, text: str | None = None) -> tuple[list[str], str]:
+    """``(clashes, unchecked)``: :func:`mount_clashes` of ``recipe``'s ``server.mounts`` with its runner
+    profile's mounts -- the one check behind ``recipe validate`` and ``run`` (both refuse them, exit 2:
+    issue 41, item 1 -- a recipe mounting ``~/.cache/huggingface`` silently replaced the runner's shared
+    ``$HF_HOME`` and every probe would download the model into the runner user's home) -- and, when the
+    profile is not found here, a line saying the mounts were not checked (the runner may hold its own
+    profile; ``""`` otherwise). ``text``: the recipe file's text, for ``FILE:LINE:COL`` locations."""
     mounts = list(recipe.server.mounts)
     if not mounts:
-        return []
+        return [], ""
     try:
         profile = load_profile(recipe.runner, recipe_path)
     except BadInput as e:
-        return [f"{recipe_path}: runner: mounts not checked against the runner profile: "
-                f"{str(e).splitlines()[0]}"] if text is not None else []
-    return mount_clashes(profile, mounts, text, str(recipe_path))
+        return [], f"{recipe_path}: runner: mounts not checked against the runner profile: {str(e).splitlines()[0]}"
+    return mount_clashes(profile, mounts, text, str(recipe_path)), ""

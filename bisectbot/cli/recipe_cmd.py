@@ -83,9 +83,10 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
             warnings.extend(f"{w} (warning: bisectbot run refuses this)"
                             for w in bisection_problems(r, read_text(f), str(f)))
             warnings.extend(f"{w} (warning: bisectbot round refuses this)" for w in fan)
-            clashes = recipe_mount_clashes(r, f, read_text(f))
-            problems.extend(c for c in clashes if "mount clash" in c)  # bisectbot run refuses these too
-            warnings.extend(f"{w} (warning)" for w in clashes if "mount clash" not in w)
+            clashes, unchecked = recipe_mount_clashes(r, f, read_text(f))
+            problems.extend(clashes)  # bisectbot run refuses these too
+            if unchecked:
+                warnings.append(f"{unchecked} (warning)")
     if ctx.json:
         if problems:  # the documented failure shape (issue 24, input 6): one problem per line
             ctx.emit(error_document("bad recipe", "\n".join(problems + warnings), EXIT_BAD_INPUT))

@@ -218,7 +218,7 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
     if runner_kind_of(recipe, runner_kind) == "container":  # a recipe mount replacing the profile's (issue 41, 1)
         from ..runner_profile import recipe_mount_clashes
 
-        clashes = recipe_mount_clashes(recipe, path)
+        clashes, _unchecked = recipe_mount_clashes(recipe, path)
         if clashes:
             raise BadInput("\n".join(clashes))
     if dry_run and recipe.patches:  # what run loads before its first probe, the plan loads too (issue 41, 2)

@@ -87,7 +87,7 @@ def recipe_targets(recipe: Any) -> set[str]:
     out = set()
     if recipe.report.github is not None:
         out.add(recipe.report.github.repo.lower())
-    for comp in (getattr(recipe.bisect, "components", None) or {}).values():
+    for comp in recipe.bisect.components.values():
         if comp.github is not None:
             out.add(comp.github.repo.lower())
     return out

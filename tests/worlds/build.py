@@ -124,29 +124,31 @@ def pin_tag(i: int) -> str:
     return f"v0.1.{i}"
 
 
+def _commit(i: int, when: int, message: str, parents: list[int], files: dict[str, str]) -> bytes:
+    """One ``git fast-import`` commit on ``refs/heads/main``: mark ``i + 1``, committed at ``when``
+    (seconds, fixed: the same world has the same SHAs), the first of ``parents`` (indices) its parent
+    and the others merged (none: a root commit), holding exactly ``files``."""
+    def data(b: bytes) -> bytes:
+        return b"data %d\n" % len(b) + b + b"\n"
+
+    out = [b"commit refs/heads/main\n", b"mark :%d\n" % (i + 1), b"committer t <t@example.com> %d +0000\n" % when,
+           data(message.encode()), b"from :%d\n" % (parents[0] + 1) if parents else b"deleteall\n"]
+    out += [b"merge :%d\n" % (extra + 1) for extra in parents[1:]]
+    for name, text in files.items():
+        out += [f"M 100644 inline {name}\n".encode(), data(text.encode())]
+    return b"".join(out)
+
+
 def _pin_streams(world: World) -> tuple[bytes, bytes]:
     """fast-import streams of a pin world: the component (tags on every commit) and the holder."""
-    def data(chunks: list[bytes], b: bytes) -> None:
-        chunks.append(b"data %d\n" % len(b) + b + b"\n")
-
     comp: list[bytes] = []
     for i, c in enumerate(world.params["component"]):
-        comp += [b"commit refs/heads/main\n", b"mark :%d\n" % (i + 1),
-                 b"committer t <t@example.com> %d +0000\n" % (1_750_000_000 + 60 * i)]
-        data(comp, f"aiter change {i}".encode())
-        comp.append(b"from :%d\n" % i if i else b"deleteall\n")
-        for name, text in {"v.txt": f"a{i}\n", "aiter/ops.py": f"X = {i}\n",
-                           "bug.txt": "1\n" if c["bad"] else "0\n"}.items():
-            comp.append(f"M 100644 inline {name}\n".encode())
-            data(comp, text.encode())
+        comp.append(_commit(i, 1_750_000_000 + 60 * i, f"aiter change {i}", [i - 1] if i else [],
+                            {"v.txt": f"a{i}\n", "aiter/ops.py": f"X = {i}\n", "bug.txt": "1\n" if c["bad"] else "0\n"}))
     for i in range(len(world.params["component"])):
         comp.append(f"reset refs/tags/{pin_tag(i)}\nfrom :{i + 1}\n\n".encode())
     holder: list[bytes] = []
     for i, c in enumerate(world.commits):
-        holder += [b"commit refs/heads/main\n", b"mark :%d\n" % (i + 1),
-                   b"committer t <t@example.com> %d +0000\n" % (1_760_000_000 + 60 * i)]
-        data(holder, (f"[ROCm] Bump AITER to {pin_tag(c['pin'])}" if c["bump"] else f"vllm change {i}").encode())
-        holder.append(b"from :%d\n" % i if i else b"deleteall\n")
         tag = pin_tag(c["pin"])
         if world.params["pin_file"] == "requirements":
             files = {"requirements/rocm.txt": f"numba == 0.65.0\namd-aiter=={tag.lstrip('v')}\n"}
@@ -156,9 +158,8 @@ def _pin_streams(world: World) -> tuple[bytes, bytes]:
         files["docs/notes.md"] = f"{i}\n"
         if not c["bump"] or c["mixed"]:
             files["vllm/attention.py"] = f"X = {i}\n"
-        for name, text in files.items():
-            holder.append(f"M 100644 inline {name}\n".encode())
-            data(holder, text.encode())
+        message = f"[ROCm] Bump AITER to {tag}" if c["bump"] else f"vllm change {i}"
+        holder.append(_commit(i, 1_760_000_000 + 60 * i, message, [i - 1] if i else [], files))
     return b"".join(comp), b"".join(holder)
 
 
@@ -186,33 +187,16 @@ class Materialised:
 
 
 def _fast_import_stream(world: World) -> bytes:
-    chunks: list[bytes] = []
-
-    def data(b: bytes) -> None:
-        chunks.append(b"data %d\n" % len(b) + b + b"\n")
-
     scripts = {"check.py": CHECK, "build.py": BUILD, "serve.py": SERVE}
+    chunks: list[bytes] = []
     for i, c in enumerate(world.commits):
-        chunks.append(b"commit refs/heads/main\n")
-        chunks.append(b"mark :%d\n" % (i + 1))
-        chunks.append(b"committer t <t@example.com> %d +0000\n" % (1_760_000_000 + 60 * i))
-        data(f"c{i}".encode())
-        # parents: the previous commit (a linear history), or the listed indices (merge worlds)
-        parents = c.get("parents", [i - 1] if i else [])
-        if parents:
-            chunks.append(b"from :%d\n" % (parents[0] + 1))
-        else:
-            chunks.append(b"deleteall\n")
-        for extra in parents[1:]:
-            chunks.append(b"merge :%d\n" % (extra + 1))
         files = dict(scripts)
         settings = {k: v for k, v in c.items() if k not in ("engine", "parents")}
         files["world.json"] = json.dumps({"i": i, "seed": world.seed, **settings}, sort_keys=True) + "\n"
         if "engine" in c:
             files["engine.json"] = json.dumps({"seed": i, "threshold": None, **c["engine"]}, sort_keys=True) + "\n"
-        for name, text in files.items():
-            chunks.append(f"M 100644 inline {name}\n".encode())
-            data(text.encode())
+        # parents: the previous commit (a linear history), or the listed indices (merge worlds)
+        chunks.append(_commit(i, 1_760_000_000 + 60 * i, f"c{i}", c.get("parents", [i - 1] if i else []), files))
     return b"".join(chunks)
 
 
