@@ -62,6 +62,15 @@ no wrong culprit named (at the confidence) in the row's trials (issue 23: "0 con
 wrong"), and its rate not shown at or above 1 - confidence (95 % interval), as the one-sided
 rows.
 
+Since issue 35 (2026-12-04) the session weighs such runs under open rates (the good side's one
+false-positive rate learnt; the hit rate the bug's one rate, each bad candidate's own, or either:
+:meth:`bisectbot.bisect.Bisection.set_open_hit_rates`), probes chosen by the joint information gain.
+Each bad candidate's own rate alone took ~267 probes and was right in 35 % of 20 trials here (a
+hypothesis "fewer bad candidates and a noisy good side" out-weighed the truth, and the per-probe
+information gain kept asking the bad end). Measured with the three descriptions (1,000 trials, seed
+1): no-regression 0 %, wrong culprit 0 of 1,000 (predicted 0.47 %), right 100 %, 32.7 probes a run
+(1.56 at the bad end).
+
 ``--quick`` (300 trials, N up to 1024) is a smoke run: there a point figure that misses a
 target while its 95 % interval still holds it (an accuracy of 98.67 %, 4 errors in 300:
 [0.4 %, 3.4 %] errors; a ratio of 1.158 +- 0.026) is listed as within the noise, not failed;

@@ -23,6 +23,19 @@ Run: ``python benchmarks/worlds.py [--n 500] [--jobs 2] [--seed 0] [--shapes ste
 [--json FILE] [--keep DIR]``. Seeds are ``seed .. seed + n - 1``; the shape of a world is drawn
 by its seed from ``--shapes`` (default: every shape).
 
+**500 worlds, every shape, main after issue 35's open rates (2026-12-04, fourth session): wall
+2223 s on 2 cores (``--n 500 --jobs 2``, 4.4 s a world): 0 confident wrong culprits, 348 of 361
+identifiable right (96.4 %)**; per shape 100 % right except noise 21 of 25 (4 inconclusive at
+0.974-0.981 when the budget ran out: honest) and server-flaky 16 of 25 (without rates: "the bad end
+is not bad" from one clean start in 6, contradicting verdicts in 3). The open rates: the good
+side's one false-positive rate learnt; the hit rate the bug's one rate, each bad candidate's own, or
+either, a third of the prior each (``Bisection.set_open_hit_rates``); probes by the joint
+information gain, which asks the good end when the good side's rate is in doubt. After that run the
+known-failing end of a recipe without repeats or rates is probed twice (``verdict.badend``), and a
+bug on the second probe only makes each probe one run: ``--n 25 --shapes server-flaky`` then: wall
+265 s, 0 confident wrong, 23 of 25 right (92 %; the 2 others inconclusive: an exact search whose
+verification re-probe contradicted), 19.9 probes a world (server starts) against 3.8 = ceil(log2 N).
+
 Three shapes added 2026-12-04 (issue 35's list: pin bumps; and two kinds found on the way): ``pin``
 (a holder pins a component by a Dockerfile ARG or a requirements line; pure, mixed, downgrade or
 second bumps; the bug in the component inside, before or after the bump's range, or in the
@@ -40,7 +53,8 @@ was stopped at ~330 worlds (its JSON was written only at the end then; now kept 
 confident wrong culprit, noise seed 178 (c1 at 0.992, the truth c3), and the server-flaky worlds
 without rates inconclusive or "the bad end is not bad" (10 of ~17).
 
-Tried and reverted (commits 48f5a2b, 3105c4c): each bad candidate's own hit rate and one
+Tried and reverted (commits 48f5a2b, 3105c4c; landed after with the shared rate and the joint
+information gain, above): each bad candidate's own hit rate and one
 good-side false-positive rate, weighed from the first counted probe (``Bisection.set_open_hit_rates``).
 Over 416 worlds of every shape: **0 confident wrong**, 289 of 301 identifiable right (96.0 %;
 growing 19 of 20, noise 20 of 21 at 34 probes a world, flaky 19 of 21), but ``bisect_sim``'s

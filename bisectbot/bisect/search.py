@@ -65,6 +65,18 @@ REPROBE_BAND = 1.25
 #: Posterior mass of the leading class from which the search confirms instead of locating
 #: (:meth:`Bisection._confirmation_pick`); Burnashev's scheme switches at 1/2.
 CONFIRMATION_MASS = 0.5
+#: Per-run hit rates a bug shared by every bad candidate may have when the recipe gives no rates
+#: (:meth:`Bisection.set_open_hit_rates`): the midpoints of 40 equal bins of (0, 1), the same
+#: resolution as the false-positive grid of :mod:`bisectbot.verdict.honesty` (2.5 points of rate:
+#: finer than a night's runs can tell apart; 3-30 runs a candidate give a binomial standard error
+#: of 8-25 points at a 30 % rate); those at or below ``max(min_hit_rate, f)`` are left out.
+SHARED_HIT_RATES = tuple((i + 0.5) / 40 for i in range(40))
+#: How a flaky bug's rate may vary over its bad candidates when the recipe gives no rates
+#: (:meth:`Bisection.set_open_hit_rates`), each description a third of the prior: 1, every bad
+#: candidate has the bug's one rate; 0, each its own; 1/2, each has the bug's rate or its own,
+#: equally likely (the rate steps up at a later commit: a second trigger). No preference among
+#: the three, so the runs decide; 1/2 is that same indifference for one candidate.
+SHARE_PRIORS = (1.0, 0.5, 0.0)
 
 
 @dataclass
@@ -185,6 +197,9 @@ class Bisection:
         self.hit_rate: float | None = None
         #: ``{index: (hits, runs)}`` of the command runs seen per candidate, pooled over its probes
         self.runs_seen: dict[int, tuple[int, int]] = {}
+        #: True once each probe counts as one run (a reproducer flaky per server start:
+        #: :func:`bisectbot.verdict.honesty.probes_as_runs`); the session then counts probes, not requests
+        self.probe_is_run = False
         #: per-probe ``(false_positive, false_negative)`` of each hit-rate hypothesis and their log
         #: prior weights (:meth:`set_hit_rate_prior`); None while the rates are known exactly
         self._grid: tuple[np.ndarray, np.ndarray] | None = None
@@ -193,6 +208,16 @@ class Bisection:
         #: per-run ``(false_positive, hit_rate)`` of each hypothesis once the noise is two-sided
         #: (:meth:`set_run_mixture`): steps with counted runs are then weighed run by run
         self._run_grid: tuple[np.ndarray, np.ndarray] | None = None
+        #: per-run false-positive rates of each hypothesis once the hit rate is per candidate
+        #: (:meth:`set_open_hit_rates`), and the lowest per-run hit rate a bad candidate may have
+        self._open_f: np.ndarray | None = None
+        #: the shared per-run hit rate of each such hypothesis (NaN where every bad candidate has its
+        #: own) and the share of bad candidates that have it (:data:`SHARE_PRIORS`)
+        self._open_mu: np.ndarray | None = None
+        self._open_rho: np.ndarray | None = None
+        #: :meth:`_log_bad_runs` by ``(k, m)`` at the current open rates
+        self._bad_cache: dict[tuple[int, int], np.ndarray] = {}
+        self._h_min = 0.0
         self._repeats = 1
         self._advance()
 
@@ -247,12 +272,73 @@ class Bisection:
     def _info_gain(self) -> np.ndarray:
         if self._ig is not None:
             return self._ig
+        if self._open_f is not None and self._logp2 is not None:
+            self._ig = self._open_info_gain()
+            return self._ig
         q = self._cdf()
         pbad = q * (1 - self.fn) + (1 - q) * self.fp
         ig = _h_vec(pbad) - q * binary_entropy(self.fn) - (1 - q) * binary_entropy(self.fp)
         ig[self.untestable] = -1.0
         self._ig = ig
         return ig
+
+    def _open_info_gain(self) -> np.ndarray:
+        """Expected information (bits) about the first bad from the next probe of each candidate when
+        each bad candidate's hit rate is its own (:meth:`set_open_hit_rates`): the mutual information
+        between the first bad and the probe's count of failing runs (0..``repeats``), predicted under
+        the joint posterior over the first bad and the good side's false-positive rate ``f``, with a
+        bad candidate's next runs predicted from its own runs so far. A per-probe verdict at mean
+        rates cannot see what separates "the bug from ``h`` at a low rate" from "the bug later, and
+        the good side noisy": the good side's rate, which any candidate held good answers, the good
+        end too (a candidate every hypothesis calls good still tells the hypotheses apart through
+        ``f``). Untestable candidates get -1. No constant beyond the model's own."""
+        assert self._open_f is not None and self._logp2 is not None
+        f, r, n = self._open_f, self._repeats, self.n
+        p2 = np.exp(self._logp2 - float(self._logp2.max()))
+        p2 /= p2.sum()
+        ph = p2.sum(axis=0)  # P(first bad = hyp), (n + 1,)
+        cond = np.divide(p2, ph[None, :], out=np.zeros_like(p2), where=ph[None, :] > 0)  # P(f | hyp)
+        i = np.arange(r + 1)
+        log_choose = np.array([math.lgamma(r + 1) - math.lgamma(x + 1) - math.lgamma(r - x + 1) for x in i])
+
+        def entropy_rows(p: np.ndarray) -> np.ndarray:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return -np.where(p > 0, p * np.log2(p), 0.0).sum(axis=1)
+
+        good = np.exp(log_choose[None, :] + i[None, :] * np.log(f)[:, None] + (r - i)[None, :] * np.log1p(-f)[:, None])
+        pg = cond.T @ good  # P(count | hyp) of a good candidate, (n + 1, r + 1)
+        wg = ph[:, None] * pg
+        cum_g, tot_g = np.cumsum(wg, axis=0), wg.sum(axis=0)
+        hg = ph * entropy_rows(pg)
+        cum_hg, tot_hg = np.cumsum(hg), hg.sum()
+        pooled = self._pooled_runs()
+        out = np.full(n, -1.0)
+        by_runs: dict[tuple[int, int], list[int]] = {}
+        for j in range(n):
+            if not self.untestable[j]:
+                by_runs.setdefault(pooled.get(j, (0, 0)), []).append(j)
+        for (k, m), js in by_runs.items():
+            base = self._log_bad_runs(k, m)
+            bad = np.exp(log_choose[None, :] + np.stack([self._log_bad_runs(k + x, m + r) for x in i], axis=1)
+                         - base[:, None])
+            bad = np.nan_to_num(bad / np.maximum(bad.sum(axis=1, keepdims=True), 1e-300))
+            pb = cond.T @ bad
+            cum_b = np.cumsum(ph[:, None] * pb, axis=0)
+            cum_hb = np.cumsum(ph * entropy_rows(pb))
+            idx = np.asarray(js)
+            outcome = cum_b[idx] + (tot_g[None, :] - cum_g[idx])  # P(count) at candidate j: bad iff hyp <= j
+            within = cum_hb[idx] + (tot_hg - cum_hg[idx])
+            out[idx] = entropy_rows(outcome) - within
+        return out
+
+    def _pooled_runs(self) -> dict[int, tuple[int, int]]:
+        """``{index: (failing runs, runs)}`` of the counted probes the search used, pooled per candidate."""
+        pooled: dict[int, tuple[int, int]] = {}
+        for st in self.history:
+            if st.effective is not Verdict.SKIP and st.runs is not None:
+                k, m = pooled.get(st.index, (0, 0))
+                pooled[st.index] = (k + st.runs[0], m + st.runs[1])
+        return pooled
 
     def _confirmation_pick(self) -> int | None:
         """The probe of the confirmation phase, or None while no class holds half the mass.
@@ -269,7 +355,7 @@ class Bisection:
         (``benchmarks/bisect_sim.py``: 1-3 % fewer probes at one-sided hit rates 0.2-0.5).
         Exact mode never needs it (None).
         """
-        if self.exact:
+        if self.exact or self._open_f is not None:  # open rates: the joint information gain throughout
             return None
         a, b, mass = self._best_class()
         if mass < CONFIRMATION_MASS or mass >= 1.0 - 1e-12:
@@ -459,6 +545,9 @@ class Bisection:
                     self._verify_skip = moved
         if eff is Verdict.SKIP:
             self.untestable[index] = True
+        elif self._open_f is not None:  # a candidate's runs are weighed pooled: recompute
+            self._replay()
+            return eff
         else:
             self._update(index, eff is Verdict.BAD, self.history[-1].runs)
         self._advance()
@@ -494,7 +583,7 @@ class Bisection:
         probes per round).
         Raises ``ValueError`` on impossible rates (see the class doc)."""
         _check_rates(false_positive, false_negative)
-        self._grid = self._grid_logw = self._run_grid = None
+        self._grid = self._grid_logw = self._run_grid = self._open_f = None
         self._set_point_rates(false_positive, false_negative, parallel)
         self._replay()
 
@@ -522,13 +611,18 @@ class Bisection:
         keep = w > 0
         self._grid = (fp[keep], fn[keep])
         self._grid_logw = np.log(w[keep])
-        self._run_grid = None
+        self._run_grid = self._open_f = None
         self._replay()
 
     @property
     def two_sided(self) -> bool:
         """True once :meth:`set_run_mixture` made the search weigh counted runs (two-sided noise)."""
         return self._run_grid is not None
+
+    @property
+    def open_rates(self) -> bool:
+        """True once :meth:`set_open_hit_rates` made the rates open (learnt with the first bad)."""
+        return self._open_f is not None
 
     def set_run_mixture(self, rates: Sequence[tuple[float, float]], weights: Sequence[float], repeats: int,
                         parallel: int = 1) -> None:
@@ -559,14 +653,101 @@ class Bisection:
         self._grid = (fp, fn)
         self._grid_logw = np.log(w)
         self._run_grid = (f, h)
+        self._open_f = None
         self._replay()
         self._set_point_rates(*self._mean_rates(), parallel)
+
+    def set_open_hit_rates(self, false_positives: Sequence[float], weights: Sequence[float], repeats: int,
+                           min_hit_rate: float, parallel: int = 1) -> None:
+        """Noise whose rates are not given (issue 35). The good side is **one** per-run false-positive
+        rate ``f`` (the measurement's: every good build is the same question), weighed over
+        ``false_positives`` with prior ``weights``. The bad side's per-run hit rate is described two
+        ways, half the prior each, and the runs decide between them (Bayes' factor, no rule):
+
+        * **shared**: every bad candidate has the same rate ``mu`` (one bug, one trigger), ``mu``
+          uniform over :data:`SHARED_HIT_RATES` above ``max(min_hit_rate, f)``;
+        * **own**: each bad candidate has its own rate, any value in ``[max(min_hit_rate, f), 1]``
+          equally likely (a bug whose trigger grows more likely over the range shows far less often
+          at its first bad than at the bad end: the bad end's rate says nothing of another
+          candidate's).
+
+        Either alone fails a kind: the shared rate alone reads the clean runs of a bug's first, rarer
+        candidates as good (a later commit named at 0.99+ in 16-22 of 50 generated growing-rate
+        worlds); the own rates alone make every bad candidate pay for its free rate, so "fewer bad
+        candidates and a noisy good side" out-weighs the truth (a 30 %-of-runs bug at 3 repeats over
+        64 candidates: ~270 probes, 35 % right). A candidate's counted runs, pooled over its probes
+        (``k`` failing of ``m``), weigh ``f^k (1-f)^(m-k)`` if it is good and ``mu^k (1-mu)^(m-k)``
+        (shared) or the mean of ``h^k (1-h)^(m-k)`` over the range (own) if it is bad; a step
+        without counted runs weighs as one verdict at the per-probe rates those give for ``repeats``
+        runs. The posterior is over the first bad and the rates jointly; probes are chosen by the
+        joint information gain (:meth:`_open_info_gain`). Raises ``ValueError`` on impossible
+        arguments."""
+        f = np.asarray(false_positives, dtype=float)
+        w = np.asarray(weights, dtype=float)
+        if (f.ndim != 1 or len(f) == 0 or w.shape != f.shape or not np.all(w >= 0) or float(w.sum()) <= 0
+                or not np.all((f > 0) & (f < 1)) or repeats < 1 or not 0 < min_hit_rate < 1):
+            raise ValueError("need false-positive rates in (0, 1) with one weight >= 0 each (not all 0), "
+                             "repeats >= 1 and a minimum hit rate in (0, 1)")
+        keep = w > 0
+        f, w = f[keep], w[keep] / w[keep].sum()
+        mus = np.asarray(SHARED_HIT_RATES, dtype=float)
+        third = 1.0 / len(SHARE_PRIORS)
+        gf, gmu, grho, gw = [f], [np.full(len(f), np.nan)], [np.zeros(len(f))], [third * w]  # own rates
+        for rho in SHARE_PRIORS:
+            if rho == 0.0:
+                continue
+            for fi, wi in zip(f, w):
+                ok = mus[mus > max(min_hit_rate, fi)]
+                if len(ok):
+                    gf.append(np.full(len(ok), fi))
+                    gmu.append(ok)
+                    grho.append(np.full(len(ok), rho))
+                    gw.append(np.full(len(ok), third * wi / len(ok)))
+        self._open_f = np.concatenate(gf)
+        self._open_mu = np.concatenate(gmu)
+        self._open_rho = np.concatenate(grho)
+        self._bad_cache = {}
+        self._h_min, self._repeats = float(min_hit_rate), int(repeats)
+        weights_all = np.concatenate(gw)
+        miss = np.exp(self._log_bad_runs(0, repeats))  # a probe of a bad candidate shows nothing
+        self._grid = (1 - (1 - self._open_f) ** repeats, np.clip(miss, 1e-12, 1 - 1e-12))
+        self._grid_logw = np.log(weights_all / weights_all.sum())
+        self._run_grid = None
+        self._replay()
+        self._set_point_rates(*self._mean_rates(), parallel)
+
+    #: Per-run hit rates over which a bad candidate's own rate is averaged (:meth:`set_open_hit_rates`).
+    _H_GRID = (np.arange(400) + 0.5) / 400
+
+    def _log_bad_runs(self, k: int, m: int) -> np.ndarray:
+        """log-likelihood, per rate hypothesis of :meth:`set_open_hit_rates`, of a bad candidate's
+        ``k`` failing runs of ``m``: ``mu^k (1-mu)^(m-k)`` at a shared rate, else the mean of
+        ``h^k (1-h)^(m-k)`` over ``h`` in ``[max(h_min, f), 1]`` (its own rate)."""
+        assert self._open_f is not None and self._open_mu is not None
+        hit = self._bad_cache.get((k, m))
+        if hit is not None:
+            return hit
+        g = self._H_GRID
+        with np.errstate(divide="ignore"):
+            vals = k * np.log(g) + (m - k) * np.log1p(-g)
+        suffix = np.logaddexp.accumulate(vals[::-1])[::-1]
+        idx = np.searchsorted(g, self._open_f, side="right")  # its own rate: above the good side's
+        own = np.full(len(idx), -np.inf)
+        ok = idx < len(g)
+        own[ok] = suffix[idx[ok]] - np.log(len(g) - idx[ok])
+        rho = self._open_rho
+        mu = np.where(rho > 0, self._open_mu, 0.5)
+        shared = k * np.log(mu) + (m - k) * np.log1p(-mu)
+        with np.errstate(divide="ignore"):
+            out = np.where(rho >= 1, shared, np.where(rho <= 0, own, np.logaddexp(
+                np.log(np.where(rho > 0, rho, 1.0)) + shared, np.log1p(-np.where(rho < 1, rho, 0.0)) + own)))
+        self._bad_cache[(k, m)] = out
+        return out
 
     def _mean_rates(self) -> tuple[float, float]:
         """Per-probe ``(false_positive, false_negative)`` averaged over the rate pairs' posterior."""
         assert self._grid is not None and self._logp2 is not None
-        lw = np.logaddexp.reduce(self._logp2, axis=1)
-        w = np.exp(lw - lw.max())
+        w = np.exp(self._logp2 - float(self._logp2.max())).sum(axis=1)
         w /= w.sum()
         return float((w * self._grid[0]).sum()), float((w * self._grid[1]).sum())
 
@@ -579,6 +760,9 @@ class Bisection:
         if st.runs is not None:
             return
         self.history[-1] = dataclasses.replace(st, runs=(hits, runs))
+        if self._open_f is not None and self._result is None and st.effective is not Verdict.SKIP:
+            self._replay()  # pooled per candidate
+            return
         if self._run_grid is None or self._result is not None or st.effective is Verdict.SKIP:
             return
         assert self._logp2 is not None and self._grid is not None
@@ -614,12 +798,56 @@ class Bisection:
         self._logp2 = None if self._grid_logw is None else self._grid_logw[:, None] + self._logp[None, :]
         self._post = self._q = self._ig = None
         self._inconsistent = ""
-        for st in self.history:
-            if st.effective is not Verdict.SKIP:
-                self._update(st.index, st.effective is Verdict.BAD, st.runs)
-        if self._run_grid is not None and self._logp2 is not None:
+        if self._open_f is not None and self._logp2 is not None:
+            self._weigh_open()
+        else:
+            for st in self.history:
+                if st.effective is not Verdict.SKIP:
+                    self._update(st.index, st.effective is Verdict.BAD, st.runs)
+        if (self._run_grid is not None or self._open_f is not None) and self._logp2 is not None:
             self.fp, self.fn = self._mean_rates()
         self._advance()
+
+    def _weigh_open(self) -> None:
+        """Every verdict so far into the joint posterior of :meth:`set_open_hit_rates`, at once: a
+        candidate's counted runs pooled over its probes (one likelihood per rate hypothesis if it
+        is bad, one if it is good), a step without counted runs as one verdict at the per-probe
+        rates. Candidate ``j`` is bad under the first-bad hypotheses ``0..j``, so hypothesis ``h``
+        gathers the bad-side terms of the candidates ``j >= h`` and the good-side terms of the
+        rest: a reversed cumulative sum, the same posterior as weighing step by step."""
+        assert self._open_f is not None and self._logp2 is not None and self._grid is not None
+        f, (fp, fn) = self._open_f, self._grid
+        diff = np.zeros((len(f), self.n))  # per candidate: log P(runs | bad) - log P(runs | good)
+        good_total = np.zeros(len(f))
+        pooled: dict[int, tuple[int, int]] = {}
+        for st in self.history:
+            if st.effective is Verdict.SKIP:
+                continue
+            self.informed[st.index] = True
+            if st.runs is not None:
+                k, m = pooled.get(st.index, (0, 0))
+                pooled[st.index] = (k + st.runs[0], m + st.runs[1])
+                continue
+            bad = st.effective is Verdict.BAD
+            lo, hi = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
+            diff[:, st.index] += lo - hi
+            good_total += hi
+        for j, (k, m) in pooled.items():
+            hi = k * np.log(f) + (m - k) * np.log1p(-f)
+            diff[:, j] += self._log_bad_runs(k, m) - hi
+            good_total += hi
+        tail = np.cumsum(diff[:, ::-1], axis=1)[:, ::-1]  # sum over candidates j >= h
+        with np.errstate(invalid="ignore"):
+            self._logp2 = self._logp2 + np.concatenate([tail, np.zeros((len(f), 1))], axis=1) + good_total[:, None]
+        self._logp2[np.isnan(self._logp2)] = -np.inf
+        top2 = float(self._logp2.max())
+        if not np.isfinite(top2):
+            self._inconsistent = ("verdicts contradict each other; the probe may be flaky: set bisect.flake rates")
+            return
+        self._logp2 -= top2
+        with np.errstate(divide="ignore"):
+            self._logp = np.log(np.exp(self._logp2).sum(axis=0))  # the top is 0: no overflow
+        self._logp -= np.logaddexp.reduce(self._logp)
 
     def drift(self) -> Drift | None:
         """Threshold drift among the bad verdicts, or None.
@@ -639,11 +867,16 @@ class Bisection:
             return None
         return Drift(i0, t0, i1, t1)
 
-    def _update(self, j: int, bad: bool, runs: tuple[int, int] | None = None) -> None:
+    def _update(self, j: int, bad: bool, runs: tuple[int, int] | None = None,
+                weights: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Weigh one verdict of candidate ``j`` (``weights``: its log-likelihoods ``(if bad, if good)``
+        per hypothesis, already computed: a candidate's pooled runs in open-hit-rate mode)."""
         self.informed[j] = True
         if self._logp2 is not None and self._grid is not None:  # a mixture over hit rates
             fp, fn = self._grid
-            if self._run_grid is not None and runs is not None:
+            if weights is not None:
+                lo, hi = weights
+            elif self._run_grid is not None and runs is not None:
                 f, h = self._run_grid  # two-sided: the counted runs, binomially
                 k, m = runs
                 lo, hi = k * np.log(h) + (m - k) * np.log1p(-h), k * np.log(f) + (m - k) * np.log1p(-f)

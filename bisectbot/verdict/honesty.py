@@ -29,6 +29,8 @@ from typing import Any
 
 from ..bisect import (
     CONFIRMATION_MASS,
+    MIN_HIT_RATE,
+    RUN_FALSE_POSITIVE,
     Bisection,
     Signature,
     budget_text,
@@ -112,15 +114,23 @@ def derived_rates_note(recipe: Recipe) -> str | None:
         return None
     cap = (f"budget {recipe.bisect.max_probes} probes (max_probes)" if recipe.bisect.max_probes is not None
            else "budget 3 x information bound + 4 good/bad verdicts at those rates")
-    end = "good (still broken) end" if recipe.regress.is_fix else "bad end"
+    if not recipe.regress.is_fix:
+        return (f"no bisect.flake: each candidate's {reps} runs a probe are weighed once the first is counted "
+                f"(the good side's false-positive rate learnt; the hit rate the bug's one rate, at least "
+                f"{MIN_HIT_RATE:.0%} a run, each bad candidate's own, or either): a noisy search (Bayesian, confidence "
+                f"{recipe.bisect.confidence:.0%}), {cap}")
+    end = "good (still broken) end"
     return (f"flake rates derived from the {end}'s {reps} runs (no bisect.flake): a noisy search "
             f"(Bayesian, confidence {recipe.bisect.confidence:.0%}) once the {end} is probed, {cap}")
 
 
 def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
                 echo: Callable[[str], None]) -> None:
-    """With repeats and no recipe flake rates: set the search's per-probe rates from the per-run
-    hit rate of the bug; a line says what was derived.
+    """With repeats and no recipe flake rates: in a regression search, weigh every candidate's counted
+    runs under an unknown good-side false-positive rate and open hit rates (the bug's one rate, each
+    bad candidate's own, or either: :func:`_open_rates`, issue 35); in a fix bisection, set the
+    search's per-probe rates from the per-run hit rate of the bug as below. A line says what was
+    derived.
 
     The first estimate comes from the known-failing end once it was probed: the bad end of a
     regression, the good end ("still broken") of a fix bisection (there a miss reads
@@ -142,7 +152,12 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     pooled = b.runs_seen.get(index, (0, 0))
     b.runs_seen[index] = (pooled[0] + hits, pooled[1] + runs)
     b.attach_runs(hits, runs)
-    if b.two_sided or _two_sided(recipe, b, index, reps, echo):
+    if b.open_rates or b.two_sided:
+        return
+    if not recipe.regress.is_fix and runs > 0:
+        _open_rates(recipe, b, reps, echo)
+        return
+    if _two_sided(recipe, b, index, reps, echo):
         return
     current = b.hit_rate
     if current is None:
@@ -174,6 +189,50 @@ def adapt_rates(recipe: Recipe, b: Bisection, index: int, res: ProbeResult,
     echo(f"hit rate {where}: {hits} of {runs} runs; per-run hit rate taken as {h:.2f} (the search weighs "
          f"{lo:.2f}..{hi:.2f}, 90 % of the weight): per probe ({reps} runs, {combined}) false_positive "
          f"{fp:.3f}, false_negative {fn:.3f}; noisy search, ~{b.steps_left()} probes, {budget_text(b)}")
+
+
+#: Per-run false-positive rates a regression search weighs when the recipe gives none
+#: (:func:`_open_rates`): the one-sided point :data:`bisectbot.bisect.RUN_FALSE_POSITIVE` (a healthy
+#: build essentially never fails) with half the prior weight, and the midpoints of 40 equal bins of
+#: (0, 1) sharing the other half (a noisy measurement: a throughput check below its limit now and then).
+OPEN_FALSE_POSITIVES = [RUN_FALSE_POSITIVE] + [(i + 0.5) / 40 for i in range(40)]
+OPEN_WEIGHTS = [0.5] + [0.5 / 40] * 40
+
+
+def _open_rates(recipe: Recipe, b: Bisection, reps: int, echo: Callable[[str], None]) -> None:
+    """Issue 35: a regression search with repeats and no ``bisect.flake`` rates weighs every
+    candidate's counted runs from its first counted probe on under one unknown false-positive rate
+    of the good side and a hit rate that is the bug's one rate (at least
+    :data:`bisectbot.bisect.MIN_HIT_RATE`), each bad candidate's own, or either
+    (:meth:`bisectbot.bisect.Bisection.set_open_hit_rates`). It replaces three rules that each held
+    for one shape and failed the next: the hit rate taken from the bad end for every candidate (a
+    bug whose rate grows over the range named a later commit at 0.99+ in 22 of 50 generated worlds),
+    the switch to two-sided noise only once the bad end had failed every run (a bad end that missed
+    once: world 178, c1 named at 0.992, the truth c3), and lowering the hit rate at the leading
+    candidate."""
+    b.set_open_hit_rates(OPEN_FALSE_POSITIVES, OPEN_WEIGHTS, reps, MIN_HIT_RATE, recipe.bisect.parallel)
+    echo(f"no bisect.flake rates: the search weighs every candidate's runs ({reps} a probe), learning the good "
+         f"side's false-positive rate from the runs of the candidates it holds good (the good end first) and "
+         f"the hit rate as the bug's one rate (at least {MIN_HIT_RATE:.0%} a run), each bad candidate's own, or "
+         f"either, as the runs say: per probe false_positive ~{b.fp:.3f}, false_negative ~{b.fn:.3f}; "
+         f"~{b.steps_left()} probes, {budget_text(b)}")
+
+
+def probes_as_runs(recipe: Recipe, b: Bisection, echo: Callable[[str], None]) -> None:
+    """The known-failing end of a regression search whose recipe has no repeats and no flake rates
+    showed the bug on its second probe only (:data:`bisectbot.verdict.badend.PROBE_IS_RUN`): the
+    reproducer is flaky per probe (per server start). From here the search weighs each probe as one
+    run under the open rates of :func:`_open_rates` (:meth:`bisectbot.bisect.Bisection.set_open_hit_rates`
+    with one run a probe): the bad end's two probes (1 of 2) first. A fix bisection keeps its
+    exact search (the "still broken" end's rates are not derived per probe)."""
+    if recipe.regress.is_fix or recipe.bisect.flake is not None or b.open_rates or b.done:
+        return
+    b.probe_is_run = True
+    b.set_open_hit_rates(OPEN_FALSE_POSITIVES, OPEN_WEIGHTS, 1, MIN_HIT_RATE, recipe.bisect.parallel)
+    echo(f"the reproducer is flaky per probe (the bad end showed the bug on 1 of 2 probes): each probe counts "
+         f"as one run, weighed as without bisect.flake rates (the good side's false-positive rate learnt; the "
+         f"hit rate the bug's one rate, each bad candidate's own, or either): per probe false_positive "
+         f"~{b.fp:.3f}, false_negative ~{b.fn:.3f}; ~{b.steps_left()} probes, {budget_text(b)}")
 
 
 def _two_sided(recipe: Recipe, b: Bisection, index: int, reps: int, echo: Callable[[str], None]) -> bool:

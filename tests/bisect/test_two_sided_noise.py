@@ -60,7 +60,7 @@ def test_two_sided_noise_names_no_wrong_culprit_and_no_older_regression(tmp_path
         p = kit.run_cli("--state", str(d / "s"), "run", str(r), env={"FLAKY_DIR": str(d), "FLAKY_SEED": str(seed)})
         assert p.returncode in (0, 3), p.stdout + p.stderr
         final = result(d)["stages"][-1]
-        m = re.search(r"hit rate at the bad end: (\d+) of (\d+) runs", p.stderr)
+        m = re.search(r"^\[1\] .*\((\d+) of (\d+) runs bad\)", p.stderr, re.M)  # the bad end's probe
         bad_end_every_run = m is not None and m.group(1) == m.group(2)
         named = shas.index(final["first_bad"]["ref"]) if final["status"] == "culprit" else None
         outcomes.append((seed, final["status"], named, round(final["confidence"], 4), bad_end_every_run,

@@ -99,12 +99,12 @@ def test_repeats_without_flake_rates_are_not_announced_as_an_exact_search(tmp_pa
     assert p.returncode == 0, p.stdout + p.stderr
     search = next(ln for ln in p.stdout.splitlines() if ln.startswith("search:"))
     assert "search: exact," not in search and "no budget needed" not in search, search
-    assert "derived from the bad end's 4 runs" in search and "noisy search" in search, search
+    assert "each candidate's 4 runs a probe are weighed" in search and "noisy search" in search, search
     p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
     assert p.returncode == 0, p.stdout + p.stderr
     first = next(ln for ln in p.stderr.splitlines() if ln.startswith("stage 1:"))
-    assert "no budget needed" not in first and "derived from the bad end's 4 runs" in first, first
-    rates = next(ln for ln in p.stderr.splitlines() if ln.startswith("hit rate at the bad end:"))
+    assert "no budget needed" not in first and "each candidate's 4 runs a probe are weighed" in first, first
+    rates = next(ln for ln in p.stderr.splitlines() if ln.startswith("no bisect.flake rates: the search weighs"))
     assert re.search(r"budget \d+ good/bad verdicts", rates), rates
     final = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
     assert final["first_bad"]["ref"] == shas[11]
