@@ -30,11 +30,17 @@ identifiable right (96.4 %)**; per shape 100 % right except noise 21 of 25 (4 in
 is not bad" from one clean start in 6, contradicting verdicts in 3). The open rates: the good
 side's one false-positive rate learnt; the hit rate the bug's one rate, each bad candidate's own, or
 either, a third of the prior each (``Bisection.set_open_hit_rates``); probes by the joint
-information gain, which asks the good end when the good side's rate is in doubt. After that run the
-known-failing end of a recipe without repeats or rates is probed twice (``verdict.badend``), and a
-bug on the second probe only makes each probe one run: ``--n 25 --shapes server-flaky`` then: wall
-265 s, 0 confident wrong, 23 of 25 right (92 %; the 2 others inconclusive: an exact search whose
-verification re-probe contradicted), 19.9 probes a world (server starts) against 3.8 = ceil(log2 N).
+information gain, which asks the good end when the good side's rate is in doubt.
+
+Found after (a hostile pass at the search level, not yet a shape here): **a hit rate that steps up**
+-- 8-15 % of runs from the first bad t, 70-100 % from a later s -- names s at 0.99+ in 27 of 180
+simulated trials (0 of 62 with a first rate of 0.25): the shared rate explains s.. and a noisy
+good side (f ~ the low rate; its prior spreads half its mass over (0, 1)) explains t..s-1, while
+"either" pays 1/2 at every bad candidate. A step description (one rate before a step, another
+from it) is the next candidate. And a known-failing end probed twice when the recipe says its
+reproducer is deterministic (server-flaky: 23 of 25 right instead of 16) was tried and kept off
+main (branch ``probe-twice``): night 1's second probe of its bad end answered night 2's
+verification of that commit from the cache, and the host drift between the nights went unseen.
 
 Three shapes added 2026-12-04 (issue 35's list: pin bumps; and two kinds found on the way): ``pin``
 (a holder pins a component by a Dockerfile ARG or a requirements line; pure, mixed, downgrade or

@@ -197,9 +197,6 @@ class Bisection:
         self.hit_rate: float | None = None
         #: ``{index: (hits, runs)}`` of the command runs seen per candidate, pooled over its probes
         self.runs_seen: dict[int, tuple[int, int]] = {}
-        #: True once each probe counts as one run (a reproducer flaky per server start:
-        #: :func:`bisectbot.verdict.honesty.probes_as_runs`); the session then counts probes, not requests
-        self.probe_is_run = False
         #: per-probe ``(false_positive, false_negative)`` of each hit-rate hypothesis and their log
         #: prior weights (:meth:`set_hit_rate_prior`); None while the rates are known exactly
         self._grid: tuple[np.ndarray, np.ndarray] | None = None
@@ -666,8 +663,9 @@ class Bisection:
 
         * **shared**: every bad candidate has the same rate ``mu`` (one bug, one trigger), ``mu``
           uniform over :data:`SHARED_HIT_RATES` above ``max(min_hit_rate, f)``;
-        * **own**: each bad candidate has its own rate, any value in ``[max(min_hit_rate, f), 1]``
-          equally likely (a bug whose trigger grows more likely over the range shows far less often
+        * **own**: each bad candidate has its own rate, any value above ``f`` equally likely (a
+          bad build fails more often than a good one; the floor ``min_hit_rate`` is the shared
+          rate's, a bug's typical rate, not every candidate's) (a bug whose trigger grows more likely over the range shows far less often
           at its first bad than at the bad end: the bad end's rate says nothing of another
           candidate's).
 

@@ -11,9 +11,8 @@ a probe shows the bug (the end is bad after all; the clean probes' runs are pool
 :func:`bisectbot.bisect.clean_probes_needed` for the recipe's confidence: at a per-run hit
 rate of :data:`bisectbot.bisect.MIN_HIT_RATE` or more (or the recipe's ``false_negative``
 per probe) so many clean probes happen less often than ``1 - confidence``. The verdict then
-carries how many probes and runs it took. A reproducer the recipe calls deterministic (one run
-per probe, no ``bisect.flake``) is probed once more: two clean probes are believed; a bug on the
-second only makes every later probe one run of a flaky measurement (:data:`PROBE_IS_RUN`).
+carries how many probes and runs it took. A deterministic reproducer (one run per probe, no
+``bisect.flake``) is believed at once, as before.
 
 :func:`sequential_good_end` is the same test on the other end (issue 35, input 4): the good end of
 a regression search whose probe failed a minority of its runs (:func:`bisectbot.bisect.minority`)
@@ -64,10 +63,10 @@ def sequential_end(recipe: Recipe, end: Candidate, first: ProbeResult, attempt: 
     clean ones before), or the last clean probe once :func:`clean_probes_needed` were clean (a
     skip stops the test: the end is untestable), and a sentence saying how many it took."""
     miss = miss_per_probe(recipe)
-    name = "good end (still broken)" if recipe.regress.is_fix else "bad end"
     if miss is None:
-        return _second_probe(recipe, end, first, attempt, reprobe, echo, name)
+        return first, attempt, ""
     need = clean_probes_needed(miss, recipe.bisect.confidence)
+    name = "good end (still broken)" if recipe.regress.is_fix else "bad end"
     runs = int(first.extra.get("runs") or repeats_per_probe(recipe))
     probes = 1
     last = first
@@ -97,37 +96,6 @@ def sequential_end(recipe: Recipe, end: Candidate, first: ProbeResult, attempt: 
             f"happens with probability below {1 - recipe.bisect.confidence:.0%})")
     return dataclasses.replace(last, reason=f"{last.reason}; {note}",
                                extra={**last.extra, "end_test": note}), attempt, note
-
-
-#: ``extra`` key of the known-failing end's verdict when a recipe without repeats or flake rates
-#: showed the bug on its second probe only: from then on each probe is one run
-#: (:func:`bisectbot.verdict.honesty.probes_as_runs`).
-PROBE_IS_RUN = "probe_is_run"
-
-
-def _second_probe(recipe: Recipe, end: Candidate, first: ProbeResult, attempt: int,
-                  reprobe: Callable[[int], ProbeResult], echo: Callable[[str], None],
-                  name: str) -> tuple[ProbeResult, int, str]:
-    """A recipe without repeats or flake rates says its reproducer is deterministic, and the end it
-    calls failing came back clean: one more probe (a fresh server start, a fresh command run) before
-    "not failing" is believed -- two agreeing measurements, as the verification asks of a culprit.
-    A bug that shows on some server starts only (memory layout, autotuning) read "the bad end is not
-    bad" at 1.000 from one clean start (generated server-flaky worlds: 4 in 10). Showing the bug now
-    marks the verdict :data:`PROBE_IS_RUN` with ``runs`` 2, ``hits`` 1 (probes, not requests: the
-    requests of one start share its luck); a skip is returned as it came."""
-    echo(f"{name} {end.label or end.ref[:12]} looked clean on one probe; the recipe says its reproducer is "
-         "deterministic (no repeats, no bisect.flake) and the end is known to fail: probing it once more")
-    attempt += 1
-    res = reprobe(attempt)
-    if res.verdict is Verdict.SKIP:
-        return res, attempt, ""
-    if shows_bug(recipe, res):
-        note = (f"the {name} showed the bug on its second probe only (1 of 2): the reproducer is flaky per probe "
-                "although the recipe has no repeats and no bisect.flake; each probe counts as one run from here")
-        extra = {**res.extra, "runs": 2, "hits": 1, "end_test": note, PROBE_IS_RUN: True}
-        return dataclasses.replace(res, reason=f"{res.reason}; {note}", extra=extra), attempt, note
-    note = f"the {name} showed no bug on 2 probes (the recipe says its reproducer is deterministic)"
-    return dataclasses.replace(res, reason=f"{res.reason}; {note}", extra={**res.extra, "end_test": note}), attempt, note
 
 
 def sequential_good_end(recipe: Recipe, end: Candidate, first: ProbeResult, attempt: int, bad_end: tuple[int, int],
@@ -164,4 +132,4 @@ def sequential_good_end(recipe: Recipe, end: Candidate, first: ProbeResult, atte
     return dataclasses.replace(last, reason=f"{last.reason}; {note}", extra=extra), attempt, note
 
 
-__all__ = ["PROBE_IS_RUN", "clean", "miss_per_probe", "sequential_end", "sequential_good_end", "shows_bug"]
+__all__ = ["clean", "miss_per_probe", "sequential_end", "sequential_good_end", "shows_bug"]

@@ -218,23 +218,6 @@ def _open_rates(recipe: Recipe, b: Bisection, reps: int, echo: Callable[[str], N
          f"~{b.steps_left()} probes, {budget_text(b)}")
 
 
-def probes_as_runs(recipe: Recipe, b: Bisection, echo: Callable[[str], None]) -> None:
-    """The known-failing end of a regression search whose recipe has no repeats and no flake rates
-    showed the bug on its second probe only (:data:`bisectbot.verdict.badend.PROBE_IS_RUN`): the
-    reproducer is flaky per probe (per server start). From here the search weighs each probe as one
-    run under the open rates of :func:`_open_rates` (:meth:`bisectbot.bisect.Bisection.set_open_hit_rates`
-    with one run a probe): the bad end's two probes (1 of 2) first. A fix bisection keeps its
-    exact search (the "still broken" end's rates are not derived per probe)."""
-    if recipe.regress.is_fix or recipe.bisect.flake is not None or b.open_rates or b.done:
-        return
-    b.probe_is_run = True
-    b.set_open_hit_rates(OPEN_FALSE_POSITIVES, OPEN_WEIGHTS, 1, MIN_HIT_RATE, recipe.bisect.parallel)
-    echo(f"the reproducer is flaky per probe (the bad end showed the bug on 1 of 2 probes): each probe counts "
-         f"as one run, weighed as without bisect.flake rates (the good side's false-positive rate learnt; the "
-         f"hit rate the bug's one rate, each bad candidate's own, or either): per probe false_positive "
-         f"~{b.fp:.3f}, false_negative ~{b.fn:.3f}; ~{b.steps_left()} probes, {budget_text(b)}")
-
-
 def _two_sided(recipe: Recipe, b: Bisection, index: int, reps: int, echo: Callable[[str], None]) -> bool:
     """Issue 35, input 4: turn the search two-sided once a probe's runs fail a minority
     (:func:`bisectbot.bisect.minority`, pooled over the candidate's probes) while the bad end failed

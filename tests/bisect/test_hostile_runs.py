@@ -167,29 +167,6 @@ def test_hit_rate_growing_over_the_range_names_no_later_commit(tmp_path, kit, se
     assert "each bad candidate's own, or either" in p.stderr, p.stderr
 
 
-def test_a_deterministic_recipe_whose_bad_end_misses_once_is_searched_as_flaky(tmp_path, kit) -> None:
-    """The kind: a recipe that says its reproducer is deterministic (no repeats, no bisect.flake)
-    while the bug shows on some probes only (a server start's memory layout): one clean probe of the
-    bad end read "the bad end is not bad" at 1.000 (generated server-flaky worlds: 4 in 10). The bad
-    end is probed once more; the bug on that probe makes every probe one run of a flaky measurement.
-    Seed 4: c19's first run is clean, its second fails (the bug in 60 % of runs from c9)."""
-    states = [{"p": 0.6 if i >= 9 else 0} for i in range(20)]
-    shas = history(kit, tmp_path, states)
-    p, final, named = run(kit, tmp_path, shas, {"command": [PY, "repro.py"]}, "command", seed=4)
-    assert "showed the bug on its second probe only" in p.stderr, p.stderr
-    assert "each probe counts as one run" in p.stderr, p.stderr
-    assert final["status"] != "no-regression" and named in (None, 9), (final["status"], named, p.stderr)
-
-
-def test_a_deterministic_recipe_whose_bad_end_is_clean_twice_is_no_regression(tmp_path, kit) -> None:
-    """The same check's other side: two clean probes of the bad end are believed (a deterministic
-    reproducer measures the same twice), with the reason."""
-    shas = history(kit, tmp_path, [{"p": 0} for _ in range(8)])
-    p, final, named = run(kit, tmp_path, shas, {"command": [PY, "repro.py"]}, "command")
-    assert final["status"] == "no-regression", (final, p.stderr)
-    assert "showed no bug on 2 probes" in p.stderr + json.dumps(final), p.stderr
-
-
 # ----------------------------------------------------------------- still wrong (strict xfail)
 
 

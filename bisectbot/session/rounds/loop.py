@@ -25,8 +25,8 @@ from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
 from ...recipe import Recipe
 from ...reproduce.search import counted_by
-from ...verdict.badend import PROBE_IS_RUN, clean, sequential_end, sequential_good_end, shows_bug
-from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note, probes_as_runs
+from ...verdict.badend import clean, sequential_end, sequential_good_end, shows_bug
+from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
 from ...verdict.scope import Scope, learn
 from ..probing.executor import Echo
 from ..probing.prefetch import next_candidates
@@ -273,17 +273,10 @@ class RoundLoop:
                 else:
                     scoped_out = res.reason.split(": not tested", 1)[0] if "scope" in res.extra else ""
                     counted = (int(res.extra.get("hits") or 0), int(res.extra.get("runs") or 0))
-                    if res.extra.get(PROBE_IS_RUN):
-                        counted = (1, 2)  # the bad end: the bug on 1 of 2 probes
-                    elif b.probe_is_run:  # one start's requests share its luck: the probe is the run
-                        counted = (int(shows_bug(r, res)), 1) if res.verdict is not Verdict.SKIP else (0, 0)
                     eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
                                  runs=counted if counted[1] > 0 else None)
                     note = b.history[-1].note
-                    if res.extra.get(PROBE_IS_RUN):
-                        probes_as_runs(r, b, self.echo)
-                    elif not b.probe_is_run:
-                        adapt_rates(r, b, i, res, self.echo)
+                    adapt_rates(r, b, i, res, self.echo)
                 prober.event("probe", {
                     "index": i, "ref": candidates[i].ref, "label": candidates[i].label, "attempt": a,
                     "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
