@@ -129,8 +129,61 @@ def json_anywhere(args: list[str]) -> list[str]:
     return ["--json", *head, *args[end:]]
 
 
+def group_examples(group_text: str, path: str) -> list[str]:
+    """The example flow of a group's help or epilog up to the last line that runs ``path`` (e.g.
+    ``"bisect log"``): example lines start with ``bisectbot`` (a trailing backslash continues one),
+    and a line runs ``path`` when it holds it as words. The lines before it stay: they write what it
+    reads (``bisect log > session.log`` before ``bisect replay … session.log``). Empty when no
+    example runs ``path``."""
+    lines = [line.strip() for line in group_text.splitlines()]
+    flow: list[str] = []
+    last = -1
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("bisectbot "):
+            runs = f" {path} " in f" {lines[i].split('#', 1)[0]} "
+            flow.append(lines[i])
+            while flow[-1].endswith("\\") and i + 1 < len(lines):
+                i += 1
+                flow.append("    " + lines[i])
+            if runs:
+                last = len(flow)
+        i += 1
+    return flow[:last] if last > 0 else []
+
+
+class ExampleCommand(click.Command):
+    """A leaf command whose ``--help`` shows examples: its own (epilog or help text), else its
+    group's example flow up to the lines that run it (:func:`group_examples`): the top help says each
+    command has them, and a command added without any shows its group's (``tests/installed/test_help.py``
+    checks every leaf)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self.epilog or ctx.parent is None or "Example" in (self.help or ""):  # its own examples
+            super().format_epilog(ctx, formatter)
+            return
+        group = ctx.parent.command
+        lines = group_examples(f"{group.help or ''}\n{group.epilog or ''}", f"{group.name} {self.name}")
+        if lines:
+            formatter.write_paragraph()
+            formatter.write_text("Examples:")
+            with formatter.indentation():
+                for line in lines:
+                    formatter.write(" " * formatter.current_indent + line + "\n")
+
+
+class SubGroup(click.Group):
+    """A command group whose leaf commands show examples (:class:`ExampleCommand`)."""
+
+    command_class = ExampleCommand
+
+
 class Group(click.Group):
-    """The top-level group: ``--json`` is accepted anywhere on the command line."""
+    """The top-level group: ``--json`` is accepted anywhere on the command line; its groups'
+    leaf commands show examples (:class:`SubGroup`)."""
+
+    command_class = ExampleCommand
+    group_class = SubGroup
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, json_anywhere(args))

@@ -1,6 +1,7 @@
 """Every ``--help`` has a runnable example whose files exist (issue 14).
 
-The examples are read from each command's help (a leaf command may rely on its group's list),
+The examples are read from each command's help (a leaf command's own help shows one that runs it:
+its epilog, or the lines of its group's list that run it, ``cli.base.ExampleCommand``),
 run from a directory laid out like the checkout (``recipes/``, ``runners/``, ``patches/``) after
 ``bisectbot demo`` -- the state the examples assume -- and every file an example names must
 exist there (or be written by an earlier example of the same help, ``> FILE``). The offline
@@ -154,10 +155,13 @@ def test_every_help_has_an_example_whose_files_exist(workdir):
                         problems.append(f"bisectbot {' '.join(path)} --help: example names {f!r}, which does not "
                                         f"exist: {ex}")
                 written.update(writes)
+    leaves = {path for path, cmd in commands() if not isinstance(cmd, click.Group)}
     for path in all_examples:
         own = [p for ex in all_examples[path] for p in map(command_path, words(ex))]
         inherited = [p for k in range(len(path)) for ex in all_examples[path[:k]] for p in map(command_path, words(ex))]
-        if not any(p[:len(path)] == path for p in own + inherited):
+        # issue 41, item 11: a leaf's own --help shows an example that runs it (16 of 30 relied on
+        # their group's list, which `bisectbot X Y --help` does not print)
+        if not any(p[:len(path)] == path for p in (own if path in leaves else own + inherited)):
             problems.append(f"bisectbot {' '.join(path)} --help: no example runs this command")
     assert not problems, "\n".join(problems)
 
