@@ -101,6 +101,21 @@ def _sizes_text(sizes: list[int]) -> str:
     return f"{names[0]} prompt tokens" if names else "no size"
 
 
+def argv_text(argv: list[str]) -> str:
+    """A command line for a title: words joined by spaces (shell-quoted where needed), a word that
+    spans lines (an inline ``python3 -c`` script) shown as ``'<script, N lines>'`` -- printed whole,
+    its newlines became ``\\x0a`` escapes in the probe table's title (issue 41, item 11)."""
+    import shlex
+
+    out = []
+    for a in argv:
+        if "\n" in a.strip():
+            out.append(f"'<script, {len(a.strip().splitlines())} lines>'")
+        else:
+            out.append(a if a.startswith("{") and a.endswith("}") else shlex.quote(a))
+    return " ".join(out)
+
+
 def _diverged(res: ThresholdResult) -> bool:
     """True when the reasons at the first bad size are a divergence from the reference."""
     return bool(res.reasons) and res.reasons[0].startswith("diverges from the reference")
@@ -157,7 +172,8 @@ def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
         console.print(terminal.text(redact(line, secs)))
     for n in res.notes:
         console.print(terminal.text(redact(f"note: {n}", secs)))
-    console.print(f"{res.requests} chat requests, {res.wall_s:.1f} s", markup=False)
+    unit = "command runs" if str(res.endpoint).startswith("command:") else "chat requests"
+    console.print(f"{res.requests} {unit}, {res.wall_s:.1f} s", markup=False)
     if res.reasons:
         console.print(terminal.text(redact("reasons at first garbage size: " + "; ".join(res.reasons), secs)))
     console.print(terminal.text(_summary(res, diverges and _diverged(res))))
@@ -331,7 +347,7 @@ def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | 
                                                              cwd=source_dir, passthrough=passthrough,
                                                              network=network),
                                        spec, log=log)
-        res.endpoint = "command: " + " ".join(argv)
+        res.endpoint = "command: " + argv_text(argv)
         _output(ctx, res)
         return
     if endpoint is None:

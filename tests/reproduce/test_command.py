@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -117,3 +118,22 @@ def test_probe_cli_runs_a_command_recipe_without_a_server(tmp_path):
     assert res["reasons"] == ["exit 1"] and res["endpoint"].startswith("command: ")
     p = subprocess.run(base, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--source" in p.stderr
+
+
+def test_probe_table_of_an_inline_script_names_it_and_counts_command_runs(tmp_path):
+    """Issue 41, item 11: ``probe --recipe`` with an inline ``python3 -c`` script titled its table
+    with the script whole (its newlines shown as ``\\x0a``) and counted "chat requests" for
+    command runs. The title names the script by its length; the summary counts command runs."""
+    import json
+    import subprocess
+
+    script = "import sys\nsize = int(sys.argv[1])\nsys.exit(1 if size >= 9000 else 0)\n"
+    recipe = tmp_path / "inline.yaml"
+    recipe.write_text(f"name: inline\nsource: {{kind: git, repo: .}}\nregress: command\nreproducer:\n"
+                      f"  kind: command\n  command: [{json.dumps(PY)}, '-c', {json.dumps(script)}, '{{size}}']\n"
+                      f"  min_size: 2000\n  max_size: 16000\n")
+    p = subprocess.run([PY, "-m", "bisectbot", "probe", "--recipe", str(recipe)], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "\\x0a" not in p.stdout and "'<script, 3 lines>'" in p.stdout and "{size}" in p.stdout, p.stdout
+    assert "command runs," in p.stdout and "chat requests" not in p.stdout, p.stdout
