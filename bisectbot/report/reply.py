@@ -46,13 +46,21 @@ def _code(text: str) -> str:
     return "".join(ch for ch in line if ch.isprintable() and ch != "`")[:300]
 
 
+def _from(author: str | None) -> str:
+    """`` from LOGIN`` (sanitised), or nothing when the author was not looked up (a dry run: the
+    request's comment is not fetched, so who asked is not known -- "from (not looked up: dry run)"
+    read as a login, issue 41 item 11)."""
+    return f" from {sanitize(author, 60)}" if author else ""
+
+
 def render_reply(result: RunResult, nightly: NightlyResult | None, *, comment_id: int, request: str,
-                 author: str, link: str, blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
+                 author: str | None, link: str, blame_confidence: float = DEFAULT_BLAME_CONFIDENCE,
                  limit: int = GITHUB_BODY_LIMIT) -> str:
     """Body of the answer (at most ``limit`` characters as GitHub counts them): the marker, the
-    request (first line, sanitised) quoted, who asked, the verdict line and the report."""
+    request (first line, sanitised) quoted, who asked (``author``; None: not looked up), the
+    verdict line and the report."""
     head = (f"{ack_marker(comment_id)}\n> `{_code(request)}`\n\n"
-            f"Answer to [this request]({api_link(link)}) from {sanitize(author, 60)}: "
+            f"Answer to [this request]({api_link(link)}){_from(author)}: "
             f"**{heading(result, blame_decision(result, blame_confidence))}**\n")
     room = limit - github_length(head) - 200
     if room < 2000:
@@ -67,10 +75,11 @@ def failed_marker(comment_id: int) -> str:
     return f"<!-- bisectbot:failed={int(comment_id)} -->"
 
 
-def render_failure(*, comment_id: int, request: str, author: str, link: str, run_url: str) -> str:
-    """Body of the reply saying the requested bisection failed, with the job log's address."""
+def render_failure(*, comment_id: int, request: str, author: str | None, link: str, run_url: str) -> str:
+    """Body of the reply saying the requested bisection failed, with the job log's address
+    (``author`` None: not looked up)."""
     return (f"{failed_marker(comment_id)}\n> `{_code(request)}`\n\n"
-            f"The bisection asked for in [this request]({api_link(link)}) from {sanitize(author, 60)} "
+            f"The bisection asked for in [this request]({api_link(link)}){_from(author)} "
             f"failed before it had a result; the job log says why: {api_link(run_url)}\n")
 
 
@@ -130,7 +139,7 @@ def reply_with_result(
     fp = fingerprint(result)
     if not token or dry_run:
         body = render_reply(result, nightly, comment_id=comment_id, request="/bisectbot bisect",
-                            author="(not looked up: dry run)", link=comment_link(target, issue_number, comment_id),
+                            author=None, link=comment_link(target, issue_number, comment_id),
                             blame_confidence=blame_confidence)
         return _dry(out_dir, f"reply-{int(comment_id)}.md", body, fp, issue_number, dry_run)
     client = client or GitHubClient(target, token)
@@ -161,7 +170,7 @@ def reply_failure(
     per comment (marker :func:`failed_marker`), and never when the request is answered already.
     Raises :class:`GitHubError`."""
     if not token or dry_run:
-        body = render_failure(comment_id=comment_id, request="/bisectbot bisect", author="(not looked up: dry run)",
+        body = render_failure(comment_id=comment_id, request="/bisectbot bisect", author=None,
                               link=comment_link(target, issue_number, comment_id), run_url=run_url)
         return _dry(out_dir, f"failed-{int(comment_id)}.md", body, "", issue_number, dry_run)
     client = client or GitHubClient(target, token)

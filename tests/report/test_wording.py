@@ -45,6 +45,10 @@ def test_dry_run_reply_links_the_comment_not_a_bare_issue_number(tmp_path) -> No
     body = Path(out.paths[0]).read_text()
     assert "[this request](https://github.com/octo-org/vllm/issues/12#issuecomment-2345678)" in body, body[:500]
     assert "](#12)" not in body
+    # issue 41, item 11: a dry run does not look the comment up; it names no author ("from (not
+    # looked up: dry run)" read as a login)
+    assert "not looked up" not in body and "[this request](https://github.com/octo-org/vllm/issues/12" \
+        "#issuecomment-2345678): " in body, body[:500]
     ghe = GitHubTarget(repo="o/r", labels=["x"], api_url="https://ghe.example.com/api/v3")
     body = Path(reply_with_result(make_result(), ghe, None, 3, 4, tmp_path).paths[0]).read_text()
     assert "(https://ghe.example.com/o/r/issues/3#issuecomment-4)" in body
