@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -99,6 +100,25 @@ def _sizes_text(sizes: list[int]) -> str:
     if len(names) > 1:
         return f"{', '.join(names[:-1])} and {names[-1]} prompt tokens"
     return f"{names[0]} prompt tokens" if names else "no size"
+
+
+def _says_interval(f: Callable[..., None]) -> Callable[..., None]:
+    """Ctrl-C during the threshold search prints what the sizes answered so far (``OK up to X,
+    garbage from Y`` prompt tokens; :class:`bisectbot.reproduce.search.SearchInterrupted`) before
+    the usual "interrupted" and exit code (issue 41, item 11)."""
+    import functools
+
+    from ..reproduce.search import SearchInterrupted
+
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            f(*args, **kwargs)
+        except SearchInterrupted as e:
+            terminal.echo(e.interval(), err=True)
+            raise KeyboardInterrupt from None
+
+    return run
 
 
 def argv_text(argv: list[str]) -> str:
@@ -231,6 +251,7 @@ def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
                    "both ways, a streamed reply that differs from the unstreamed one being a finding itself (both); "
                    "default: the recipe's reproducer.stream, else off.")
 @pass_ctx
+@_says_interval
 def probe(ctx: Ctx, endpoint: str | None, source_dir: Path | None, model: str | None, recipe_path: Path | None,
           min_size: int | None,
           max_size: int | None, sizes: list[int] | None, tolerance: float | None, tolerance_tokens: int | None,

@@ -339,6 +339,30 @@ def cheap_split(lo: int, hi: int, spec: ReproducerSpec, left: int) -> int:
     return split_point(lo, hi, spec)
 
 
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a threshold search: ``partial`` is the :class:`ThresholdResult` so far (its
+    ``table`` holds every size answered), so the caller can say what was learnt (issue 41, item 11:
+    ``probe`` printed "aborted" and nothing else)."""
+
+    def __init__(self, partial: ThresholdResult):
+        super().__init__("interrupted")
+        self.partial = partial
+
+    def interval(self) -> str:
+        """What the sizes answered so far say, in prompt tokens: ``OK up to X, garbage from Y``."""
+        table = self.partial.table
+        bad = [r.size for r in table if r.outcome == Outcome.GARBAGE]
+        first_bad = min(bad) if bad else None
+        ok = [r.size for r in table if r.outcome == Outcome.OK and (first_bad is None or r.size < first_bad)]
+        parts = []
+        if ok:
+            parts.append(f"OK up to {max(ok)} prompt tokens")
+        if first_bad is not None:
+            parts.append(f"garbage from {first_bad} prompt tokens")
+        said = ", ".join(parts) if parts else "no size decided yet"
+        return f"interrupted after {len(table)} size(s), {self.partial.requests} request(s): {said}"
+
+
 def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: int | None = None,
            max_size: int | None = None, log: Callable[[str], None] | None = None,
            size_budget: int | None = SIZE_BUDGET) -> ThresholdResult:
@@ -358,7 +382,10 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
     sibling = getattr(probe, "confirm", None)
 
     def do(size: int) -> SizeResult:
-        r = probe(size)
+        try:
+            r = probe(size)
+        except KeyboardInterrupt:
+            raise SearchInterrupted(res) from None
         res.table.append(r)
         res.requests += r.requests
         why = f" ({join_whole(r.reasons, 160)})" if r.reasons and r.outcome != Outcome.OK else ""
@@ -374,7 +401,10 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
         if r.outcome != Outcome.INCONCLUSIVE or any(x.startswith(SYSTEMATIC) for x in r.reasons):
             return r
         if callable(sibling):
-            r2 = sibling(r.requested)
+            try:
+                r2 = sibling(r.requested)
+            except KeyboardInterrupt:
+                raise SearchInterrupted(res) from None
             r2.evidence["sibling_of"] = r.size  # asked again with another prompt: r was undecided
             res.table.append(r2)
             res.requests += r2.requests

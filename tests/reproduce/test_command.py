@@ -137,3 +137,35 @@ def test_probe_table_of_an_inline_script_names_it_and_counts_command_runs(tmp_pa
     assert p.returncode == 1, p.stdout + p.stderr
     assert "\\x0a" not in p.stdout and "'<script, 3 lines>'" in p.stdout and "{size}" in p.stdout, p.stdout
     assert "command runs," in p.stdout and "chat requests" not in p.stdout, p.stdout
+
+
+def test_ctrl_c_during_a_probe_prints_the_interval_so_far(tmp_path):
+    """Issue 41, item 11: Ctrl-C in ``probe`` printed "aborted" and nothing of the sizes already
+    answered. Each size takes 0.4 s here (OK below 9000 tokens); SIGINT after ~2.5 s: the bot says
+    what the answered sizes show, then "interrupted", exit EXIT_INTERRUPTED."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    from bisectbot.errors import EXIT_INTERRUPTED
+
+    script = "import sys, time\ntime.sleep(0.4)\nsys.exit(1 if int(sys.argv[1]) >= 9000 else 0)\n"
+    recipe = tmp_path / "slow.yaml"
+    recipe.write_text(f"name: slow\nsource: {{kind: git, repo: .}}\nregress: command\nreproducer:\n"
+                      f"  kind: command\n  command: [{json.dumps(PY)}, '-c', {json.dumps(script)}, '{{size}}']\n"
+                      f"  min_size: 1000\n  max_size: 64000\n  tolerance: 0.001\n  tolerance_tokens: 1\n")
+    p = subprocess.Popen([PY, "-m", "bisectbot", "probe", "--recipe", str(recipe)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    seen = ""
+    while time.monotonic() < deadline and seen.count("\nprobe ") + seen.startswith("probe ") < 3:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen += line
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    err = seen + err
+    assert p.returncode == EXIT_INTERRUPTED, (p.returncode, err)
+    assert "interrupted after" in err and ("OK up to" in err or "garbage from" in err), err
