@@ -86,9 +86,18 @@ def list_cmd(ctx: Ctx, recipe: Path | None, registry: str | None, repository: st
     """
     src = _source(recipe, registry, repository, pattern, hub_api, insecure)
     infos = _discover(src, page_size, None if refresh else ctx.ledger().nightly_digests(src.repository))
-    rows = [i.to_dict() for i in infos]
-    text = "\n".join(f"{i.tag:40} {i.digest or '-':72} {i.last_updated or ''}" for i in infos) or "(no matching tags)"
+    rows = [{**i.to_dict(), "date": _listed_date(i)} for i in infos]
+    text = "\n".join(f"{i.tag:40} {i.digest or '-':72} {_listed_date(i) or '-'}" for i in infos) or "(no matching tags)"
     ctx.emit(rows, text)
+
+
+def _listed_date(info: Any) -> str | None:
+    """The date ``nightlies list`` shows for a tag: Docker Hub's ``last_updated`` where it was asked,
+    else the ``YYYY-MM-DD`` in the tag's name (``nightly_main_20260412``; a mirror or a local
+    registry has no dates of its own: the column was empty there, issue 41 item 11), else None."""
+    from ..sources.registry import tag_date
+
+    return info.last_updated or tag_date(info.tag)
 
 
 @nightlies.command("record")

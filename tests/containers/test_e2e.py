@@ -55,6 +55,11 @@ def test_done_when(nightlies, vllm_repo, recipe_file, stack_dir, tmp_path):
 
     r = bb(state, "--json", "nightlies", "list", "--recipe", str(recipe_file))
     assert [t["tag"] for t in json.loads(r.stdout)] == [p.spec.tag for p in nightlies["pushed"]]  # oldest first
+    # issue 41, item 11: behind a registry without Docker Hub's dates the date is the tag's own
+    listed = json.loads(r.stdout)
+    assert all(t["last_updated"] is None and t["date"] for t in listed), listed
+    text = bb(state, "nightlies", "list", "--recipe", str(recipe_file)).stdout
+    assert listed[0]["date"] in text, text
 
     r = bb(state, "--json", "nightlies", "show", n3.spec.tag, "--recipe", str(recipe_file))
     shown = json.loads(r.stdout)
