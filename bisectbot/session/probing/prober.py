@@ -96,6 +96,9 @@ class Prober:
         #: ``round import`` tells a repeated import of a round's files from a probe no round planned (issue 24)
         self.round_keys: dict[int, set[str]] = {}
         self.session_id = ""
+        #: every stage session this run started (:meth:`start`): rows they measured are this run's
+        #: (a resumed run starts the same ones: its finished probes stay answered)
+        self._sessions: set[str] = set()
         self._to_skip_logging = 0
 
     # ------------------------------------------------------------------ keys and ids
@@ -119,7 +122,21 @@ class Prober:
         blob = (f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
                 + (f"|human={human}" if human else ""))
         self.session_id = hashlib.sha256(blob.encode()).hexdigest()[:12]
+        self._sessions.add(self.session_id)
         return self.session_id
+
+    def _measured_elsewhere(self, res: ProbeResult, attempt: int) -> bool:
+        """True when the cached ``res`` may not answer probe number ``attempt`` of its candidate: a
+        re-probe (``attempt`` > 1: verification, more runs of a flaky end, the good end asked about
+        the good side's noise) is a new measurement of *this* run's question, and a row another run
+        measured is not one (issue 35: night 1's re-probes of its bad end answered night 2's
+        verification of that commit from the cache, so the host's drift between the nights was never
+        measured and a culprit was named at 0.99). A first probe may come from another run (the
+        nightly's saving; the report says "cached"); rows this run's stages measured -- or the same
+        stages of an interrupted run being resumed: the session ids are the same -- still answer."""
+        if attempt <= 1 or self.answered_here(res):
+            return False
+        return str(res.extra.get(SESSION_KEY) or "") not in self._sessions
 
     # ------------------------------------------------------------------ verdicts known without probing
     def human_verdict(self, c: Candidate) -> LogLine | None:
@@ -153,7 +170,7 @@ class Prober:
             return None, "cache", key
         stored = self._stored(key, c)
         cached = stored[0] if stored is not None else None
-        if cached is not None and self._retry(cached, key):
+        if cached is not None and (self._retry(cached, key) or (not toggle and self._measured_elsewhere(cached, attempt))):
             return None, "cache", key
         if stored is not None and cached is not None:  # same ref and build: the verdict holds, the label is this stage's
             cached.candidate = c
@@ -219,10 +236,12 @@ class Prober:
             return False
         if self.replayed and c.ref not in self.fresh_refs:
             return True
-        key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempts.get(i, 0) + 1)
+        attempt = attempts.get(i, 0) + 1
+        key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempt)
         stored = self._stored(key, c, say=False)
         cached = stored[0] if stored is not None else None
-        return cached is None or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried)
+        return (cached is None or self._measured_elsewhere(cached, attempt)
+                or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried))
 
     # ------------------------------------------------------------------ probing
     @contextmanager

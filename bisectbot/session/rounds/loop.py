@@ -348,11 +348,13 @@ class RoundLoop:
         st.culprits = [candidates[i] for i in sr.culprits]
         if st.status in (Status.RANGE, Status.INCONCLUSIVE):
             st.message = _retry_hint(st.message, st.culprits, probes, self.prober.retry_errors)
-        if "contradict" in st.message:
-            what = contradiction_text(probes, self.prober.session_id)
-            if what:
-                st.message = f"{st.message}; {what}"
-                self.echo(what)
+        # issue 35, item 3: verdicts that contradict each other are named with what differs; an exact
+        # search stops on them ("contradict" in its message), a noisy one weighs them as noise, so
+        # there only a verdict another run measured against one this run measured is named
+        what = contradiction_text(probes, self.prober.session_id, across_runs="contradict" not in st.message)
+        if what:
+            st.message = f"{st.message}; {what}"
+            self.echo(what)
         if st.status is Status.CULPRIT and flags_fn and st.first_bad and st.last_good:
             try:
                 st.flags = flags_fn(st.first_bad, st.last_good)
@@ -403,11 +405,12 @@ def _measured(p: ProbeResult, session: str) -> str:
     return f"{p.verdict.value} {where}" + (f", image {digest[:80]}" if digest.startswith("sha256:") else "")
 
 
-def contradiction_text(probes: list[ProbeResult], session: str) -> str:
+def contradiction_text(probes: list[ProbeResult], session: str, across_runs: bool = False) -> str:
     """What differs between the verdicts of one candidate that contradict each other (issue 35, item 3):
     both sides (verdict, session, date, image digest) and the host facts recorded with each probe
     that differ, then "something outside the recipe changed, or the probe is flaky"; ``""`` when no
-    candidate has both a good and a bad verdict."""
+    candidate has both a good and a bad verdict. ``across_runs``: only a pair of which one verdict
+    came from another run's cache and the other was measured in this run."""
     from ...provenance import HOST_KEY, facts_diff, host_facts
 
     by_ref: dict[str, list[ProbeResult]] = {}
@@ -417,6 +420,13 @@ def contradiction_text(probes: list[ProbeResult], session: str) -> str:
     for ps in by_ref.values():
         goods = [p for p in ps if p.verdict is Verdict.GOOD]
         bads = [p for p in ps if p.verdict is Verdict.BAD]
+        if across_runs:
+            here = [p for p in ps if cached_from(p) is None]
+            there = [p for p in ps if cached_from(p) is not None]
+            pair = next(((a, b) for a in there for b in here if a.verdict is not b.verdict), None)
+            if pair is None:
+                continue
+            goods, bads = ([pair[0]], [pair[1]]) if pair[0].verdict is Verdict.GOOD else ([pair[1]], [pair[0]])
         if not goods or not bads:
             continue
         a, b = (goods[0], bads[-1]) if ps.index(goods[0]) < ps.index(bads[-1]) else (bads[0], goods[-1])
