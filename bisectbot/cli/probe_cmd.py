@@ -108,10 +108,10 @@ def _says_interval(f: Callable[..., None]) -> Callable[..., None]:
     the usual "interrupted" and exit code (issue 41, item 11)."""
     import functools
 
-    from ..reproduce.search import SearchInterrupted
-
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> None:
+        from ..reproduce.search import SearchInterrupted  # here: `--version` imports no pydantic
+
         try:
             f(*args, **kwargs)
         except SearchInterrupted as e:

@@ -92,14 +92,14 @@ def test_rerun_of_reproduce_marks_cached_probes_and_labels_requested_vs_measured
         else:
             assert "this run" in row, row
 
-    # the verification note: the culprit's and its predecessor's last probes came from the cache
+    # the verification: a re-probe is a measurement of this run (issue 35: the first run's re-probes
+    # answered another night's verification from the cache, so a host change between the nights was
+    # never measured); the culprit's and its predecessor's last probes ran now, their first came cached
     fb, lg = res2["stages"][-1]["first_bad"]["ref"], res2["stages"][-1]["last_good"]["ref"]
     ends = [next(p for p in reversed(probes) if p["candidate"]["ref"] == ref) for ref in (fb, lg)]
-    assert all(p["extra"].get("cached") for p in ends)
+    assert not any(p["extra"].get("cached") for p in ends), [p["extra"] for p in ends]
     note = next(n for n in res2["notes"] if n.startswith("exact search"))
-    assert "were re-probed" not in note and "verified from cached verdicts of" in note, note
-    assert when_text(ends[0]["extra"]["cached"]["measured_at"]) in note and res1["session_id"] in note, note
-    assert "were re-probed" not in md2 and "were re-probed" not in issue2
+    assert "were re-probed" in note and "verified from cached verdicts of" not in note, note
 
     # issue.md's evidence table says which reply was measured now and which came from the cache
     ev = issue2.split("### What went wrong", 1)[1].split("\n### ", 1)[0]
