@@ -110,12 +110,15 @@ def _says_interval(f: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(f)
     def run(*args: Any, **kwargs: Any) -> None:
-        from ..reproduce.search import SearchInterrupted  # here: `--version` imports no pydantic
+        from ..reproduce.search import LAST_SEARCH, SearchInterrupted  # here: `--version` imports no pydantic
 
+        LAST_SEARCH[0] = None
         try:
             f(*args, **kwargs)
-        except SearchInterrupted as e:
-            terminal.echo(e.interval(), err=True)
+        except KeyboardInterrupt as e:
+            partial = e.partial if isinstance(e, SearchInterrupted) else LAST_SEARCH[0]
+            if partial is not None:
+                terminal.echo(SearchInterrupted(partial).interval(), err=True)
             raise KeyboardInterrupt from None
 
     return run

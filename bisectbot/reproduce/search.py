@@ -339,6 +339,11 @@ def cheap_split(lo: int, hi: int, spec: ReproducerSpec, left: int) -> int:
     return split_point(lo, hi, spec)
 
 
+#: The result of the threshold search running (or last run) in this process, as far as it got
+#: (:class:`SearchInterrupted`: a Ctrl-C that lands between two probes is not raised inside one).
+LAST_SEARCH: list[ThresholdResult | None] = [None]
+
+
 class SearchInterrupted(KeyboardInterrupt):
     """Ctrl-C during a threshold search: ``partial`` is the :class:`ThresholdResult` so far (its
     ``table`` holds every size answered), so the caller can say what was learnt (issue 41, item 11:
@@ -378,6 +383,7 @@ def search(probe: Callable[[int], SizeResult], spec: ReproducerSpec, min_size: i
     lo_size = min_size if min_size is not None else spec.min_size
     hi_size = max_size if max_size is not None else spec.max_size
     res = ThresholdResult(status="inconclusive", min_size=lo_size, max_size=hi_size)
+    LAST_SEARCH[0] = res  # Ctrl-C between two probes: the caller still finds what was answered
     say = log or (lambda _m: None)
     sibling = getattr(probe, "confirm", None)
 
