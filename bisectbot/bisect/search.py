@@ -817,20 +817,17 @@ class Bisection:
         f, (fp, fn) = self._open_f, self._grid
         diff = np.zeros((len(f), self.n))  # per candidate: log P(runs | bad) - log P(runs | good)
         good_total = np.zeros(len(f))
-        pooled: dict[int, tuple[int, int]] = {}
         for st in self.history:
             if st.effective is Verdict.SKIP:
                 continue
             self.informed[st.index] = True
-            if st.runs is not None:
-                k, m = pooled.get(st.index, (0, 0))
-                pooled[st.index] = (k + st.runs[0], m + st.runs[1])
+            if st.runs is not None:  # weighed below, pooled per candidate
                 continue
             bad = st.effective is Verdict.BAD
             lo, hi = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
             diff[:, st.index] += lo - hi
             good_total += hi
-        for j, (k, m) in pooled.items():
+        for j, (k, m) in self._pooled_runs().items():
             hi = k * np.log(f) + (m - k) * np.log1p(-f)
             diff[:, j] += self._log_bad_runs(k, m) - hi
             good_total += hi
