@@ -174,7 +174,9 @@ def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
     secs = known_secrets()  # a server may echo the key it was sent: redacted before any cut (issue 41, 11)
     console = Console(highlight=False, soft_wrap=False)
     what = res.endpoint if str(res.endpoint).startswith("command:") else f"{res.endpoint} ({res.model})"
-    t = Table(title=terminal.text(f"probe of {what}"), show_lines=False)
+    # The title is a line of its own, soft-wrapped: as the table's title it was folded to the table's
+    # width, so a long interpreter path cut a command in two (CI's paths are longer than a laptop's).
+    t = Table(show_lines=False)
     for col in ("#", "requested", "prompt_tokens", "outcome", "agree", "s", "reasons / excerpt"):
         t.add_column(col, justify="right" if col not in ("outcome", "reasons / excerpt") else "left")
     style = {"OK": "green", "GARBAGE": "red", "ERROR": "yellow", "INCONCLUSIVE": "magenta"}
@@ -190,6 +192,7 @@ def _print_table(res: ThresholdResult, diverges: bool = False) -> None:
                   terminal.text(o, style.get(o, "")), f"{row.agreement:.0%}", f"{row.seconds:.1f}",
                   terminal.text((detail[:70] + "…") if len(detail) > 70 else detail))
     if res.table:
+        console.print(terminal.text(f"probe of {what}"), soft_wrap=True)
         console.print(t)
     for line in _evidence_lines(res):
         console.print(terminal.text(redact(line, secs)))
