@@ -201,6 +201,9 @@ class _Drain(threading.Thread):
         self.total = 0
         self.logged = 0
         self.pending = b""  # an unfinished line, redacted once complete (a secret is never split)
+        #: the ``OSError`` a write to the log met (the disk full): logging stopped, the pipe is still
+        #: drained (the process must not block on it) and the caller raises it once the process ended
+        self.log_error: OSError | None = None
 
     def _log(self, data: bytes, final: bool = False) -> None:
         if self.log is None or self.logged >= self.log_limit:
@@ -215,11 +218,14 @@ class _Drain(threading.Thread):
             if self.log.closed:
                 self.log_limit = 0
                 return
-            self.log.write(part)
-            self.log.flush()  # readers (health-check failures quote the log's last line) see it at once
-            self.logged += len(part)
-            if self.logged >= self.log_limit:
-                self.log.write(f"\n[bisectbot: {self.name_} log cut at {self.log_limit} bytes]\n".encode())
+            try:
+                self.log.write(part)
+                self.log.flush()  # readers (health-check failures quote the log's last line) see it at once
+                self.logged += len(part)
+                if self.logged >= self.log_limit:
+                    self.log.write(f"\n[bisectbot: {self.name_} log cut at {self.log_limit} bytes]\n".encode())
+            except OSError as e:  # a full disk: a thread's traceback says nothing; the caller raises it
+                self.log_error, self.log_limit = e, 0
 
     def run(self) -> None:
         while True:
@@ -237,6 +243,14 @@ class _Drain(threading.Thread):
 
     def text(self) -> str:
         return b"".join(self.tail)[-self.tail_bytes:].decode("utf-8", "replace")
+
+
+def _close(log: IO[bytes], drain: _Drain) -> None:
+    """Close ``log``; an ``OSError`` of its last flush is kept on ``drain`` (raised by the caller)."""
+    try:
+        log.close()
+    except OSError as e:
+        drain.log_error = drain.log_error or e
 
 
 def spawn_logged(argv: list[str], *, log_path: str | Path, cwd: str | Path | None = None,
@@ -266,7 +280,9 @@ def spawn_logged(argv: list[str], *, log_path: str | Path, cwd: str | Path | Non
         server_stopped(proc.pid)
         drain.join(10)
         with lock:
-            log.close()
+            _close(log, drain)
+        if drain.log_error is not None:
+            raise drain.log_error
 
     return proc, finish
 
@@ -339,6 +355,9 @@ def run_process(argv: list[str], *, timeout_s: float, cwd: str | Path | None = N
         err.join(10)
         if log is not None:
             with lock:
-                log.close()
+                _close(log, out)
+    for d in (out, err):
+        if d.log_error is not None:  # the log could not be written (the disk full): the host's failure
+            raise d.log_error
     return ProcessRun(None if timed_out else proc.returncode, time.monotonic() - t0, out.text(), err.text(),
                       timed_out, out.total, err.total)

@@ -21,6 +21,7 @@ killed mid-write loses at most the transaction it was in (SQLite's journal guara
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -163,8 +164,14 @@ class Ledger:
         try:
             yield self._db
             self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
+        except BaseException as e:
+            # SQLite has already rolled back a transaction a full disk ended ("cannot rollback - no
+            # transaction is active" then hid the cause): roll back only what is still open
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            if isinstance(e, sqlite3.OperationalError) and "database or disk is full" in str(e):
+                # the host's failure, said as the OS says it (the CLI's boundary names the disk, exit 1)
+                raise OSError(errno.ENOSPC, f"No space left on device (the ledger {self.path}: {e})") from e
             raise
 
     def _migrate(self) -> None:

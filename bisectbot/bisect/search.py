@@ -72,11 +72,35 @@ CONFIRMATION_MASS = 0.5
 #: of 8-25 points at a 30 % rate); those at or below ``max(min_hit_rate, f)`` are left out.
 SHARED_HIT_RATES = tuple((i + 0.5) / 40 for i in range(40))
 #: How a flaky bug's rate may vary over its bad candidates when the recipe gives no rates
-#: (:meth:`Bisection.set_open_hit_rates`), each description a third of the prior: 1, every bad
-#: candidate has the bug's one rate; 0, each its own; 1/2, each has the bug's rate or its own,
-#: equally likely (the rate steps up at a later commit: a second trigger). No preference among
-#: the three, so the runs decide; 1/2 is that same indifference for one candidate.
+#: (:meth:`Bisection.set_open_hit_rates`), each description a quarter of the prior (the fourth is
+#: the step, :data:`STEP_HIT_RATES`): 1, every bad candidate has the bug's one rate; 0, each its
+#: own; 1/2, each has the bug's rate or its own, equally likely. No preference among the four, so
+#: the runs decide; 1/2 is that same indifference for one candidate.
 SHARE_PRIORS = (1.0, 0.5, 0.0)
+#: Per-run hit rates of the **step** description (:meth:`Bisection.set_open_hit_rates`): one rate
+#: ``a`` from the first bad up to a step, another ``b`` from the step to the bad end (a second
+#: trigger entering later, or one leaving). Ten rates evenly spaced in ``arcsin(sqrt(rate))``, the
+#: binomial's variance-stabilising angle: neighbours are the same number of standard errors apart
+#: wherever they lie, so the grid is as fine near 0 and 1 (0.006, 0.055 ... 0.945, 0.994), where
+#: many runs make the likelihood sharp, as in the middle (0.42, 0.58). An evenly spaced grid of
+#: ten tops out at 0.95 and cost a deterministic second rate 0.95^90 = e^-4.6 over 90 runs: the
+#: step lost to the noise explanation it exists to beat. No floor beyond the good side's rate.
+STEP_HIT_RATES = tuple(math.sin((i + 0.5) / 10 * math.pi / 2) ** 2 for i in range(10))
+#: ``_open_rho`` of a step row (not a share).
+_STEP = -1.0
+#: Runs of one candidate within which a step's rate must be tellable from the good side's rate
+#: ``f`` (:meth:`Bisection.set_open_hit_rates`): the most a night gives one candidate (3-30 runs, as
+#: above). Tellable: those runs' expected log-likelihood ratio, ``_STEP_RUNS * KL(rate || f)``, reaches
+#: the search's odds ``log(1 / (1 - confidence))``. A rate closer to ``f`` is the good side's noise
+#: to every probe the night can afford; allowed, it let "the bug entered earlier at a rate just
+#: above the noise" hold a share no run could take away (two-sided noise, 40 simulated searches:
+#: 3 right instead of 25, the rest inconclusive).
+_STEP_RUNS = 30
+
+
+def _kl(a: np.ndarray, f: float) -> np.ndarray:
+    """Kullback-Leibler divergence (nats a run) of a per-run rate ``a`` from ``f``."""
+    return a * np.log(a / f) + (1 - a) * np.log((1 - a) / (1 - f))
 
 
 @dataclass
@@ -212,6 +236,9 @@ class Bisection:
         #: own) and the share of bad candidates that have it (:data:`SHARE_PRIORS`)
         self._open_mu: np.ndarray | None = None
         self._open_rho: np.ndarray | None = None
+        #: the step description's first rate per hypothesis (NaN off the step rows, where
+        #: ``_open_rho`` is :data:`_STEP` and ``_open_mu`` holds the rate after the step)
+        self._open_a: np.ndarray | None = None
         #: :meth:`_log_bad_runs` by ``(k, m)`` at the current open rates
         self._bad_cache: dict[tuple[int, int], np.ndarray] = {}
         self._h_min = 0.0
@@ -658,19 +685,28 @@ class Bisection:
                            min_hit_rate: float, parallel: int = 1) -> None:
         """Noise whose rates are not given (issue 35). The good side is **one** per-run false-positive
         rate ``f`` (the measurement's: every good build is the same question), weighed over
-        ``false_positives`` with prior ``weights``. The bad side's per-run hit rate is described two
-        ways, half the prior each, and the runs decide between them (Bayes' factor, no rule):
+        ``false_positives`` with prior ``weights``. The bad side's per-run hit rate is described four
+        ways, a quarter of the prior each, and the runs decide between them (Bayes' factor, no rule):
 
         * **shared**: every bad candidate has the same rate ``mu`` (one bug, one trigger), ``mu``
           uniform over :data:`SHARED_HIT_RATES` above ``max(min_hit_rate, f)``;
         * **own**: each bad candidate has its own rate, any value above ``f`` equally likely (a
           bad build fails more often than a good one; the floor ``min_hit_rate`` is the shared
-          rate's, a bug's typical rate, not every candidate's) (a bug whose trigger grows more likely over the range shows far less often
-          at its first bad than at the bad end: the bad end's rate says nothing of another
-          candidate's).
+          rate's, a bug's typical rate, not every candidate's; a bug whose trigger grows more
+          likely over the range shows far less often at its first bad than at the bad end: the bad
+          end's rate says nothing of another candidate's);
+        * **either**: each bad candidate has the bug's one rate or its own, equally likely;
+        * **step**: one rate ``a`` from the first bad up to a step ``s``, another ``b != a`` from
+          ``s`` on, both over :data:`STEP_HIT_RATES` above ``f`` and tellable from it within
+          :data:`_STEP_RUNS` runs, ``s`` uniform over the candidates after the first bad and summed
+          out, the first bad never the good end (:meth:`_step_tails`): a second trigger that lands
+          later (or a fix of one of two). It pays for its two rates once, where "either" pays at
+          every candidate: without it a bug in 8-15 % of runs until a later commit raised it to
+          70-100 % had that later commit named at 0.99+ in 7 of 30 simulated searches (the good
+          side's noise explained the rare failures more cheaply than a per-candidate own rate).
 
-        Either alone fails a kind: the shared rate alone reads the clean runs of a bug's first, rarer
-        candidates as good (a later commit named at 0.99+ in 16-22 of 50 generated growing-rate
+        The first two alone fail a kind: the shared rate alone reads the clean runs of a bug's
+        first, rarer candidates as good (a later commit named at 0.99+ in 16-22 of 50 generated growing-rate
         worlds); the own rates alone make every bad candidate pay for its free rate, so "fewer bad
         candidates and a noisy good side" out-weighs the truth (a 30 %-of-runs bug at 3 repeats over
         64 candidates: ~270 probes, 35 % right). A candidate's counted runs, pooled over its probes
@@ -689,8 +725,10 @@ class Bisection:
         keep = w > 0
         f, w = f[keep], w[keep] / w[keep].sum()
         mus = np.asarray(SHARED_HIT_RATES, dtype=float)
-        third = 1.0 / len(SHARE_PRIORS)
-        gf, gmu, grho, gw = [f], [np.full(len(f), np.nan)], [np.zeros(len(f))], [third * w]  # own rates
+        steps = np.asarray(STEP_HIT_RATES, dtype=float)
+        share = 1.0 / (len(SHARE_PRIORS) + 1)  # each description, the step one too
+        gf, gmu, grho, gw = [f], [np.full(len(f), np.nan)], [np.zeros(len(f))], [share * w]  # own rates
+        ga = [np.full(len(f), np.nan)]
         for rho in SHARE_PRIORS:
             if rho == 0.0:
                 continue
@@ -699,10 +737,22 @@ class Bisection:
                 if len(ok):
                     gf.append(np.full(len(ok), fi))
                     gmu.append(ok)
+                    ga.append(np.full(len(ok), np.nan))
                     grho.append(np.full(len(ok), rho))
-                    gw.append(np.full(len(ok), third * wi / len(ok)))
+                    gw.append(np.full(len(ok), share * wi / len(ok)))
+        for fi, wi in zip(f, w):  # the step: a from the first bad, b != a from the step on, both tellable from f
+            above = steps[(steps > fi) & (_STEP_RUNS * _kl(steps, fi) >= math.log(1 / (1 - self.confidence)))]
+            a, b = (x.ravel() for x in np.meshgrid(above, above, indexing="ij"))
+            a, b = a[a != b], b[a != b]
+            if len(a):
+                gf.append(np.full(len(a), fi))
+                gmu.append(b)
+                ga.append(a)
+                grho.append(np.full(len(a), _STEP))
+                gw.append(np.full(len(a), share * wi / len(a)))
         self._open_f = np.concatenate(gf)
         self._open_mu = np.concatenate(gmu)
+        self._open_a = np.concatenate(ga)
         self._open_rho = np.concatenate(grho)
         self._bad_cache = {}
         self._h_min, self._repeats = float(min_hit_rate), int(repeats)
@@ -720,8 +770,11 @@ class Bisection:
     def _log_bad_runs(self, k: int, m: int) -> np.ndarray:
         """log-likelihood, per rate hypothesis of :meth:`set_open_hit_rates`, of a bad candidate's
         ``k`` failing runs of ``m``: ``mu^k (1-mu)^(m-k)`` at a shared rate, else the mean of
-        ``h^k (1-h)^(m-k)`` over ``h`` in ``[max(h_min, f), 1]`` (its own rate)."""
-        assert self._open_f is not None and self._open_mu is not None
+        ``h^k (1-h)^(m-k)`` over ``h`` in ``[max(h_min, f), 1]`` (its own rate). On a step row, where
+        the rate depends on the candidate's side of the step, the mean of the two rates' likelihoods
+        (the step's side of one candidate taken as a coin: what the probe choice predicts with; the
+        posterior itself sums over the step, :meth:`_weigh_open`)."""
+        assert self._open_f is not None and self._open_mu is not None and self._open_a is not None
         hit = self._bad_cache.get((k, m))
         if hit is not None:
             return hit
@@ -739,8 +792,18 @@ class Bisection:
         with np.errstate(divide="ignore"):
             out = np.where(rho >= 1, shared, np.where(rho <= 0, own, np.logaddexp(
                 np.log(np.where(rho > 0, rho, 1.0)) + shared, np.log1p(-np.where(rho < 1, rho, 0.0)) + own)))
+            step = rho == _STEP
+            if step.any():
+                out[step] = np.logaddexp(self._log_runs_at(self._open_a[step], k, m),
+                                         self._log_runs_at(self._open_mu[step], k, m)) - math.log(2)
         self._bad_cache[(k, m)] = out
         return out
+
+    @staticmethod
+    def _log_runs_at(rates: np.ndarray, k: int, m: int) -> np.ndarray:
+        """log of ``rate^k (1-rate)^(m-k)``: ``k`` failing runs of ``m`` at each per-run rate."""
+        with np.errstate(divide="ignore"):
+            return k * np.log(rates) + (m - k) * np.log1p(-rates)
 
     def _mean_rates(self) -> tuple[float, float]:
         """Per-probe ``(false_positive, false_negative)`` averaged over the rate pairs' posterior."""
@@ -814,8 +877,12 @@ class Bisection:
         gathers the bad-side terms of the candidates ``j >= h`` and the good-side terms of the
         rest: a reversed cumulative sum, the same posterior as weighing step by step."""
         assert self._open_f is not None and self._logp2 is not None and self._grid is not None
+        assert self._open_a is not None and self._open_mu is not None and self._open_rho is not None
         f, (fp, fn) = self._open_f, self._grid
+        step = np.flatnonzero(self._open_rho == _STEP)
+        sa, sb = self._open_a[step], self._open_mu[step]
         diff = np.zeros((len(f), self.n))  # per candidate: log P(runs | bad) - log P(runs | good)
+        d_a, d_b = np.zeros((len(step), self.n)), np.zeros((len(step), self.n))  # the same, a step row's two sides
         good_total = np.zeros(len(f))
         for st in self.history:
             if st.effective is Verdict.SKIP:
@@ -827,13 +894,22 @@ class Bisection:
             lo, hi = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
             diff[:, st.index] += lo - hi
             good_total += hi
+            miss_a, miss_b = (1 - sa) ** self._repeats, (1 - sb) ** self._repeats
+            with np.errstate(divide="ignore"):
+                d_a[:, st.index] += (np.log1p(-miss_a) if bad else np.log(miss_a)) - hi[step]
+                d_b[:, st.index] += (np.log1p(-miss_b) if bad else np.log(miss_b)) - hi[step]
         for j, (k, m) in self._pooled_runs().items():
-            hi = k * np.log(f) + (m - k) * np.log1p(-f)
+            hi = self._log_runs_at(f, k, m)
             diff[:, j] += self._log_bad_runs(k, m) - hi
             good_total += hi
+            d_a[:, j] += self._log_runs_at(sa, k, m) - hi[step]
+            d_b[:, j] += self._log_runs_at(sb, k, m) - hi[step]
         tail = np.cumsum(diff[:, ::-1], axis=1)[:, ::-1]  # sum over candidates j >= h
+        tail = np.concatenate([tail, np.zeros((len(f), 1))], axis=1)
+        if len(step):
+            tail[step] = self._step_tails(d_a, d_b)
         with np.errstate(invalid="ignore"):
-            self._logp2 = self._logp2 + np.concatenate([tail, np.zeros((len(f), 1))], axis=1) + good_total[:, None]
+            self._logp2 = self._logp2 + tail + good_total[:, None]
         self._logp2[np.isnan(self._logp2)] = -np.inf
         top2 = float(self._logp2.max())
         if not np.isfinite(top2):
@@ -843,6 +919,31 @@ class Bisection:
         with np.errstate(divide="ignore"):
             self._logp = np.log(np.exp(self._logp2).sum(axis=0))  # the top is 0: no overflow
         self._logp -= np.logaddexp.reduce(self._logp)
+
+    def _step_tails(self, d_a: np.ndarray, d_b: np.ndarray) -> np.ndarray:
+        """The bad side's log-likelihood ratio of each step row for every first bad ``h`` in
+        ``0..n``, shape ``(rows, n + 1)``: the candidates ``h..s-1`` at the row's first rate (``d_a``,
+        per candidate: log P(runs | that rate) - log P(runs | good)), ``s..n-1`` at its second
+        (``d_b``), the step ``s`` uniform over ``h+1..n-1`` (each side holds a candidate; the bad end
+        is on the second) and summed out: ``-A[h] + log sum_{s>h} exp(A[s] + B[s]) - log(n-1-h)``
+        with ``A`` the prefix sums of ``d_a`` and ``B`` the suffix sums of ``d_b``. A first bad at
+        ``n-1`` or ``n`` leaves no room for a step: -inf. So is a first bad at 0, the good end: its
+        first segment would be the good side itself, whose runs the good side's rate ``f``
+        describes; a second free rate there is the good side's noise named a bug (two-sided noise
+        over 40 simulated searches: 8 right instead of 38, the rest "the good end may be bad")."""
+        rows, n = d_a.shape
+        pre = np.concatenate([np.zeros((rows, 1)), np.cumsum(d_a, axis=1)], axis=1)  # A[0..n]
+        suf = np.concatenate([np.cumsum(d_b[:, ::-1], axis=1)[:, ::-1], np.zeros((rows, 1))], axis=1)  # B[0..n]
+        out = np.full((rows, n + 1), -np.inf)
+        if n < 2:
+            return out
+        e = (pre + suf)[:, 1:n]  # s = 1..n-1
+        with np.errstate(invalid="ignore"):
+            lse = np.logaddexp.accumulate(e[:, ::-1], axis=1)[:, ::-1]  # log sum over s >= index + 1
+        h = np.arange(n - 1)  # first bad 0..n-2: the step s in h+1..n-1
+        out[:, : n - 1] = -pre[:, : n - 1] + lse[:, h] - np.log(n - 1 - h)[None, :]
+        out[:, 0] = -np.inf
+        return out
 
     def drift(self) -> Drift | None:
         """Threshold drift among the bad verdicts, or None.

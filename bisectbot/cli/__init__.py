@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from typing import TextIO
 
 import click
@@ -90,19 +91,35 @@ def _invoke(args: list[str], as_json: bool) -> int:
         if code and not isinstance(e.code, int):
             click.echo(str(e.code), err=True)
         rv = code
+    except OSError as e:
+        from ..run.host import exception_cause, host_message, is_host_errno
+
+        if not is_host_errno(e):
+            return _internal(e, fail)
+        # the boundary for every command: the disk filled (or a quota, a read-only file system) under
+        # one of the bot's own writes, wherever it was -- a ledger row, a log, a worktree -- is the host,
+        # exit 1 with the cause, never a traceback and exit 70 (issue 41, item 12)
+        msg = host_message("writing the bot's files", exception_cause(e) or str(e))
+        click.echo(f"bisectbot: error: {inert(msg, multiline=True)}", err=True)
+        return fail("host", msg, EXIT_ERROR)
     except Exception as e:  # a bug: the traceback goes to stderr, the contract still holds on stdout
-        # never exit 1: probe's "garbage found" (issue 25: a reply made of Rich markup crashed
-        # the table and read as a garbage verdict)
-        traceback.print_exc()
-        click.echo(f"bisectbot: internal error (a bug, exit {EXIT_INTERNAL}): {type(e).__name__}: "
-                   f"{inert(str(e))[:500]}", err=True)
-        return fail("internal", f"{type(e).__name__}: {e}", EXIT_INTERNAL)
+        return _internal(e, fail)
     code = rv if isinstance(rv, int) else 0
     if as_json and not JsonOut.emitted:  # a command without a document of its own (e.g. --help)
         if code:
             return fail("failed", f"exited with code {code}", code)
         JsonOut.write({"exit_code": code})
     return code
+
+
+def _internal(e: Exception, fail: Callable[[str, str, int], int]) -> int:
+    """A bug: the traceback goes to stderr, the contract still holds on stdout."""
+    # never exit 1: probe's "garbage found" (issue 25: a reply made of Rich markup crashed
+    # the table and read as a garbage verdict)
+    traceback.print_exc()
+    click.echo(f"bisectbot: internal error (a bug, exit {EXIT_INTERNAL}): {type(e).__name__}: "
+               f"{inert(str(e))[:500]}", err=True)
+    return fail("internal", f"{type(e).__name__}: {e}", EXIT_INTERNAL)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,6 +55,12 @@ _HOST_ERRNOS = {errno.ENOSPC: HOST_CAUSES[1][1], errno.EDQUOT: HOST_CAUSES[1][1]
                 errno.EROFS: "a directory the bot writes is on a read-only file system"}
 
 
+def is_host_errno(e: OSError) -> bool:
+    """True when ``e`` is the host's failure, not the candidate's (the disk full, a quota, a read-only
+    file system under the bot's own writes): such an error propagates, it never becomes a verdict."""
+    return e.errno in _HOST_ERRNOS
+
+
 def _tail(path: str | Path) -> str:
     try:
         with open(path, "rb") as fh:

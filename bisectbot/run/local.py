@@ -50,6 +50,7 @@ from ..recipe import GitSource, Recipe
 from ..secrets import candidate_env
 from ..sources.git import GitRepo
 from .base import CommandRun, Prepared, PrepareFailed, Server
+from .host import is_host_errno
 
 log = logging.getLogger(__name__)
 
@@ -598,6 +599,8 @@ class LocalRunner:
             r, launch = sandbox.launched(once, lambda r: r.stderr_tail,
                                          what=f"running the command of {prepared.candidate.ref[:12]}")
         except OSError as e:  # as a shell reports it: 126 found but not executable, 127 not found
+            if is_host_errno(e):  # the disk filled under the bot's log or launcher: the host, not a skip
+                raise
             rc = 126 if isinstance(e, PermissionError) else 127
             return CommandRun(returncode=rc, duration_s=0.0, stderr_tail=f"cannot run {argv[0]!r}: {e}")
         finally:

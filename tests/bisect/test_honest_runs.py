@@ -205,7 +205,7 @@ def test_flaky_threshold_bug_without_rates_estimates_them_from_the_bad_ends_repl
     # issue 35: the runs are weighed per candidate (the bug's one rate, each bad candidate's own, or either) from the bad
     # end's counted replies on; the bad end's own runs are in its probe line
     line = next(ln for ln in p.stderr.splitlines() if "the search weighs every candidate's runs" in ln)
-    assert "(5 a probe)" in line and "each bad candidate's own, or either" in line, line
+    assert "(5 a probe)" in line and "each bad candidate's own, either, or one rate up to a step" in line, line
     final = result(tmp_path)["stages"][-1]
     assert final["status"] != "culprit" or final["first_bad"]["ref"] == shas[14]
 

@@ -83,7 +83,7 @@ def test_two_hits_in_three_bad_end_runs_do_not_make_four_clean_probes_a_good_ver
     b = Bisection(65, **search_settings(recipe.bisect, 65))
     lines: list[str] = []
     _feed(recipe, b, 64, B, hits=2, lines=lines)
-    assert b.open_rates and b.hit_rate is None and "each bad candidate's own, or either" in lines[0]
+    assert b.open_rates and b.hit_rate is None and "each bad candidate's own, either, or one rate up to a step" in lines[0]
     for i, v, hits in [(0, G, 0), (28, G, 0), (40, G, 0), (48, G, 0), (54, B, 1), (49, B, 2), (43, G, 0),
                        (46, G, 0), (48, G, 0), (48, G, 0), (48, G, 0), (49, B, 2)]:
         _feed(recipe, b, i, v, hits)
@@ -94,3 +94,53 @@ def test_two_hits_in_three_bad_end_runs_do_not_make_four_clean_probes_a_good_ver
     # (0.07): the shared rate's spread and the candidates that may have their own rate keep it
     # nearer the truth's 0.7 ** 3 = 0.34
     assert 0.1 < b.fn < 0.343 and b.fp < 0.05
+
+
+def _open(n: int, repeats: int, runs: dict[int, tuple[int, int]]) -> Bisection:
+    """A search with open rates (as the session sets them) fed ``{candidate: (failing, runs)}``, the
+    bad end first."""
+    from bisectbot.bisect import MIN_HIT_RATE
+    from bisectbot.verdict.honesty import OPEN_FALSE_POSITIVES, OPEN_WEIGHTS
+
+    b = Bisection(n, confidence=0.99, max_probes=10_000)
+    b.set_open_hit_rates(OPEN_FALSE_POSITIVES, OPEN_WEIGHTS, repeats, MIN_HIT_RATE)
+    for j in sorted(runs, reverse=True):
+        k, m = runs[j]
+        b.feed(j, B if k else G, None, runs=(k, m))
+    return b
+
+
+@pytest.mark.parametrize("n, repeats, runs, truth, later", [
+    # simulated step-up searches that named the later commit at 0.99+ before the step description
+    # (seeds of the issue-35 attack: first rate 15 %, then 100 %; 10 and 2 runs a probe)
+    (115, 10, {0: (0, 10), 55: (0, 10), 61: (0, 10), 62: (0, 10), 63: (1, 10), 64: (2, 10), 65: (0, 10),
+               66: (2, 10), 67: (2, 20), 68: (20, 20), 69: (10, 10), 70: (10, 10), 71: (10, 10), 82: (10, 10),
+               114: (10, 10)}, 63, 68),
+    (47, 2, {0: (0, 2), 22: (0, 2), 24: (0, 2), 26: (0, 2), 28: (0, 2), 29: (0, 2), 30: (0, 2), 31: (1, 4),
+             34: (0, 2), 35: (0, 2), 36: (0, 2), 37: (0, 2), 38: (1, 6), 39: (0, 4), 40: (2, 18), 41: (8, 8),
+             42: (4, 4), 43: (4, 4), 44: (4, 4), 45: (4, 4), 46: (4, 4)}, 31, 41),
+])
+def test_a_hit_rate_that_steps_up_later_is_not_read_as_the_good_sides_noise(n, repeats, runs, truth, later) -> None:
+    """Issue 35, the step-up kind: a bug in 8-15 % of runs from its first bad until a later commit
+    raises it to 70-100 %. Without a description of that (one rate up to a step, another from it),
+    the good side's noise explained the rare failures more cheaply and the later commit was named at
+    0.99+. With it, the later commit is no longer certain and the first bad keeps its share."""
+    b = _open(n, repeats, runs)
+    p = b.posterior
+    assert p[later] < 0.9 and not (b.done and b.result().first_bad == later), (p[later], b.result())
+    assert p[truth] > 0.05, p[truth]
+
+
+def test_the_step_description_sums_over_every_step_as_a_direct_sum_does() -> None:
+    """The step rows' likelihood (Bisection._step_tails: prefix and suffix sums and one log-sum-exp)
+    against the sum over every first bad h and step s written out, on random per-candidate terms."""
+    rng = np.random.default_rng(7)
+    b = Bisection(9)
+    d_a, d_b = rng.normal(size=(3, 9)), rng.normal(size=(3, 9))
+    got = b._step_tails(d_a, d_b)
+    n = 9
+    for r in range(3):
+        for h in range(n + 1):
+            terms = [d_a[r, h:s].sum() + d_b[r, s:].sum() - np.log(n - 1 - h) for s in range(h + 1, n) if h > 0]
+            want = np.logaddexp.reduce(terms) if terms else -np.inf
+            assert got[r, h] == pytest.approx(want) if terms else got[r, h] == -np.inf, (r, h)

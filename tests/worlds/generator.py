@@ -396,22 +396,26 @@ def shape_noise(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any
 
 
 def shape_growing(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
-    """A flaky bug whose hit rate grows over the range (issue 12's hostile input, three rates): it
-    enters at k showing in a share h1 of runs and shows in h2 > h1 from j > k (a second change makes
-    it worse); repeats 5, with or without rates. The question's first bad is k (a run that fails is
-    the bug): naming j is wrong. ``h1`` is at least the bot's committed floor, a bug that shows in
-    one run of five (``bisectbot.bisect.MIN_HIT_RATE``, the rate the bad end is tested against):
-    without declared rates a rarer bug is below what a probe of 5 runs can be asked to see."""
+    """A flaky bug whose hit rate changes once over the range (issue 12's hostile input, three rates;
+    issue 35's step-up kind): it enters at k showing in a share h1 of runs and shows in h2 from j > k
+    (a second change makes it worse, or better); repeats 5, with or without rates. The question's
+    first bad is k (a run that fails is the bug): naming j is wrong. Rising: h1 from 0.08 (a bug
+    below the bot's floor ``bisectbot.bisect.MIN_HIT_RATE`` until a second trigger lands: the step-up
+    kind, which once named j at 0.99+) to 0.4, h2 0.8-1.0. Falling: h1 0.8-1.0, h2 0.2-0.4 (at or
+    above the floor: the bad end is what the night tests first, and a bad end below the floor is a
+    "not bad" end, honestly)."""
     n = _n(rng, 10, 32)
     k = rng.randint(1, n - 3)
     j = rng.randint(k + 1, n - 1)
-    h1 = rng.choice([0.2, 0.3, 0.4])
-    h2 = rng.choice([0.8, 0.9, 1.0])
+    if rng.random() < 0.75:
+        h1, h2 = rng.choice([0.08, 0.15, 0.2, 0.3, 0.4]), rng.choice([0.8, 0.9, 1.0])
+    else:
+        h1, h2 = rng.choice([0.8, 0.9, 1.0]), rng.choice([0.2, 0.3, 0.4])
     r = 5
     rates = rng.random() < 0.3
-    flake = {"false_positive": 0.01, "false_negative": round((1 - h1) ** r + 0.01, 4)} if rates else None
+    flake = {"false_positive": 0.01, "false_negative": round((1 - min(h1, h2)) ** r + 0.01, 4)} if rates else None
     cs = [{"bad": i >= k, "hit": (h2 if i >= j else h1)} for i in range(n)]
-    return cs, {"n": n, "k": k, "worse_at": j, "h1": h1, "h2": h2, "repeats": r, "rates": rates}, \
+    return cs, {"n": n, "k": k, "changes_at": j, "h1": h1, "h2": h2, "repeats": r, "rates": rates}, \
         command_recipe(False, r, flake)
 
 
@@ -749,8 +753,9 @@ SHAPES: dict[str, Shape] = {s.name: s for s in [
           "mixed, where the bug enters, the pin file)", shape_pin),
     Shape("hostdrift", "size-less command; the host changes during the night: from the r-th reproducer run "
           "on every commit fails, with or without a real culprit k (varies n, r, k)", shape_hostdrift),
-    Shape("growing", "size-less command whose flaky bug enters at k in a share h1 of runs and shows in h2 > h1 "
-          "from j (varies n, k, j, h1, h2, rates)", shape_growing),
+    Shape("growing", "size-less command whose flaky bug enters at k in a share h1 of runs and shows in h2 from "
+          "j: rising from below the bot's floor, or falling (varies n, k, j, h1, h2, the direction, rates)",
+          shape_growing),
 ]}
 
 #: Shapes that start no server: fast, the default mix of the benchmark.
