@@ -36,7 +36,25 @@ def _git(repo: GitRepo, *args: str) -> str:
     return p.stdout
 
 
+#: Largest pin file read (bytes): a Dockerfile, requirements file or ``.gitmodules`` is a few KB
+#: (vLLM's largest, ``docker/Dockerfile.rocm``, is ~15 KB); 1 MiB is 60x that. A larger blob is a
+#: candidate's content the bot must not hold whole (issue 41, item 15: a 200 MB "requirements"
+#: file took 5.3x its size in memory).
+MAX_PIN_FILE_BYTES = 1024 * 1024
+
+
 def _show(repo: GitRepo, sha: str, path: str) -> str:
+    """The text of ``path`` at ``sha`` ("" when it is not there). Raises BadInput, naming the file,
+    the commit and both sizes, for a blob over :data:`MAX_PIN_FILE_BYTES` (its size is asked first:
+    it is never read)."""
+    size = subprocess.run(["git", "-C", str(repo.path), "cat-file", "-s", f"{sha}:{path}"],
+                          capture_output=True, text=True)
+    if size.returncode != 0:
+        return ""
+    n = int(size.stdout.strip() or 0)
+    if n > MAX_PIN_FILE_BYTES:
+        raise BadInput(f"{repo.path}: {path} at {sha[:12]} is {n:,} bytes; a pin file is read up to "
+                       f"{MAX_PIN_FILE_BYTES:,} bytes (a Dockerfile or requirements file is a few KB): not read")
     p = subprocess.run(["git", "-C", str(repo.path), "show", f"{sha}:{path}"], capture_output=True)
     return p.stdout.decode("utf-8", "replace") if p.returncode == 0 else ""
 

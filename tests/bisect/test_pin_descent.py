@@ -495,3 +495,23 @@ def test_a_pin_loop_back_into_a_component_on_the_chain_is_said_and_keeps_the_cul
     roles = [(c["role"], c["component"], c["first_bad"]["ref"]) for c in res["chain"]]
     assert roles[0] == ("vehicle", "vllm", v[5]) and roles[-1][1:] == ("aiter", a[6]), roles
     assert "pin loop" in md
+
+
+def test_a_pin_file_too_large_to_read_is_named_before_any_probe(tmp_path, kit, starts_file) -> None:
+    """Issue 41, item 15 (the kind: a candidate's content read whole, whatever its size): the bad end
+    commits a 2 MB ``requirements/huge.txt``. Before: every pin file was read whole (a 200 MB one
+    took 5.3x its size in memory). Now its size is asked first and a file over
+    ``MAX_PIN_FILE_BYTES`` is never read: the run stops as on bad input (exit 2) naming the file, the
+    commit and the sizes, before any probe (nothing to lose, nothing recorded)."""
+    aiter_repo(kit, tmp_path / "aiter")
+    v = vllm_repo(kit, tmp_path / "vllm")
+    huge = "# " + "x" * 78 + "\n"
+    v.append(commit(kit, tmp_path / "vllm", "Add a huge requirements file (#57000)",
+                    {"requirements/huge.txt": huge * (2 * 1024 * 1024 // len(huge)), "v.txt": "v10\n",
+                     "vllm/attention.py": "X = 10\n"}))
+    p, res, md = run(kit, tmp_path, recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter"), v[0], v[10])
+    out = p.stdout + p.stderr
+    assert p.returncode == 2 and "Traceback" not in out, out
+    assert f"requirements/huge.txt at {v[10][:12]} is 2,097,090 bytes; a pin file is read up to 1,048,576 bytes" \
+        in out, out
+    assert kit.read_starts(starts_file) == [] and not res
