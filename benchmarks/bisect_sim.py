@@ -69,7 +69,10 @@ Each bad candidate's own rate alone took ~267 probes and was right in 35 % of 20
 hypothesis "fewer bad candidates and a noisy good side" out-weighed the truth, and the per-probe
 information gain kept asking the bad end). Measured with the three descriptions (1,000 trials, seed
 1): no-regression 0 %, wrong culprit 0 of 1,000 (predicted 0.47 %), right 100 %, 32.7 probes a run
-(1.56 at the bad end).
+(1.56 at the bad end). With the fourth, the step (one rate up to a later commit, another from it),
+the same row (1,000 trials, seed 1, main e413d20): no-regression 0 %, wrong 0 of 1,000 (predicted
+0.50 %), right 100 %, 37.4 probes a run (1.49 at the bad end): the step's share of the prior is
+doubt the runs must remove, +4.7 probes.
 
 ``--quick`` (300 trials, N up to 1024) is a smoke run: there a point figure that misses a
 target while its 95 % interval still holds it (an accuracy of 98.67 %, 4 errors in 300:

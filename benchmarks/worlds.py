@@ -32,7 +32,15 @@ side's one false-positive rate learnt; the hit rate the bug's one rate, each bad
 either, a third of the prior each (``Bisection.set_open_hit_rates``); probes by the joint
 information gain, which asks the good end when the good side's rate is in doubt.
 
-Found after (a hostile pass at the search level, not yet a shape here): **a hit rate that steps up**
+**The step description (2026-12-04, fifth session).** The growing shape is now its kind: a hit rate
+that changes once after the first bad, rising from below the floor (h1 0.08-0.4 -> 0.8-1.0) or
+falling (0.8-1.0 -> 0.2-0.4); the search describes it (``Bisection.set_open_hit_rates``: one rate up
+to a step, another from it). ``--n 120 --shapes growing,noise,flaky,server-flaky`` (the shapes whose
+searches run under open rates) on main e413d20, wall 749 s: **0 confident wrong**; growing 30/30,
+flaky 30/30, noise 28/30 (2 inconclusive, budget spent at 0.90 and 0.46), server-flaky 20/30 (the
+per-start kind below, unchanged). The 500-world run of every shape was not repeated on this main.
+
+Found after (a hostile pass at the search level, then the shape above): **a hit rate that steps up**
 -- 8-15 % of runs from the first bad t, 70-100 % from a later s -- names s at 0.99+ in 27 of 180
 simulated trials (0 of 62 with a first rate of 0.25): the shared rate explains s.. and a noisy
 good side (f ~ the low rate; its prior spreads half its mass over (0, 1)) explains t..s-1, while
