@@ -740,8 +740,9 @@ class Bisection:
                     ga.append(np.full(len(ok), np.nan))
                     grho.append(np.full(len(ok), rho))
                     gw.append(np.full(len(ok), share * wi / len(ok)))
+        odds = math.log(1 / (1 - self.confidence))
         for fi, wi in zip(f, w):  # the step: a from the first bad, b != a from the step on, both tellable from f
-            above = steps[(steps > fi) & (_STEP_RUNS * _kl(steps, fi) >= math.log(1 / (1 - self.confidence)))]
+            above = steps[(steps > fi) & (_STEP_RUNS * _kl(steps, fi) >= odds)]
             a, b = (x.ravel() for x in np.meshgrid(above, above, indexing="ij"))
             a, b = a[a != b], b[a != b]
             if len(a):
@@ -883,6 +884,7 @@ class Bisection:
         sa, sb = self._open_a[step], self._open_mu[step]
         diff = np.zeros((len(f), self.n))  # per candidate: log P(runs | bad) - log P(runs | good)
         d_a, d_b = np.zeros((len(step), self.n)), np.zeros((len(step), self.n))  # the same, a step row's two sides
+        miss_a, miss_b = (1 - sa) ** self._repeats, (1 - sb) ** self._repeats  # a probe of r runs shows nothing
         good_total = np.zeros(len(f))
         for st in self.history:
             if st.effective is Verdict.SKIP:
@@ -894,7 +896,6 @@ class Bisection:
             lo, hi = (np.log(1 - fn), np.log(fp)) if bad else (np.log(fn), np.log(1 - fp))
             diff[:, st.index] += lo - hi
             good_total += hi
-            miss_a, miss_b = (1 - sa) ** self._repeats, (1 - sb) ** self._repeats
             with np.errstate(divide="ignore"):
                 d_a[:, st.index] += (np.log1p(-miss_a) if bad else np.log(miss_a)) - hi[step]
                 d_b[:, st.index] += (np.log1p(-miss_b) if bad else np.log(miss_b)) - hi[step]
