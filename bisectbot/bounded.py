@@ -58,13 +58,52 @@ class TotalTimeout(requests.exceptions.ReadTimeout):
 _active = threading.local()
 
 
+class _Watch:
+    """The watchdog of one :func:`request`: at its deadline it shuts the connections of the request
+    down. The deadline is the whole request's (``total_s`` from the start) or, with ``attempt_s``,
+    the current attempt's (``attempt_s`` from the attempt's start, never past the whole request's):
+    each attempt urllib3 makes (a retry after a 5xx, a reset) re-arms it."""
+
+    def __init__(self, total_s: float, attempt_s: float | None) -> None:
+        self.end = time.monotonic() + total_s
+        self.attempt_s = attempt_s
+        self.conns: list[Any] = []
+        self.fired = threading.Event()
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+        self.arm()
+
+    def arm(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self.fired.clear()
+            now = time.monotonic()
+            due = self.end if self.attempt_s is None else min(self.end, now + self.attempt_s)
+            self._timer = threading.Timer(max(0.0, due - now), self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        self.fired.set()
+        _shutdown(self.conns)
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+
+
 class _Tracked:
-    """Mixin of urllib3 connections: remember the connection used by the current request."""
+    """Mixin of urllib3 connections: remember the connection used by the current request, and
+    start the request's next attempt on the watchdog (urllib3 calls ``request`` once per attempt)."""
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
-        conns = getattr(_active, "conns", None)
-        if conns is not None:
-            conns.append(self)
+        watch = getattr(_active, "watch", None)
+        if watch is not None:
+            watch.conns.append(self)
+            if watch.attempt_s is not None and len(watch.conns) > 1:
+                watch.arm()
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
@@ -112,31 +151,26 @@ def _shutdown(conns: list[Any]) -> None:
 
 
 def request(sess: requests.Session, method: str, url: str, *, total_s: float, connect_s: float = 10.0,
-            max_bytes: int = MAX_BODY_BYTES, **kwargs: Any) -> requests.Response:
+            max_bytes: int = MAX_BODY_BYTES, attempt_s: float | None = None, **kwargs: Any) -> requests.Response:
     """Send one request and read the whole reply within ``total_s`` seconds and ``max_bytes`` bytes.
 
     ``sess`` should come from :func:`session` (another session still gets the body cap and the
     between-chunks deadline check, but a stalled header phase is then bounded only per read).
-    Returns the response with its body loaded (``.content``/``.json()`` work). Raises
-    :class:`TotalTimeout` (a ``requests.Timeout``) past the deadline, :class:`BodyTooLarge` past
-    the cap, other ``requests`` exceptions as usual.
+    ``attempt_s`` (seconds), where the session's adapter retries (``max_retries``), bounds each
+    attempt as ``total_s`` bounds the whole: a retry's wait does not count against the attempt
+    after it. Returns the response with its body loaded (``.content``/``.json()`` work). Raises
+    :class:`TotalTimeout` (a ``requests.Timeout``) past a deadline, :class:`BodyTooLarge` past the
+    cap, other ``requests`` exceptions as usual.
     """
     deadline = time.monotonic() + total_s
-    conns: list[Any] = []
-    fired = threading.Event()
-
-    def expire() -> None:
-        fired.set()
-        _shutdown(conns)
-
-    timer = threading.Timer(total_s, expire)
-    timer.daemon = True
-    _active.conns = conns
-    timer.start()
+    limit = f"{attempt_s:g} s" if attempt_s is not None and attempt_s < total_s else f"{total_s:g} s"
+    watch = _Watch(total_s, attempt_s)
+    _active.watch = watch
     r: requests.Response | None = None
     try:
         try:
-            r = sess.request(method, url, timeout=(min(connect_s, total_s), total_s), stream=True, **kwargs)
+            read_s = min(total_s, attempt_s) if attempt_s is not None else total_s
+            r = sess.request(method, url, timeout=(min(connect_s, read_s), read_s), stream=True, **kwargs)
             length = r.headers.get("Content-Length", "")
             if length.isdigit() and int(length) > max_bytes:
                 raise BodyTooLarge(f"reply of {int(length)} bytes is larger than the {max_bytes}-byte limit")
@@ -145,21 +179,21 @@ def request(sess: requests.Session, method: str, url: str, *, total_s: float, co
                 buf += chunk
                 if len(buf) > max_bytes:
                     raise BodyTooLarge(f"reply larger than the {max_bytes}-byte limit: stopped reading")
-                if time.monotonic() > deadline:
-                    raise TotalTimeout(f"no complete reply within {total_s:g} s")
+                if time.monotonic() > deadline or watch.fired.is_set():
+                    raise TotalTimeout(f"no complete reply within {limit}")
         except requests.RequestException:
             if r is not None:
                 r.close()
-            if fired.is_set():
-                raise TotalTimeout(f"no complete reply within {total_s:g} s") from None
+            if watch.fired.is_set():
+                raise TotalTimeout(f"no complete reply within {limit}") from None
             raise
-        if fired.is_set():  # the watchdog cut the body short: what we have is not the reply
+        if watch.fired.is_set():  # the watchdog cut the body short: what we have is not the reply
             r.close()
-            raise TotalTimeout(f"no complete reply within {total_s:g} s")
+            raise TotalTimeout(f"no complete reply within {limit}")
     finally:
-        timer.cancel()
-        _active.conns = None
-        if fired.is_set():
+        watch.cancel()
+        _active.watch = None
+        if watch.fired.is_set():
             sess.close()  # drop the shut-down connection from the pool
     r._content = bytes(buf)
     r._content_consumed = True

@@ -27,6 +27,7 @@ from ..errors import BadInput
 from ..ledger import now_iso
 from ..models import RunResult
 from ..report.load import load_result
+from .safe import BLOCK_LIMIT, MAX_TABLE_ROWS
 
 ARCHIVE_DIR = "dashboard/reports"
 """Where archived reports live, relative to the state directory."""
@@ -84,6 +85,23 @@ def recipe_dir(recipe: str) -> str:
     return _NAME.sub("_", recipe)[:100].strip(".") or "recipe"
 
 
+def shown_part(value: Any) -> Any:
+    """``value`` (a ``RunResult.to_dict()``) cut to what a dashboard page can show: every string at
+    :data:`~.safe.BLOCK_LIMIT` characters (the longest text a page shows; inline values are cut
+    shorter when rendered), every probe's size ``table`` at :data:`~.safe.MAX_TABLE_ROWS` rows.
+    Every later render reads the whole archive, so an archived report costs what it shows, never
+    what its file held (a 212 MB ``report.json`` made every render take ten times the memory,
+    issue 41 item 15)."""
+    if isinstance(value, str):
+        return value if len(value) <= BLOCK_LIMIT else value[: BLOCK_LIMIT - 1] + "…"
+    if isinstance(value, dict):
+        return {k: (shown_part(v[:MAX_TABLE_ROWS]) if k == "table" and isinstance(v, list) else shown_part(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_part(v) for v in value]
+    return value
+
+
 def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> list[Path]:
     """Copy each report of ``paths`` (see :func:`report_files`) into the archive with ``job_url``;
     returns the archive files written (an already archived report is rewritten only to add a job
@@ -104,7 +122,7 @@ def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> li
             if old.get("job_url") or not job_url:
                 continue
         dest.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"result": result.to_dict(), "fingerprint": _fingerprint_of(f),
+        doc = {"result": shown_part(result.to_dict()), "fingerprint": _fingerprint_of(f),
                "job_url": job_url or old.get("job_url", ""), "archived": old.get("archived") or now_iso()}
         tmp = dest.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")

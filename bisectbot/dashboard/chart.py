@@ -29,6 +29,18 @@ PLOT_TOP, PLOT_HEIGHT = 24, 260
 LEFT, RIGHT = 70, 20
 ROW_HEIGHT = 22
 """Height of the verdict row and of the skips row under the plot (pixels)."""
+LABEL_PX = 11
+"""Font size of the tick and band labels (``svg .tick``, ``svg .bandlabel`` in style.css), pixels."""
+LABEL_GAP = 8
+"""Least gap between two labels of one row (pixels)."""
+
+
+def label_px(text: str) -> float:
+    """An upper bound of ``text``'s width in pixels at :data:`LABEL_PX`: one em per character (no
+    glyph of a Latin sans-serif face, the labels' alphabet of digits, month names, commit subjects,
+    advances more than one em; CJK glyphs advance exactly one). Used to keep every label inside the
+    SVG and apart from its neighbours whatever font the reader's browser picks."""
+    return len(text) * LABEL_PX
 
 
 @dataclass
@@ -61,6 +73,9 @@ class Band:
     title: str
     label: str
     href: str = ""
+    label_x: float = 0.0
+    """Where the label starts (pixels): over the band, moved left so it ends inside the SVG, right
+    of the previous band's label; the label is cut (``…``) where it would still not fit."""
 
 
 @dataclass
@@ -121,9 +136,15 @@ _STEPS = [(timedelta(hours=1), "%H:%M"), (timedelta(hours=6), "%d %b %H:%M"), (t
           (timedelta(days=30), "%b %Y"), (timedelta(days=91), "%b %Y"), (timedelta(days=365), "%Y")]
 
 
-def _x_ticks(t0: datetime, t1: datetime, max_ticks: int = 10) -> list[tuple[datetime, str]]:
+def _x_ticks(t0: datetime, t1: datetime, plot_px: float) -> list[tuple[datetime, str]]:
+    """Tick times and labels from ``t0`` to ``t1``: the finest step of :data:`_STEPS` whose ticks
+    stand at least one label (:func:`label_px`) and :data:`LABEL_GAP` apart over ``plot_px``."""
     span = t1 - t0
-    step, fmt = next(((s, f) for s, f in _STEPS if span / s <= max_ticks), _STEPS[-1])
+
+    def fits(step: timedelta, fmt: str) -> bool:
+        return step / span * plot_px >= label_px(t0.strftime(fmt)) + LABEL_GAP
+
+    step, fmt = next(((s, f) for s, f in _STEPS if fits(s, f)), _STEPS[-1])
     if step >= timedelta(days=30):  # month starts (every 1, 3 or 12 months)
         months = round(step.days / 30.4)
         y, m = t0.year, t0.month
@@ -145,6 +166,20 @@ def _x_ticks(t0: datetime, t1: datetime, max_ticks: int = 10) -> list[tuple[date
             out.append((t, t.strftime(fmt)))
         t += step
     return out
+
+
+def _place_band_labels(bands: list[Band]) -> None:
+    """Set each band's ``label_x`` and cut its ``label``: left to right, a label starts over its
+    band, or further left so it ends inside the SVG, never before the previous label's end plus
+    :data:`LABEL_GAP`; what still does not fit is cut to ``…`` (the band's title keeps it whole)."""
+    end = -LABEL_GAP
+    for b in sorted(bands, key=lambda b: b.x):
+        start = max(end + LABEL_GAP, min(b.x + 2, WIDTH - 2 - label_px(b.label)), 2.0)
+        room = int((WIDTH - 2 - start) // LABEL_PX)
+        if len(b.label) > room:
+            b.label = b.label[: room - 1] + "…" if room >= 2 else ""
+        b.label_x = start
+        end = start + label_px(b.label)
 
 
 def build_chart(points: list[dict], bands: list[dict], threshold_below: int | None = None,
@@ -177,12 +212,14 @@ def build_chart(points: list[dict], bands: list[dict], threshold_below: int | No
         lo_v, hi_v = max(1.0, mid / math.sqrt(10)), mid * math.sqrt(10)
     y = LogScale(lo_v, hi_v, PLOT_TOP, plot_bottom)
     chart.yticks = [Tick(y(v), _tokens(v), v) for v in _y_ticks(lo_v, hi_v)]
-    chart.xticks = [Tick(x(t), label, t.timestamp()) for t, label in _x_ticks(t0, t1)]
+    chart.xticks = [Tick(x(t), label, t.timestamp()) for t, label in _x_ticks(t0, t1, WIDTH - LEFT - RIGHT)
+                    if label_px(label) / 2 <= x(t) <= WIDTH - label_px(label) / 2]  # centred, inside the SVG
     if threshold_below:
         chart.below = Tick(y(threshold_below), f"threshold-below {threshold_below}", threshold_below)
     for b in bands:
         x0, x1 = x(b["start"]), x(b["end"])
         chart.bands.append(Band(x0, max(3.0, x1 - x0), b["title"], b["label"], b.get("href", "")))
+    _place_band_labels(chart.bands)
     for p in points:
         lo, hi, verdict = p.get("lo"), p.get("hi"), p["verdict"]
         common = dict(x=x(p["when"]), css=p["css"], lo=lo, hi=hi, ref=p["ref"], when=p["when"].isoformat(),

@@ -31,14 +31,13 @@ from ..models import Candidate, CandidateKind, ProbeResult, RunResult, StageResu
 from ..report.fingerprint import fingerprint
 from ..report.history import NightlyResult, problem_present
 from .archive import ArchivedRun
+from .safe import MAX_TABLE_ROWS
 
 STAGE1 = "stage 1"
 """The stage name of a run's first search (:mod:`bisectbot.session.stages.first`)."""
 
 _DATE_IN_TAG = re.compile(r"(?<!\d)(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-MAX_TABLE_ROWS = 40
-"""Size-table rows kept per probe (a threshold search probes at most ~12 sizes)."""
 
 
 def parse_time(s: str | None) -> datetime | None:

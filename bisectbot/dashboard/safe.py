@@ -31,6 +31,9 @@ INLINE_LIMIT = 300
 BLOCK_LIMIT = 20_000
 """Characters of a block (a session log) before it is cut (its head is kept: the log reads top down)."""
 
+MAX_TABLE_ROWS = 40
+"""Size-table rows kept per probe (a threshold search probes at most ~12 sizes)."""
+
 _URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%?=&+#:-]*)?")
 
 

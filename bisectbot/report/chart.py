@@ -6,7 +6,7 @@ What it shows (issue 25, input 5):
   so a missing night leaves a gap, or a commit's index in the searched range (commit distance,
   0 = the good end). Never one slot per probe.
 * **y** is the threshold in prompt tokens: the measured interval ``[last OK, first garbage]`` is a
-  bar with its midpoint filled; "no garbage up to N" is an *open* up-triangle at N (the threshold
+  bar from the last OK size up to a dot at the first garbage size (as on the dashboard); "no garbage up to N" is an *open* up-triangle at N (the threshold
   lies above, unmeasured); "garbage already at N, the smallest size" an *open* down-triangle at N.
   A linear axis from 0, or, when the thresholds span more than 20x, a log axis whose bottom is
   below the smallest value (no fake 0).
@@ -164,9 +164,9 @@ def figure(data: ChartData) -> Any:
                 continue
             ax.vlines([p.x for p in sel], [p.lo for p in sel], [p.hi for p in sel], color=color, linewidth=4,
                       alpha=0.5, gid="interval")
-            ax.plot([p.x for p in sel], [((p.lo or 0) + (p.hi or 0)) / 2 for p in sel], marker="o", color=color,
+            ax.plot([p.x for p in sel], [p.hi for p in sel], marker="o", color=color,
                     linestyle="none", gid="threshold",
-                    label=label(f"thr-{color}", "threshold: last OK – first garbage" + (
+                    label=label(f"thr-{color}", "threshold: bar from last OK up to first garbage (the dot)" + (
                         " (bad)" if color == "tab:red" else " (good)" if color == "tab:green" else "")))
     ok = data.by_kind("ok-up-to")
     if ok:
@@ -209,22 +209,6 @@ def figure(data: ChartData) -> Any:
     pad = max(1.0, 0.04 * span)
     if data.points:
         skip_ax.set_xlim(min(p.x for p in data.points) - pad, max(p.x for p in data.points) + pad)
-    if data.x_kind == "date":
-        import matplotlib.dates as mdates
-
-        days = sorted({p.x for p in data.points})
-        if len(days) <= 20:
-            skip_ax.set_xticks(days)
-            skip_ax.set_xticklabels([dt.date.fromordinal(int(d)).isoformat() for d in days], rotation=45, ha="right",
-                                    fontsize=7)
-        else:
-            loc = mdates.AutoDateLocator()
-            skip_ax.xaxis.set_major_locator(loc)
-            skip_ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
-    elif len(data.points) <= 40:
-        xs = sorted({p.x for p in data.points})
-        skip_ax.set_xticks(xs)
-        skip_ax.set_xticklabels([str(int(x)) for x in xs], rotation=90 if len(xs) > 16 else 0, fontsize=7)
     for x, word, color in ((data.first_bad_x, "first bad", "tab:red"), (data.last_good_x, "last good", "tab:green")):
         name = next((p.label for p in data.points if p.x == x), "") if x is not None else ""
         if name:  # the boundary's names beside its lines (the axis carries only positions)
@@ -238,7 +222,44 @@ def figure(data: ChartData) -> Any:
         handles, labels = handles + h2, labels + l2
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.subplots_adjust(left=0.09, right=0.66, bottom=0.2, top=0.92)
+    if data.points:
+        _x_ticks(fig, skip_ax, data)
     return fig
+
+
+def _overlap(fig: Any, ax: Any) -> bool:
+    """Whether two of ``ax``'s x tick labels overlap as drawn (measured by the Agg renderer)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()),
+                   key=lambda b: b.x0)
+    return any(a.x1 > b.x0 for a, b in zip(boxes, boxes[1:]))
+
+
+def _x_ticks(fig: Any, ax: Any, data: ChartData) -> None:
+    """The x axis' ticks: one per probed position (a nightly's date, a commit's index) while their
+    labels, as drawn, do not overlap; else matplotlib's locator for the axis (``AutoDateLocator``
+    with ``ConciseDateFormatter``, ``MaxNLocator(integer=True)``), which spaces them by the axis'
+    length and the labels' size. The marks and the boundary's annotations still place each probe."""
+    import matplotlib.dates as mdates
+    from matplotlib.ticker import MaxNLocator
+
+    xs = sorted({p.x for p in data.points})
+    if data.x_kind == "date":
+        ax.set_xticks(xs)
+        ax.set_xticklabels([dt.date.fromordinal(int(d)).isoformat() for d in xs], rotation=45, ha="right", fontsize=7)
+        if _overlap(fig, ax):
+            loc = mdates.AutoDateLocator()
+            ax.xaxis.set_major_locator(loc)
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+            ax.tick_params(axis="x", labelsize=7, labelrotation=0)
+        return
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(int(x)) for x in xs], fontsize=7)
+    if _overlap(fig, ax):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_formatter("{x:.0f}")
+        ax.tick_params(axis="x", labelsize=7)
 
 
 def threshold_chart(nightly: NightlyResult, out_dir: Path, stem: str = "threshold", over: str = "nightlies",

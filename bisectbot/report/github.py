@@ -53,6 +53,7 @@ from github import Auth, Github, GithubException, GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
 from urllib3.exceptions import MaxRetryError
 
+from .. import bounded
 from ..errors import GitHubError, UpstreamUnreachable
 from ..ledger import Ledger
 from ..models import ProbeResult, RunResult, Status
@@ -60,6 +61,7 @@ from ..net import is_unreachable, reason
 from ..recipe import GitHubTarget, Recipe
 from ..sanitize import GITHUB_BODY_LIMIT, redact, register_secret, sanitize
 from ..sanitize import link as api_link
+from . import github_transport
 from .blame import DEFAULT_BLAME_CONFIDENCE
 from .comment import render_comment, seen_marker
 from .fingerprint import find_fingerprints, fingerprint
@@ -179,7 +181,9 @@ class GitHubClient:
 
     ``retries`` bounds retries per request; ``max_wait_s`` bounds any single rate-limit wait
     (seconds); ``seconds_between_requests``/``seconds_between_writes`` are PyGithub's throttles
-    (GitHub's guidance: writes at least 1 s apart). All failures raise :class:`GitHubError`.
+    (GitHub's guidance: writes at least 1 s apart); ``timeout_s`` bounds each attempt's whole
+    exchange, not one read (:mod:`.github_transport`: a dribbling or oversized reply is an error).
+    All failures raise :class:`GitHubError`.
     """
 
     def __init__(self, target: GitHubTarget, token: str, *, retries: int = 4, max_wait_s: float = 120.0,
@@ -193,6 +197,7 @@ class GitHubClient:
         self.login = bot_login(target)
         self.max_wait_s = max_wait_s
         self._sleep = sleep
+        github_transport.install()  # every exchange bounded in time and size
         retry = BotRetry(total=retries, backoff_factor=backoff_factor, max_rate_limit_wait=max_wait_s,
                          secondary_rate_wait=min(60.0, max_wait_s))
         self.gh = Github(auth=Auth.Token(token), base_url=target.api_url.rstrip("/"), retry=retry,
@@ -233,6 +238,8 @@ class GitHubClient:
             if is_unreachable(e):
                 raise UpstreamUnreachable(redact(f"GitHub {what}: {self.target.api_url} unreachable ({reason(e)})")
                                           ) from None
+        except (bounded.TotalTimeout, bounded.BodyTooLarge) as e:
+            msg = f"GitHub {what}: {self.target.api_url} sent no usable reply: {e}"
         except requests.RequestException as e:
             msg = f"GitHub {what}: cannot reach {self.target.api_url} ({type(e).__name__})"
             if is_unreachable(e):

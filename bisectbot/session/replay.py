@@ -40,6 +40,18 @@ def _stage(name: object) -> str:
     text = str(name or "?")
     return text if text.startswith("stage") or not text.isdigit() else f"stage {text}"
 
+def quote_signature(sig: str) -> str:
+    """``sig`` as one shell word that reads as it is written: bare when no character needs
+    quoting, in single quotes when it holds none, else in double quotes with only ``"`` and
+    ``\\`` escaped (the two POSIX :func:`shlex.split` unescapes there). :func:`shlex.quote` writes a quote inside a reason (``flood of '0'``)
+    as ``'"'"'``, which a maintainer reading the log cannot read. :func:`parse_replay` (POSIX
+    :func:`shlex.split`) reads every form back to ``sig``."""
+    plain = shlex.quote(sig)
+    if plain == sig or "'" not in sig:
+        return plain
+    return '"' + "".join("\\" + ch if ch in '"\\' else ch for ch in sig) + '"'
+
+
 def parse_replay(text: str, name: str = "<replay>") -> list[LogLine]:
     """Parse a ``bisectbot bisect log`` file. BadInput names the line of a malformed entry."""
     out: list[LogLine] = []
@@ -71,7 +83,7 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
         elif kind == "resume":
             lines.append(f"# {ev['at']} resumed ({d.get('cached', 0)} probes already done)")
         elif kind == "probe":
-            sig = f" sig={shlex.quote(d['signature'])}" if d.get("signature") and d.get("verdict") != "skip" else ""
+            sig = f" sig={quote_signature(d['signature'])}" if d.get("signature") and d.get("verdict") != "skip" else ""
             thr = d.get("threshold")
             thr_s = f" threshold {thr[0]}..{thr[1]}" if thr else ""
             eff = f" (used as {d['effective']})" if d.get("effective") and d["effective"] != d["verdict"] else ""

@@ -51,6 +51,43 @@ GitHub shows unfolded (72 characters) and git's convention asks 50; 256 keeps ev
 room to spare, while a subject of megabytes (a message pasted into one line, issue 41 item 16) is neither
 held per candidate nor printed whole on the terminal, in reports or in the ledger."""
 
+MAX_FIELD_BYTES = 64 * 1024
+"""Longest field of ``git log`` output read into memory (bytes); the rest of a longer one is read and
+dropped. Above a subject or author of :data:`MAX_SUBJECT_CHARS` characters (4 bytes each at most in
+UTF-8) and the parents of an octopus merge of 1,500 parents (41 bytes each; the Linux kernel's
+largest has 66), so only a field that is cut for display anyway is cut here."""
+
+_READ_BYTES = 8 * 1024 * 1024
+"""``git log`` output is parsed this many bytes at a time (a 50,000-commit range is ~8 MB)."""
+
+
+def _log_fields(f: Any, keep: int = MAX_FIELD_BYTES, size: int = _READ_BYTES) -> Any:
+    """The NUL-separated fields of the binary file ``f`` as lists of ``str`` (UTF-8, errors
+    replaced), read :data:`_READ_BYTES` at a time; each field cut at ``keep`` bytes. Memory is
+    bounded by one read and one cut field, whatever the file holds (a subject of 200 MB)."""
+    pending, skipping = b"", False
+    while True:
+        chunk = f.read(size)
+        if not chunk:
+            break
+        cut = chunk.rfind(b"\x00")
+        if cut < 0:  # the field in progress goes on
+            if not skipping:
+                pending += chunk[: keep + 1 - len(pending)]
+                skipping = len(pending) > keep
+            continue
+        parts = chunk[:cut].split(b"\x00")
+        parts[0] = pending + (parts[0][: keep + 1] if not skipping else b"")
+        rest = chunk[cut + 1:]
+        pending, skipping = rest[: keep + 1], len(rest) > keep
+        if max(map(len, parts)) > keep:
+            parts = [x[:keep] for x in parts]
+        yield b"\x00".join(parts).decode("utf-8", "replace").split("\x00")
+        del parts
+    if pending:
+        yield [pending[:keep].decode("utf-8", "replace")]
+
+
 # one record per commit: SHA, parents, committer date (strict ISO 8601), author name, subject
 _LOG_FORMAT = "%H%x00%P%x00%cI%x00%an%x00%s"  # with -z: one flat NUL-separated stream, 5 fields a commit
 # (``%cI`` is strict ISO 8601 with a numeric offset: what ``datetime.isoformat()`` gives.)
@@ -234,42 +271,44 @@ class GitRepo:
     def _log(self, *args: str) -> tuple[list[Candidate], list[str]]:
         """``git log`` as candidates in git's order, and each one's parent SHAs (space-separated).
         One subprocess."""
-        # output to a temporary file, read in one go: through a pipe, 8 MB cost both sides ~30 % more
-        # CPU in 64 KB hand-offs
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            p = subprocess.run(["git", "-C", str(self.path), "log", "-z", "--no-color", f"--format={_LOG_FORMAT}", *args],
-                               stdout=out, stderr=err)
-            if p.returncode != 0:
-                err.seek(0)
-                msg = err.read().decode("utf-8", "replace").strip().splitlines()
-                raise BadInput(f"{self.path}: git log {' '.join(args)} failed: {msg[-1] if msg else p.returncode}")
-            out.seek(0)
-            data = out.read()
-        fields = data.decode("utf-8", "replace").split("\x00")
-        del data
-        if len(fields) % 5 == 1 and not fields[-1]:
-            fields.pop()  # -z ends the last commit with a NUL
-        parents_of = fields[1::5]
-        repo, comp, kind = str(self.path), self.component, CandidateKind.COMMIT
+        # output to a temporary file, parsed a few MB at a time: through a pipe, 8 MB cost both sides
+        # ~30 % more CPU in 64 KB hand-offs; read whole, a subject of 200 MB was held whole (item 15)
         out: list[Candidate] = []
+        parents_of: list[str] = []
+        repo, comp, kind = str(self.path), self.component, CandidateKind.COMMIT
         append = out.append
-        it = iter(fields)
         # the cyclic GC would rescan the whole heap a few times while 50,000 acyclic objects are made
         # (~40 % of the parse in a long-running process); it is back on before this returns
         was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            for sha, parents, date, author, subject in zip(it, it, it, it, it):
-                if len(subject) > MAX_SUBJECT_CHARS:  # a repository's text, bounded as model output is
-                    subject = subject[:MAX_SUBJECT_CHARS] + "…"
-                if len(author) > MAX_SUBJECT_CHARS:
-                    author = author[:MAX_SUBJECT_CHARS] + "…"
-                append(Candidate(kind, sha, f"{sha[:10]} {subject}".strip(), comp,
-                                 {"parents": parents.count(" ") + 1 if parents else 0, "date": date, "repo": repo,
-                                  "subject": subject, "author": author}))
-        finally:
-            if was_enabled:
-                gc.enable()
+        with tempfile.TemporaryFile() as raw, tempfile.TemporaryFile() as err:
+            p = subprocess.run(["git", "-C", str(self.path), "log", "-z", "--no-color", f"--format={_LOG_FORMAT}", *args],
+                               stdout=raw, stderr=err)
+            if p.returncode != 0:
+                err.seek(0)
+                msg = err.read(64 * 1024).decode("utf-8", "replace").strip().splitlines()
+                raise BadInput(f"{self.path}: git log {' '.join(args)} failed: {msg[-1] if msg else p.returncode}")
+            raw.seek(0)
+            gc.disable()
+            try:
+                carry: list[str] = []
+                for fields in _log_fields(raw):
+                    if carry:
+                        fields = carry + fields
+                    whole = len(fields) - len(fields) % 5
+                    carry = fields[whole:]
+                    parents_of += fields[1:whole:5]
+                    it = iter(fields[:whole])
+                    for sha, parents, date, author, subject in zip(it, it, it, it, it):
+                        if len(subject) > MAX_SUBJECT_CHARS:  # a repository's text, bounded as model output is
+                            subject = subject[:MAX_SUBJECT_CHARS] + "…"
+                        if len(author) > MAX_SUBJECT_CHARS:
+                            author = author[:MAX_SUBJECT_CHARS] + "…"
+                        append(Candidate(kind, sha, f"{sha[:10]} {subject}".strip(), comp,
+                                         {"parents": parents.count(" ") + 1 if parents else 0, "date": date,
+                                          "repo": repo, "subject": subject, "author": author}))
+            finally:
+                if was_enabled:
+                    gc.enable()
         return out, parents_of
 
     @_locked

@@ -118,3 +118,68 @@ def test_a_subject_of_megabytes_is_bounded_where_it_is_read(tmp_path: Path, kit)
     assert a.label.endswith("short title") and a.meta["subject"] == "short title"
     assert len(b.meta["subject"]) == MAX_SUBJECT_CHARS + 1 and b.meta["subject"].endswith("…")
     assert len(b.label) <= MAX_SUBJECT_CHARS + 12 and len(b.meta["author"]) == MAX_SUBJECT_CHARS + 1
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("keep", [4, 50, 64 * 1024])
+def test_log_fields_cut_each_field_and_read_the_same_fields_at_any_read_size(size: int, keep: int) -> None:
+    """Issue 41, item 15. Kind: *a field of ``git log`` output held whole before it is cut*.
+    Parameters: where the reads split the stream (inside a field, on a NUL, inside a multibyte
+    character), how long a field is against ``keep`` (shorter, equal, far longer, the last one), and
+    non-ASCII text."""
+    import io
+
+    from bisectbot.sources.git import _log_fields
+
+    fields = ["a" * 40, "", "b" * (keep + 5), "é" * 30, "x" * keep, "ü" * (3 * keep), "last"]
+    data = "\x00".join(fields).encode() + b"\x00"
+    got = [f for part in _log_fields(io.BytesIO(data), keep=keep, size=size) for f in part]
+    want = [f.encode()[:keep].decode("utf-8", "replace") for f in fields]
+    assert got == want
+
+
+@pytest.mark.slow
+def test_a_subject_of_hundreds_of_megabytes_is_never_held_whole(tmp_path: Path, kit) -> None:
+    """Issue 41, item 15: ``git log`` output was read whole, then each subject cut: a 200 MB subject
+    cost the ``bisectbot run --dry-run`` process hundreds of MB. Peak RSS of the installed CLI
+    (the process's own, at exit) over a range whose newest commit has a 200 MB subject, against the same range
+    with a short one."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    def rss_of_dry_run(repo: Path) -> tuple[int, str]:
+        recipe = tmp_path / f"{repo.name}.yaml"
+        recipe.write_text(yaml.safe_dump({
+            "name": "big-subject", "source": {"kind": "git", "repo": str(repo)},
+            "reproducer": {"kind": "command", "command": [sys.executable, "-c", "pass"]},
+            "bisect": {"good": kit.git(repo, "rev-parse", "HEAD~1"), "bad": "HEAD"}}))
+        # the bot's own peak (RUSAGE_SELF at exit): git's own memory for the object is git's
+        probe = ("import atexit, resource, runpy, sys; atexit.register(lambda: print('MAXRSS', "
+                 "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); "
+                 "sys.argv = ['bisectbot'] + sys.argv[1:]; runpy.run_module('bisectbot', run_name='__main__')")
+        p = subprocess.run([sys.executable, "-c", probe, "--state", str(tmp_path / "st"), "run", str(recipe),
+                            "--dry-run"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("MAXRSS ")]
+        return int(line.split()[1]), p.stdout + p.stderr
+
+    repos = []
+    for name, subject_bytes in (("small", 20), ("big", 200_000_000)):
+        r = tmp_path / name
+        r.mkdir()
+        kit.git(r, "init", "-q", "-b", "main")
+        for i in range(2):
+            (r / "f").write_text(str(i))
+            kit.git(r, "add", "-A")
+            msg = tmp_path / "msg"
+            with open(msg, "wb") as f:
+                f.write(b"y" * subject_bytes if i else b"first")
+                f.write(b"\n")
+            kit.git(r, "commit", "-q", "-F", str(msg))
+        repos.append(r)
+    base, _ = rss_of_dry_run(repos[0])
+    big, text = rss_of_dry_run(repos[1])
+    assert "y" * 1000 not in text
+    assert big < base + 64 * 1024, (big, base)  # KiB: within 64 MiB of the short subject's run

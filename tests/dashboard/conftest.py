@@ -91,6 +91,7 @@ def check_site(browser: Browser, site: Path, shots: Path, max_shots: int = 6) ->
         seen[rel] = {"links": links, "title": info["title"], "ids": set(info["ids"])}
         if len(seen) <= max_shots:
             browser.full_screenshot(shots / (rel.replace("/", "_") + ".png"))
+        check_layout(browser, rel)
         for href in links:
             u = urlparse(href)
             if u.scheme in ("http", "https"):
@@ -107,6 +108,59 @@ def check_site(browser: Browser, site: Path, shots: Path, max_shots: int = 6) ->
         missing = frags - seen[trel]["ids"]
         assert not missing, f"{trel}: links to missing anchors {missing}"
     return seen
+
+
+WIDTHS = (1024, 1280, 1920)
+"""Window widths (CSS pixels) every page is laid out at: a laptop's, and the two of issue 41 item 10."""
+
+LAYOUT = """
+document.querySelectorAll('details').forEach(d => d.open = true);
+const vw = document.documentElement.clientWidth, sw = document.documentElement.scrollWidth;
+const wide = [];
+if (sw > vw) {
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.parentElement && el.parentElement.closest('pre')) continue;
+    const r = el.getBoundingClientRect();
+    if (r.right > vw + 0.5) wide.push(el.tagName.toLowerCase() + '.' + el.className + ' right ' + Math.round(r.right) +
+                                      ': ' + (el.textContent || '').slice(0, 60));
+  }
+}
+const svg = document.getElementById('threshold-chart');
+let texts = null, box = null;
+if (svg) {
+  const vb = svg.viewBox.baseVal;
+  box = [vb.width, vb.height];
+  texts = Array.from(svg.querySelectorAll('text')).filter(t => t.textContent.length).map(t => {
+    const b = t.getBBox();
+    return {cls: t.getAttribute('class'), text: t.textContent, x0: b.x, x1: b.x + b.width, y0: b.y, y1: b.y + b.height};
+  });
+}
+return {vw: vw, sw: sw, wide: wide.slice(-6), box: box, texts: texts};
+"""
+
+
+def check_layout(browser: Browser, rel: str) -> None:
+    """The open page at each of :data:`WIDTHS`, every ``<details>`` open: nothing is wider than the
+    window (the page never scrolls sideways: a long word in a table cell, an evidence excerpt
+    without spaces), and in the chart every label lies inside the SVG and no two tick or band
+    labels overlap (measured by the browser: ``getBBox``)."""
+    try:
+        for width in WIDTHS:
+            browser._cmd("POST", "/window/rect", {"width": width, "height": 1000})
+            got = browser.js(LAYOUT)
+            assert got["sw"] <= got["vw"], f"{rel} at {width} px: {got['sw']} px wide: {got['wide']}"
+            if got["texts"] is None:
+                continue
+            w, h = got["box"]
+            for t in got["texts"]:
+                assert -0.5 <= t["x0"] and t["x1"] <= w + 0.5 and -0.5 <= t["y0"] and t["y1"] <= h + 0.5, \
+                    f"{rel}: chart label outside the chart ({w}x{h}): {t}"
+            for cls in ("tick xtick", "bandlabel"):
+                row = sorted((t for t in got["texts"] if t["cls"] == cls), key=lambda t: t["x0"])
+                for a, b in zip(row, row[1:]):
+                    assert a["x1"] <= b["x0"], f"{rel}: chart labels overlap: {a} {b}"
+    finally:
+        browser._cmd("POST", "/window/rect", {"width": 1280, "height": 1000})
 
 
 MARKS = """

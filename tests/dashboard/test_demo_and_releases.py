@@ -41,6 +41,7 @@ def test_demo_ledger(tmp_path, browser, artefacts) -> None:
     cli_log = cli("--state", str(state), "bisect", "log").stdout
     verdict_lines = [ln.split("  #")[0] for ln in cli_log.splitlines() if ln.split(" ")[0] in ("good", "bad", "skip")]
     assert len(verdict_lines) >= 8 and all(v.split(" sig=")[0] in log for v in verdict_lines), (log, cli_log)
+    assert "'\"'\"'" not in log, log  # a quote in a signature reads as written, not in shell quoting (item 10)
     ev = browser.js("return Array.from(document.querySelectorAll('table.evidence td.excerpt')).map(e => e.textContent)")
     assert any("2 + 2 equals 4" in e for e in ev), ev[:5]  # a healthy reply's excerpt, as the ledger keeps it
     assert any("2 + 2 equals 4" not in e for e in ev), ev[:5]  # and a garbage reply's, as data

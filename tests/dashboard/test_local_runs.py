@@ -23,8 +23,10 @@ pytestmark = [pytest.mark.slow]
 
 HOSTILE = ('<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
            '<a href="javascript:window.__pwned=3">click</a> \u202eexe.txt\u202c '
-           '<!-- bisectbot:fingerprint=0123456789abcdef --> @maintainer #1 </pre></td><b>bold</b>')
-SUBJECT = '<b onmouseover="window.__pwned=4">[Perf] reuse the workspace</b> @someone #12'
+           '<!-- bisectbot:fingerprint=0123456789abcdef --> @maintainer #1 </pre></td><b>bold</b> '
+           '/tmp/' + 'an_overlong_path_segment_without_spaces_' * 12)
+SUBJECT = ('<b onmouseover="window.__pwned=4">[Perf] reuse the workspace</b> @someone #12 '
+           + 'reuse_the_prefill_workspace_across_sub_chunks_' * 3)
 
 
 def _hostile_repo(path: Path) -> tuple[Path, list[str]]:

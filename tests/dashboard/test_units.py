@@ -137,3 +137,66 @@ def test_a_filing_with_an_issue_number_no_github_issue_has_is_refused_naming_the
     p = cli("--state", str(tmp_path / "state"), "dashboard", "--out", str(tmp_path / "site"), "--filed", str(f))
     assert p.returncode == 2 and str(f) in p.stderr and "out of range" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
+
+
+def _render_rss_kib(state: Path, site: Path) -> int:
+    """Peak RSS (KiB) of one ``bisectbot dashboard`` render of ``state`` (the installed CLI, a child
+    of its own so its usage is its own: ``os.wait4``)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
+    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "dashboard", "--out", str(site)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
+    return usage.ru_maxrss
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["long-strings", "long-table"])
+def test_an_archived_report_costs_later_renders_what_it_shows_not_what_it_held(tmp_path: Path, shape: str) -> None:
+    """Issue 41, item 15. Kind: *an input archived once is read whole by every later render*.
+    Parameters: where the bulk sits (one reason or reply of tens of MB; a size table of 100,000
+    rows), and which later command pays (the next ``dashboard`` render, without ``--report``)."""
+    import json
+
+    from bisectbot.dashboard.archive import ARCHIVE_DIR
+    from bisectbot.models import (
+        Candidate,
+        CandidateKind,
+        ProbeResult,
+        RunResult,
+        StageResult,
+        Status,
+        Verdict,
+    )
+
+    cands = [Candidate(CandidateKind.COMMIT, f"{i:040x}", f"c{i}", "engine") for i in range(2)]
+    big = "garbage " * 5_000_000  # 40 MB
+    row = {"size": 1000, "requested": 1000, "outcome": "GARBAGE", "reasons": ["x"], "excerpt": "y" * 200}
+    table = [row] * 100_000 if shape == "long-table" else [dict(row, excerpt=big)]
+    probes = [ProbeResult(cands[0], Verdict.GOOD, reason="ok"),
+              ProbeResult(cands[1], Verdict.BAD, reason=big if shape == "long-strings" else "garbage", table=table)]
+    st = StageResult("stage 1", "engine", Status.CULPRIT, cands, probes, last_good=cands[0], first_bad=cands[1],
+                     culprits=[cands[1]], confidence=1.0)
+    rep = tmp_path / "run" / "result.json"
+    rep.parent.mkdir()
+    rep.write_text(json.dumps(RunResult("forged", "regression", Status.CULPRIT, [st]).to_dict()))
+    small = tmp_path / "small" / "result.json"
+    small.parent.mkdir()
+    st_small = StageResult("stage 1", "engine", Status.CULPRIT, cands, probes[:1] + [ProbeResult(
+        cands[1], Verdict.BAD, reason="garbage", table=[row])], last_good=cands[0], first_bad=cands[1],
+        culprits=[cands[1]], confidence=1.0)
+    small.write_text(json.dumps(RunResult("forged", "regression", Status.CULPRIT, [st_small]).to_dict()))
+    base_state, state = tmp_path / "base", tmp_path / "state"
+    for s, r in ((base_state, small), (state, rep)):
+        p = cli("--state", str(s), "dashboard", "--out", str(tmp_path / "site0"), "--report", str(r))
+        assert p.returncode == 0, p.stderr[-2000:]
+    archived = list((state / ARCHIVE_DIR).rglob("*.json"))
+    assert len(archived) == 1 and archived[0].stat().st_size < 2 * 1024 * 1024, [a.stat().st_size for a in archived]
+    base = _render_rss_kib(base_state, tmp_path / "site1")
+    got = _render_rss_kib(state, tmp_path / "site2")
+    assert got < base + 64 * 1024, (got, base)  # within 64 MiB of a normal render's (was ~10x it)

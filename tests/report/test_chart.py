@@ -66,8 +66,8 @@ def test_nightlies_on_a_date_axis_with_open_markers_skips_apart_and_the_boundary
         assert ok[0].get_marker() == "^" and ok[0].get_markerfacecolor() == "none"
         # the missing 11-02 is a gap of two days on the axis
         assert day[3] - day[1] == 2.0
-        # the measured interval: a bar 2000..3000 and its midpoint
-        assert points(fig, "threshold") == [(day[5], 2500.0)]
+        # the measured interval: a bar from 2000 (last OK) up to the dot at 3000 (first garbage)
+        assert points(fig, "threshold") == [(day[5], 3000.0)]
         segs = [s.tolist() for c in artists(fig, "interval") for s in c.get_segments()]
         assert segs == [[[day[5], 2000.0], [day[5], 3000.0]]]
         # garbage at every size: an open down-triangle at the smallest size, never at 0
@@ -81,7 +81,7 @@ def test_nightlies_on_a_date_axis_with_open_markers_skips_apart_and_the_boundary
         assert artists(fig, "boundary")
         legend = [t.get_text() for t in main.get_legend().get_texts()]
         for want in ("no garbage up to N", "garbage already at N", "first bad (culprit)", "last good",
-                     "skip (untestable)", "threshold: last OK – first garbage"):
+                     "skip (untestable)", "threshold: bar from last OK up to first garbage (the dot)"):
             assert any(want in t for t in legend), (want, legend)
         # log axis (250..16000 spans 64x): its bottom is above 0 and below the smallest value
         assert main.get_yscale() == "log"
@@ -110,6 +110,63 @@ def test_commits_are_placed_by_their_distance_in_the_range_and_diverges_is_named
         assert fig.axes[0].get_yscale() == "linear" and fig.axes[0].get_ylim()[0] == 0
         assert "divergence" in fig.axes[0].get_ylabel()
         assert "commit index" in fig.axes[1].get_xlabel()
+    finally:
+        plt.close(fig)
+
+
+def _commits(n: int, at: list[int], bad_from: int) -> tuple[NightlyResult, dict[str, int]]:
+    cands = [Candidate(CandidateKind.COMMIT, f"{i:040x}", f"{i:010x} change {i}", "vllm") for i in range(n)]
+    probes = [ProbeResult(cands[i], Verdict.BAD if i >= bad_from else Verdict.GOOD,
+                          threshold=(1415, 1920) if i >= bad_from else (16000, None)) for i in sorted(set(at))]
+    return NightlyResult(recipe="r", probes=probes, max_size=16000), {c.ref: i for i, c in enumerate(cands)}
+
+
+def _days(days: list[int]) -> NightlyResult:
+    import datetime as dt
+
+    base = dt.date(2026, 9, 1)
+    probes = []
+    for k, d in enumerate(sorted(set(days))):
+        tag = f"nightly_main_{(base + dt.timedelta(days=d)).strftime('%Y%m%d')}"
+        probes.append(ProbeResult(Candidate(CandidateKind.NIGHTLY, f"sha256:{d:064x}", tag, "image", {"tag": tag}),
+                                  Verdict.BAD if k >= len(set(days)) // 2 else Verdict.GOOD,
+                                  threshold=(1415, 1920) if k >= len(set(days)) // 2 else (16000, None)))
+    return NightlyResult(recipe="r", probes=probes, max_size=16000)
+
+
+# Kind (issue 41, item 10): *one tick label per probed position collides when two positions are
+# close*. Parameters: the axis (commit index, nightly date), how many probes, how close, the span,
+# the labels' length (2 to 4 digits, ISO dates).
+@pytest.mark.parametrize("world", [
+    ("index", 36, [0, 9, 14, 15, 17, 18, 19, 20, 35]),       # the report of item 10: 14|15, 19|20
+    ("index", 5000, [0, 1250, 2500, 3125, 3126, 3127, 4999]),  # 4-digit neighbours
+    ("index", 200, list(range(0, 200, 3))),                    # > 40 probes
+    ("index", 3, [0, 1, 2]),
+    ("date", 60, [0, 1, 2, 30, 31, 59]),                       # adjacent nights in a long span
+    ("date", 400, list(range(0, 400, 9))),
+    ("date", 5, [0, 1, 2, 3, 4]),
+])
+def test_no_two_x_tick_labels_overlap_and_each_probe_stays_placed(world) -> None:
+    kind, n, at = world
+    if kind == "index":
+        run, positions = _commits(n, at, at[len(at) // 2])
+        data = chart_data(run, "probed candidates", positions=positions)
+    else:
+        run = _days(at)
+        data = chart_data(run)
+    fig = figure(data)
+    try:
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        ax = fig.axes[1]
+        boxes = list((t.get_window_extent(r), t.get_text()) for t in ax.get_xticklabels()
+                       if t.get_visible() and t.get_text() and ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1])
+        boxes.sort(key=lambda b: b[0].x0)
+        assert len(boxes) >= 2, boxes
+        for (a, ta), (b, tb) in zip(boxes, boxes[1:]):
+            assert a.x1 <= b.x0, f"tick labels {ta!r} and {tb!r} overlap: {a} {b}"
+        xs = sorted(x for gid in ("ok-up-to", "threshold") for x, _ in points(fig, gid))
+        assert len(xs) == len(set(at))
     finally:
         plt.close(fig)
 

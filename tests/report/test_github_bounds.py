@@ -1,0 +1,159 @@
+"""A GitHub API endpoint that dribbles or floods its reply (issue 41, item 15).
+
+Kind: *a reply of a remote service the bot reads whole, bounded by nothing but the gap between
+two bytes*. Parameters: which part dribbles (the status line, the headers, the body), whether the
+size is announced (``Content-Length``) or streamed (chunked), the size (below, at and above
+:data:`MAX_REPLY_BYTES`), the method (GET is retried, each attempt bounded again), and which
+process reads it (the installed ``bisectbot report commands``, and the client in-process with a
+short ``timeout_s`` so the retried path runs in seconds). Real servers on 127.0.0.1, PyGithub
+unchanged under :mod:`bisectbot.report.github_transport`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+from report_helpers import REPO, TOKEN
+
+from bisectbot.errors import GitHubError
+from bisectbot.recipe import GitHubTarget
+from bisectbot.report.github import GitHubClient
+from bisectbot.report.github_transport import MAX_REPLY_BYTES, request_deadline_s
+
+pytestmark = [pytest.mark.slow]
+
+
+@contextmanager
+def hostile(reply: Callable[[socket.socket], None]) -> Iterator[tuple[str, list[float]]]:
+    """A TCP server on 127.0.0.1 that reads one request per connection and lets ``reply`` answer
+    it; yields its base URL and the times (monotonic) requests arrived."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.2)
+    stop, arrivals = threading.Event(), []
+
+    def serve_one(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                arrivals.append(time.monotonic())
+                reply(conn)
+            except OSError:
+                pass
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}", arrivals
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+
+
+def dribble_body(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[")
+    for _ in range(100000):
+        time.sleep(0.5)
+        conn.sendall(b" ")
+
+
+def dribble_status(conn: socket.socket) -> None:
+    for ch in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
+        time.sleep(0.4)
+        conn.sendall(bytes([ch]))
+    time.sleep(3600)
+
+
+def flood(announce: bool, size: int) -> Callable[[socket.socket], None]:
+    def reply(conn: socket.socket) -> None:
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        head += f"Content-Length: {size}\r\n\r\n" if announce else "Transfer-Encoding: chunked\r\n\r\n"
+        conn.sendall(head.encode())
+        block, sent = b"[" + b" " * (1 << 20), 0
+        while sent < size:
+            piece = block[: min(len(block), size - sent)]
+            conn.sendall(piece if announce else b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent += len(piece)
+        if not announce:
+            conn.sendall(b"0\r\n\r\n")
+    return reply
+
+
+def cli_with_rusage(args: list[str], timeout: float) -> tuple[int, str, float, int]:
+    """Run the installed CLI; returns (exit code, stderr, wall seconds, peak RSS in KiB)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "GITHUB_STEP_SUMMARY")}
+    env.update({"BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": "bisectbot-bot"})
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    err = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
+    proc.stdout.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, err, time.monotonic() - t0, usage.ru_maxrss
+
+
+def test_a_body_that_dribbles_ends_within_the_attempts_bound_through_the_cli() -> None:
+    with hostile(dribble_body) as (url, arrivals):
+        code, err, wall, _ = cli_with_rusage(["report", "commands", "--repo", REPO, "--api-url", url], timeout=240)
+    assert code == 1 and "sent no usable reply: no complete reply within 30 s" in err, (code, err)
+    assert wall < 30 + 30, wall  # one attempt (the body is read after urllib3's retries), not for ever
+    assert TOKEN not in err
+
+
+@pytest.mark.parametrize("announce", [True, False], ids=["content-length", "chunked"])
+def test_a_reply_larger_than_any_github_sends_is_refused_without_being_held(announce: bool) -> None:
+    size = MAX_REPLY_BYTES + (300 << 20 if announce else 64 << 20)
+    with hostile(flood(announce, size)) as (url, _):
+        code, err, _, rss_kib = cli_with_rusage(["report", "commands", "--repo", REPO, "--api-url", url], timeout=240)
+    assert code == 1 and f"larger than the {MAX_REPLY_BYTES}-byte limit" in err, (code, err)
+    # the body is read up to the cap at most once, never whole (a 400 MB reply took 1.3 GB)
+    assert rss_kib * 1024 < 3 * MAX_REPLY_BYTES + (200 << 20), rss_kib
+
+
+def test_each_retried_attempt_is_bounded_and_so_is_the_whole_request() -> None:
+    with hostile(dribble_status) as (url, arrivals):
+        target = GitHubTarget(repo=REPO, api_url=url, bot_login="bisectbot-bot")
+        client = GitHubClient(target, TOKEN, retries=2, timeout_s=2.0, backoff_factor=0.1, max_wait_s=5,
+                              seconds_between_requests=None, seconds_between_writes=None)
+        t0 = time.monotonic()
+        with pytest.raises(GitHubError) as e:
+            _ = client.repo
+        wall = time.monotonic() - t0
+    assert "sent no usable reply" in str(e.value) or "gave up after retries" in str(e.value), str(e.value)
+    assert len(arrivals) == 3, arrivals  # the first attempt and two retries, each cut at 2 s
+    assert wall < 3 * 2.0 + 3, wall  # three attempts of 2 s and two short backoffs, not 3 x 20 s of dribble
+    assert all(b - a >= 1.9 for a, b in zip(arrivals, arrivals[1:])), arrivals
+    assert TOKEN not in str(e.value)
+
+
+def test_the_whole_request_bound_counts_every_attempt_and_wait() -> None:
+    from bisectbot.report.github import BotRetry
+
+    retry = BotRetry(total=4, backoff_factor=1.0, max_rate_limit_wait=120.0, secondary_rate_wait=60.0)
+    assert request_deadline_s(30.0, retry) == 5 * 30 + 4 * 120 + (1 + 2 + 4 + 8)
