@@ -125,6 +125,21 @@ if (sw > vw) {
                                       ': ' + (el.textContent || '').slice(0, 60));
   }
 }
+// the page's own words and short data (numbers, SHAs, phases) are never broken inside a word:
+// a word split over two lines has two client rects
+const broken = [];
+const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
+const range = document.createRange();
+for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+  const el = node.parentElement;
+  if (!el || el.closest('.text, td.reason, td.excerpt, .chain li, pre, svg') || !el.getClientRects().length) continue;
+  for (const m of node.data.matchAll(/[^\\s\\/-]+/g)) {  // a hyphen or a slash is a break opportunity
+    if (m[0].length > 40) continue;
+    range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+    const rects = Array.from(range.getClientRects()).filter(r => r.width > 0);
+    if (rects.length > 1 && broken.length < 6) broken.push(m[0] + ' in ' + el.tagName.toLowerCase() + '.' + el.className);
+  }
+}
 const svg = document.getElementById('threshold-chart');
 let texts = null, box = null;
 if (svg) {
@@ -135,20 +150,22 @@ if (svg) {
     return {cls: t.getAttribute('class'), text: t.textContent, x0: b.x, x1: b.x + b.width, y0: b.y, y1: b.y + b.height};
   });
 }
-return {vw: vw, sw: sw, wide: wide.slice(-6), box: box, texts: texts};
+return {vw: vw, sw: sw, wide: wide.slice(-6), box: box, texts: texts, broken: broken};
 """
 
 
 def check_layout(browser: Browser, rel: str) -> None:
     """The open page at each of :data:`WIDTHS`, every ``<details>`` open: nothing is wider than the
     window (the page never scrolls sideways: a long word in a table cell, an evidence excerpt
-    without spaces), and in the chart every label lies inside the SVG and no two tick or band
+    without spaces), no word of the page's own or of short data (outside the free-text cells) is
+    broken across lines, and in the chart every label lies inside the SVG and no two tick or band
     labels overlap (measured by the browser: ``getBBox``)."""
     try:
         for width in WIDTHS:
             browser._cmd("POST", "/window/rect", {"width": width, "height": 1000})
             got = browser.js(LAYOUT)
             assert got["sw"] <= got["vw"], f"{rel} at {width} px: {got['sw']} px wide: {got['wide']}"
+            assert not got["broken"], f"{rel} at {width} px: words broken inside: {got['broken']}"
             if got["texts"] is None:
                 continue
             w, h = got["box"]
