@@ -364,11 +364,18 @@ def _ledger_fingerprint(recipe: str, kind: str, st: StageView) -> str:
     return fingerprint(RunResult(recipe=recipe, kind=kind, status=status, stages=[stage]))
 
 
-def _find_session(sessions: list[SessionData], recipe: str, st: StageResult) -> SessionData | None:
+def _find_session(sessions: list[SessionData], recipe: str, st: StageResult, session_id: str = "") -> SessionData | None:
+    """The ledger session of an archived run's stage ``st``: the one the report names
+    (``session_id``, the run's final stage's) where it is among the sessions of that stage and
+    ends, else the newest of those. A replay or a later run over the same ends is a session of
+    its own (new-user pass, issue 41: the demo's archived report showed a replay's session)."""
     if not st.candidates:
         return None
     good, bad = st.candidates[0].ref, st.candidates[-1].ref
     hits = [s for s in sessions if s.recipe == recipe and s.stage == st.name and s.good == good and s.bad == bad]
+    named = [s for s in hits if session_id and s.id == session_id]
+    if named:
+        return named[0]
     return max(hits, key=lambda s: s.updated) if hits else None
 
 
@@ -376,7 +383,7 @@ def _from_report(run: ArchivedRun, sessions: list[SessionData]) -> Bisection:
     r = run.result
     stages = []
     for st in r.stages:
-        sess = _find_session(sessions, r.recipe, st)
+        sess = _find_session(sessions, r.recipe, st, r.session_id)
 
         def lab(c: Candidate | None) -> tuple[str, str] | None:
             return (c.ref, c.label) if c else None

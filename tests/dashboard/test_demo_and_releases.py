@@ -55,6 +55,19 @@ def test_demo_ledger(tmp_path, browser, artefacts) -> None:
         want = next(tuple(p.threshold) for p in led.probes() if p.candidate.ref == bad)
     assert_marks_match(read_chart(browser), {bad: want})
 
+    # a replay of the same ends (new-user pass): the archived report keeps the demo's own session,
+    # and the replay's session keeps a page of its own
+    (tmp_path / "session.log").write_text(cli_log)
+    p = cli("--state", str(state), "bisect", "replay", str(out / "work" / "demo-engine-prefill.yaml"),
+            str(tmp_path / "session.log"), "--out", str(tmp_path / "replayed"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    replay_id = json.loads((tmp_path / "replayed" / "result.json").read_text())["session_id"]
+    assert replay_id and replay_id != res["session_id"]
+    render(state, site, "--recipes", str(out / "work" / "demo-engine-prefill.yaml"))
+    browser.open((site / bpage).as_uri())
+    assert browser.js("return document.querySelector('p.muted code').textContent") == res["session_id"]
+    assert (site / "b" / f"s-{replay_id}.html").is_file(), sorted(x.name for x in (site / "b").iterdir())
+
 
 def test_patch_retirement_over_releases(index: Index, patches_dir, tmp_path, browser, artefacts) -> None:  # noqa: F811
     import yaml

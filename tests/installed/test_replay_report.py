@@ -131,3 +131,52 @@ def test_a_line_dropped_from_the_log_is_probed_again_not_taken_from_the_ledger(t
     r = bb("--state", state, "bisect", "replay", str(recipe), "dropped.log", "--out", "again", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert runs.read_text().split() == [], runs.read_text()
+
+
+def test_an_edited_log_is_a_session_of_its_own_and_its_log_says_what_it_did(tmp_path, monkeypatch) -> None:
+    """New-user pass (issue 41): a second replay of an edited log was taken for the first replay's
+    session ("finished before: its probes come from the ledger"), and ``bisect log`` of that session
+    then disagreed with the report. Kind: *a session identity that leaves out an input that changes
+    what the session decides*; the replay log's verdict lines are now part of it (an interrupted
+    replay of the same log still resumes its session)."""
+    import yaml
+
+    n, culprit = 24, 15
+    shas = _history(tmp_path / "repo", n, culprit)
+    runs = tmp_path / "runs.log"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "replay-edit", "source": {"kind": "git", "repo": str(tmp_path / "repo")},
+        "reproducer": {"kind": "command", "command": [sys.executable, "check.py"]}, "regress": "command",
+        "bisect": {"good": shas[0], "bad": shas[-1]}, "report": {"dir": str(tmp_path / "out")},
+        "env_passthrough": ["CHECK_LOG"]}))
+    monkeypatch.setenv("CHECK_LOG", str(runs))
+    state = str(tmp_path / "state")
+    assert bb("--state", state, "run", str(recipe), "--no-prefetch", cwd=tmp_path).returncode == 0
+    log = bb("--state", state, "bisect", "log", cwd=tmp_path).stdout
+    (tmp_path / "whole.log").write_text(log)
+    r = bb("--state", state, "bisect", "replay", str(recipe), "whole.log", "--out", "replay1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first = json.loads((tmp_path / "replay1" / "result.json").read_text())["session_id"]
+
+    lines = log.splitlines()
+    ends = {shas[0], shas[-1], shas[culprit], shas[culprit - 1]}
+    mid = [i for i, ln in enumerate(lines) if ln.split(" ", 1)[0] in ("good", "bad") and ln.split()[1] not in ends]
+    dropped = lines[mid[0]].split()[1]
+    (tmp_path / "edited.log").write_text("\n".join(ln for i, ln in enumerate(lines) if i != mid[0]) + "\n")
+    runs.write_text("")
+    r = bb("--state", state, "bisect", "replay", str(recipe), "edited.log", "--out", "replay2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "finished before" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-2000:]
+    second = json.loads((tmp_path / "replay2" / "result.json").read_text())["session_id"]
+    assert second and second != first
+    assert runs.read_text().split() == [str(shas.index(dropped))], runs.read_text()
+    # the session's own log holds the probe this replay ran, as the report does
+    slog = bb("--state", state, "bisect", "log", second, cwd=tmp_path).stdout
+    assert any(ln.startswith(("good " + dropped, "bad " + dropped)) and "from the replay log" not in ln
+               for ln in slog.splitlines()), slog
+    # the same edited log again: the same session, answered from it, nothing probed
+    runs.write_text("")
+    r = bb("--state", state, "bisect", "replay", str(recipe), "edited.log", "--out", "replay3", cwd=tmp_path)
+    assert r.returncode == 0 and runs.read_text() == "", (r.stdout + r.stderr)[-2000:]
+    assert json.loads((tmp_path / "replay3" / "result.json").read_text())["session_id"] == second

@@ -81,6 +81,11 @@ class Prober:
         for ln in replay or []:
             self.replay.setdefault(ln.ref, []).append(ln)
         self.replayed = bool(replay)
+        #: the replay log's verdict lines, in order, as one digest: part of the session's identity, so
+        #: an edited log is a session of its own and the same log resumes its interrupted session
+        self.replay_digest = hashlib.sha256("\n".join(
+            f"{ln.verdict.value} {ln.ref} {ln.signature}" for ln in replay or []).encode()).hexdigest()[:16] \
+            if replay else ""
         # refs probed for real in this replay (this process, or an interrupted run of the same replay
         # session): in a replay, only they may answer from the cache (issue 25, input 6)
         self.fresh_refs: set[str] = set()
@@ -117,9 +122,11 @@ class Prober:
 
     def start(self, stage: str, good: str, bad: str) -> str:
         """Make the session of ``stage`` between refs ``good`` and ``bad`` the current one; its id
-        (SHA-256, 12 hex chars, of recipe, reproducer key, stage, ends, replay and maintainers' verdicts)."""
+        (SHA-256, 12 hex chars, of recipe, reproducer key, stage, ends, the replay log's verdict lines and
+        maintainers' verdicts)."""
         human = ",".join(f"{ln.verdict.value}:{ln.ref}" for ln in self.human)
-        blob = (f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{'replay' if self.replayed else ''}"
+        replay = f"replay={self.replay_digest}" if self.replayed else ""
+        blob = (f"{self.recipe.name}|{self.repro_key}|{stage}|{good}|{bad}|{replay}"
                 + (f"|human={human}" if human else ""))
         self.session_id = hashlib.sha256(blob.encode()).hexdigest()[:12]
         self._sessions.add(self.session_id)
