@@ -166,7 +166,7 @@ def figure(data: ChartData) -> Any:
                       alpha=0.5, gid="interval")
             ax.plot([p.x for p in sel], [p.hi for p in sel], marker="o", color=color,
                     linestyle="none", gid="threshold",
-                    label=label(f"thr-{color}", "threshold: bar from last OK up to first garbage (the dot)" + (
+                    label=label(f"thr-{color}", "bar: last OK → first garbage (dot)" + (
                         " (bad)" if color == "tab:red" else " (good)" if color == "tab:green" else "")))
     ok = data.by_kind("ok-up-to")
     if ok:
@@ -222,9 +222,29 @@ def figure(data: ChartData) -> Any:
         handles, labels = handles + h2, labels + l2
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.subplots_adjust(left=0.09, right=0.66, bottom=0.2, top=0.92)
+    _fit(fig)
     if data.points:
         _x_ticks(fig, skip_ax, data)
+        _fit(fig)
     return fig
+
+
+def _fit(fig: Any, pad_in: float = 0.04) -> None:
+    """Move the subplots' margins until everything drawn -- the legend outside the plot on the
+    right, the axis labels, tick labels and the boundary's annotations -- lies inside the figure,
+    ``pad_in`` inches from its edges, as the Agg renderer measures it (the PNG is what an issue
+    embeds; a fixed margin cut the legend's longest entry and the y label)."""
+    w, h = fig.get_size_inches()
+    for _ in range(4):
+        fig.canvas.draw()
+        tb = fig.get_tightbbox(fig.canvas.get_renderer())
+        over = (max(0.0, pad_in - tb.x0), max(0.0, tb.x1 - (w - pad_in)),
+                max(0.0, pad_in - tb.y0), max(0.0, tb.y1 - (h - pad_in)))
+        if not any(over):
+            return
+        sp = fig.subplotpars
+        fig.subplots_adjust(left=sp.left + over[0] / w, right=sp.right - over[1] / w,
+                            bottom=sp.bottom + over[2] / h, top=sp.top - over[3] / h)
 
 
 def _overlap(fig: Any, ax: Any) -> bool:

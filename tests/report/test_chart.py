@@ -81,7 +81,7 @@ def test_nightlies_on_a_date_axis_with_open_markers_skips_apart_and_the_boundary
         assert artists(fig, "boundary")
         legend = [t.get_text() for t in main.get_legend().get_texts()]
         for want in ("no garbage up to N", "garbage already at N", "first bad (culprit)", "last good",
-                     "skip (untestable)", "threshold: bar from last OK up to first garbage (the dot)"):
+                     "skip (untestable)", "bar: last OK → first garbage (dot)"):
             assert any(want in t for t in legend), (want, legend)
         # log axis (250..16000 spans 64x): its bottom is above 0 and below the smallest value
         assert main.get_yscale() == "log"
@@ -89,8 +89,32 @@ def test_nightlies_on_a_date_axis_with_open_markers_skips_apart_and_the_boundary
         assert 0 < lo < 250 and hi > 16000
         assert "garbage threshold" in main.get_ylabel()
         assert [t.get_text() for t in skip_row.get_xticklabels()][:2] == ["2026-11-01", "2026-11-03"]
+        assert_every_text_inside(fig)
     finally:
         plt.close(fig)
+
+
+def assert_every_text_inside(fig) -> None:
+    """Every text the figure draws (legend entries, title, axis and tick labels, the boundary's
+    annotations) lies inside the figure as the Agg renderer draws it: the PNG is what an issue
+    embeds (new-user pass, issue 41: the legend's longest entry was cut at the figure's edge)."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box = fig.bbox
+    ticks = set()  # tick labels outside an axis' view are kept by matplotlib but not drawn
+    for ax in fig.axes:
+        for axis, (lo, hi) in ((ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim()))):
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                for label in (tick.label1, tick.label2):
+                    ticks.add(id(label))
+                    if lo <= tick.get_loc() <= hi:
+                        ticks.discard(id(label))
+    for t in fig.findobj(matplotlib.text.Text):
+        if not t.get_visible() or not t.get_text() or id(t) in ticks:
+            continue
+        b = t.get_window_extent(r)
+        assert box.x0 - 0.5 <= b.x0 and b.x1 <= box.x1 + 0.5 and box.y0 - 0.5 <= b.y0 and b.y1 <= box.y1 + 0.5, \
+            (t.get_text(), b, box)
 
 
 def test_commits_are_placed_by_their_distance_in_the_range_and_diverges_is_named(nights) -> None:
@@ -165,6 +189,7 @@ def test_no_two_x_tick_labels_overlap_and_each_probe_stays_placed(world) -> None
         assert len(boxes) >= 2, boxes
         for (a, ta), (b, tb) in zip(boxes, boxes[1:]):
             assert a.x1 <= b.x0, f"tick labels {ta!r} and {tb!r} overlap: {a} {b}"
+        assert_every_text_inside(fig)
         xs = sorted(x for gid in ("ok-up-to", "threshold") for x, _ in points(fig, gid))
         assert len(xs) == len(set(at))
     finally:
