@@ -166,7 +166,7 @@ def demo(cctx: click.Context, ctx: Ctx, out: Path, state_dir: Path | None, keep:
                 f"one commit in between makes the engine return garbage above ~{LOW_THRESHOLD} prompt tokens, ")
         say(f"  good end {GOOD_TAG} ({hist.shas[hist.good][:12]}), bad end {BRANCH} ({hist.shas[-1][:12]}); " + what
             + f"{len(hist.unbuildable)} commits do not build and {len(hist.broken)} engine does not start")
-        say(f"  running: bisectbot run {recipe_path.name} --runner local --out {out}"
+        say(f"  running: bisectbot --state {state} run {recipe_path} --runner local --out {out}"
             f"   (progress below; one line per probe)")
         _run(ctx, str(recipe_path), None, None, False, None, str(out), "local", None, True, emit=False,
              reproducible="" if keep else "no Reproduce command: the demo removed its engine history and ledger "

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -50,6 +52,14 @@ def test_demo_finds_the_planted_commit_and_writes_report_and_issue(tmp_path, kit
     assert "probes left" in p.stderr
     assert "found the planted regression" in p.stdout and culprit[:12] in p.stdout
     assert str(out / "report.md") in p.stdout and str(issues[0]) in p.stdout
+    # the "running:" line is the command that ran, runnable as printed (new-user pass: a bare
+    # recipe name without the state directory)
+    running = next(ln for ln in p.stdout.splitlines() if "running: " in ln)
+    argv = shlex.split(running.split("running: ", 1)[1].split("   (", 1)[0])
+    assert argv[:3] == ["bisectbot", "--state", str(state)] and Path(argv[4]).is_file(), running
+    again = subprocess.run([sys.executable, "-m", "bisectbot", *argv[1:], "--dry-run"], capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
     # build failures and the engine that never starts were met and are skips, not verdicts
     skips = [pr["reason"] for st in res["stages"] for pr in st["probes"] if pr["verdict"] == "skip"]
     assert any("build failed" in r for r in skips) and any("server exited" in r for r in skips), skips
