@@ -36,7 +36,7 @@ Examples:
 @click.option("--stack-dir", type=click.Path(file_okay=False, path_type=Path), help="patch stack directory")
 @click.option("--no-patches", is_flag=True, help="ignore the recipe's patch stack")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("bisectbot-out/logs"),
-              show_default=True)
+              show_default=True, help="where the build's log is written")
 @pass_ctx
 def build(ctx: Ctx, recipe_path: Path, base: str, overlay: str | None, repo_path: Path | None,
           base_commit: str | None, stack_dir: Path | None, no_patches: bool, log_dir: Path) -> None:

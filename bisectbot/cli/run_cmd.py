@@ -747,10 +747,11 @@ def bisect_log(ctx: Ctx, session: str | None, recipe_name: str | None) -> None:
 @bisect_group.command("replay")
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
 @click.argument("log_file", type=click.Path(dir_okay=False, exists=True))
-@click.option("--good")
-@click.option("--bad")
-@click.option("--out", type=click.Path(file_okay=False))
-@click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container", "release"]), default="auto")
+@click.option("--good", help="Known-good candidate (default: the recipe's bisect.good).")
+@click.option("--bad", help="Known-bad candidate (default: the recipe's bisect.bad).")
+@click.option("--out", type=click.Path(file_okay=False), help="Report directory (default: recipe report.dir).")
+@click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container", "release"]), default="auto",
+              show_default=True, help="Where the candidates the log lacks run.")
 @pass_ctx
 @click.pass_context
 def bisect_replay(cctx: click.Context, ctx: Ctx, recipe_file: str, log_file: str, good: str | None,
@@ -763,8 +764,8 @@ def bisect_replay(cctx: click.Context, ctx: Ctx, recipe_file: str, log_file: str
 
 @bisect_group.command("plan")
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
-@click.option("--good")
-@click.option("--bad")
+@click.option("--good", help="Known-good candidate (default: the recipe's bisect.good).")
+@click.option("--bad", help="Known-bad candidate (default: the recipe's bisect.bad).")
 @click.option("-k", "--parallel", type=click.IntRange(1, 64), help="Free runners: candidates probed at once.")
 @pass_ctx
 def bisect_plan(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, parallel: int | None) -> None:

@@ -184,3 +184,12 @@ def test_offline_examples_run_as_printed(workdir):
             ran.append(ex)
     print("\n".join(ran))
     assert len(ran) >= 6, ran
+
+
+def test_every_option_of_every_command_says_what_it_is() -> None:
+    """New-user pass (issue 41): ``bisect replay --help`` listed --good, --bad, --out and --runner
+    with no word. Kind: *an option shown without its meaning*; every option of every command (the
+    help flag aside) carries a help text."""
+    bare = [f"bisectbot {' '.join(path)} {'/'.join(p.opts)}" for path, cmd in commands()
+            for p in cmd.params if isinstance(p, click.Option) and not p.help and p.name != "help"]
+    assert not bare, bare
