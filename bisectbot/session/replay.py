@@ -85,7 +85,8 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
         elif kind == "probe":
             sig = f" sig={quote_signature(d['signature'])}" if d.get("signature") and d.get("verdict") != "skip" else ""
             thr = d.get("threshold")
-            thr_s = f" threshold {thr[0]}..{thr[1]}" if thr else ""
+            thr_s = (f" threshold {'-' if thr[0] is None else thr[0]}..{'-' if thr[1] is None else thr[1]}"
+                     if thr else "")  # "-": that end was not measured (as the progress lines write it)
             eff = f" (used as {d['effective']})" if d.get("effective") and d["effective"] != d["verdict"] else ""
             lines.append(f"{d['verdict']} {d['ref']}{sig}  # [{d.get('phase', '')}] {d.get('label', '')}: "
                          f"{d.get('reason', '')}{thr_s}{eff} ({d.get('duration_s', 0):.1f}s)")

@@ -41,3 +41,11 @@ def test_every_signature_round_trips_through_the_log(sig: str) -> None:
         assert "'\"'\"'" not in q
     lines = parse_replay(_probe_line(sig))
     assert [ln.signature for ln in lines] == [sig]
+
+
+def test_an_unmeasured_threshold_end_reads_as_a_dash_not_none() -> None:
+    ev = {"kind": "probe", "at": "2026-12-04T00:00:00+00:00",
+          "data": {"verdict": "good", "ref": "0123456789abcdef", "phase": "search", "label": "c1",
+                   "reason": "no garbage up to 16007 tokens", "threshold": [16007, None], "duration_s": 1.0}}
+    log = format_log(None, [ev])
+    assert "threshold 16007..-" in log and "None" not in log, log
