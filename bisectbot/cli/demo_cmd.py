@@ -90,8 +90,8 @@ def write_would_be_issue(ctx: Ctx, recipe_path: Path, out: Path, since: float) -
               help="Where the report, its JSON and the would-be GitHub issue are written.")
 @click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path),
               callback=lambda _c, _p, v: absolute_path(v),
-              help="Ledger directory (default: the global --state, else a temporary one, so every demo "
-                   "probes afresh).")
+              help="Ledger directory (default: the global --state, else OUT/work/state with --keep, a "
+                   "temporary one with --no-keep; the demo's own history is new each time, so it probes afresh).")
 @click.option("--keep/--no-keep", default=True, show_default=True,
               help="Keep the engine history, the recipe and the ledger under OUT/work, so the report's "
                    "Reproduce command works after the demo; --no-keep removes them.")

@@ -94,7 +94,7 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
             ctx.emit({"ok": ok, "problems": problems, "warnings": warnings})
     else:
         for f, h in ok.items():
-            terminal.echo(f"{f}: ok (verdict hash {h})")
+            terminal.echo(f"{f}: ok (reproducer key {h}: the probe cache key of its verdicts)")
         for p in problems + warnings:
             terminal.echo(p, err=True)
     if problems:

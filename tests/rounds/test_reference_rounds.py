@@ -73,7 +73,7 @@ def test_a_last_good_reference_is_refused_before_any_candidate_is_built(tmp_path
     v = kit.cli("recipe", "validate", str(fan))
     assert v.returncode == 2, v.stdout + v.stderr
     assert "reproducer.reference.candidate" in v.stderr and "set bisect.executor: local" in v.stderr, v.stderr
-    assert ": ok (verdict hash" not in v.stdout, v.stdout
+    assert ": ok (reproducer key" not in v.stdout, v.stdout
 
 
 @pytest.mark.slow
