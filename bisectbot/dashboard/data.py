@@ -37,6 +37,21 @@ STAGE1 = "stage 1"
 """The stage name of a run's first search (:mod:`bisectbot.session.stages.first`)."""
 
 _DATE_IN_TAG = re.compile(r"(?<!\d)(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
+
+
+def _tag_time(text: str) -> datetime | None:
+    """Midnight UTC of the ``YYYYMMDD`` date a tag holds, None for none or an impossible one
+    (``20260231``: the pattern's ranges admit it; a forged or mistyped tag reads as undated, never
+    as an error at every later render, hostile pass of issue 41)."""
+    m = _DATE_IN_TAG.search(text or "")
+    if not m:
+        return None
+    try:
+        return datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 
@@ -294,9 +309,9 @@ def _nightly_info(ledger: Ledger) -> dict[str, dict[str, Any]]:
     """digest -> {tag, when, dated_by, versions}: the dated tag wins over a moving one."""
     info: dict[str, dict[str, Any]] = {}
     for n in ledger.nightlies():
-        m = _DATE_IN_TAG.search(n["tag"])
-        if m:
-            when, by = datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=timezone.utc), "tag"
+        tagged = _tag_time(n["tag"])
+        if tagged:
+            when, by = tagged, "tag"
         elif parse_time(n.get("last_updated")):
             when, by = parse_time(n["last_updated"]), "registry"
         else:
@@ -468,11 +483,11 @@ def _points(rd: RecipeData, nightly: dict[str, dict[str, Any]], runs: list[Archi
                 if c.ref in from_ledger or (info is None and c.kind is not CandidateKind.NIGHTLY
                                             and c.ref != st.candidates[-1].ref):
                     continue  # this ledger's session has it; or a candidate inside a bisection
-                m = _DATE_IN_TAG.search(c.label or "")
+                tagged = _tag_time(c.label or "")
                 if info:
                     when, by = info["when"], info["dated_by"]
-                elif m:
-                    when, by = datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=timezone.utc), "tag"
+                elif tagged:
+                    when, by = tagged, "tag"
                 else:
                     when, by = parse_time(run.archived), "run"
                 if when is None:

@@ -16,7 +16,8 @@ Rate limits
     (and 429) are retried with backoff by :class:`BotRetry`. Every wait is capped by
     ``max_wait_s`` (default 120 s) and the number of retries by ``retries`` (default 4): beyond
     that a :class:`~bisectbot.errors.GitHubError` says when to try again. POST/PATCH are never
-    retried on 5xx (the server may have acted); the marker search makes the next run safe.
+    retried on 5xx, nor after a timeout or reset once sent (the server may have acted); the
+    marker search makes the next run safe.
 
 Trust (issue 13)
     Fingerprint markers in issue bodies, "seen" markers and acknowledgement markers in comments are
@@ -125,6 +126,10 @@ _ACK_RE = re.compile(r"<!-- bisectbot:ack=(\d+) -->")
 # --------------------------------------------------------------------------- retry / client
 
 
+class _WriteNotRepeated(Exception):
+    """A POST/PATCH whose reply never came: not sent again (:meth:`BotRetry.increment`)."""
+
+
 class BotRetry(GithubRetry):
     """PyGithub's :class:`GithubRetry` with bounded waits and no POST/PATCH retry on 5xx.
 
@@ -149,6 +154,11 @@ class BotRetry(GithubRetry):
         no silent retries); any other retry is announced on stderr as ``retrying N/M in S s``."""
         if error is not None and is_unreachable(error):
             raise MaxRetryError(_pool, url or "", error)
+        if error is not None and (method or "").upper() in ("POST", "PATCH") and not self._is_connection_error(error):
+            # the write was sent and its reply never came (a timeout, a reset, a dribble cut by the
+            # transport): the server may have acted, so it is never sent again (one hung create made
+            # five identical issues); the next run's marker search finds what it made
+            raise MaxRetryError(_pool, url or "", _WriteNotRepeated(f"{type(error).__name__}: no reply to the write"))
         new = super().increment(method, url, response, error, _pool, _stacktrace)
         left = new.total if isinstance(new.total, int) else 0  # urllib3 counts down what is left
         why = f"HTTP {response.status}" if response is not None else type(error).__name__ if error else "retry"
@@ -235,6 +245,9 @@ class GitHubClient:
             msg = f"GitHub {what} failed: HTTP {e.status}" + (f": {message}" if message else "")
         except MaxRetryError as e:
             msg = f"GitHub {what}: gave up after retries ({type(e.reason).__name__ if e.reason else 'error'})"
+            if isinstance(e.reason, _WriteNotRepeated):
+                msg = (f"GitHub {what}: {e.reason}; not sent again (GitHub may have acted on it: the next run "
+                       "finds what it made by its marker)")
             if is_unreachable(e):
                 raise UpstreamUnreachable(redact(f"GitHub {what}: {self.target.api_url} unreachable ({reason(e)})")
                                           ) from None

@@ -200,3 +200,29 @@ def test_an_archived_report_costs_later_renders_what_it_shows_not_what_it_held(t
     base = _render_rss_kib(base_state, tmp_path / "site1")
     got = _render_rss_kib(state, tmp_path / "site2")
     assert got < base + 64 * 1024, (got, base)  # within 64 MiB of a normal render's (was ~10x it)
+
+
+@pytest.mark.parametrize("tag", ["nightly_main_20260231", "nightly_main_20250229", "nightly_20261131"])
+def test_an_impossible_date_in_a_tag_reads_as_undated_not_an_error_at_every_render(tmp_path: Path, tag: str) -> None:
+    """Hostile pass (issue 41): a forged report whose nightly tag holds 20260231 made the archiving
+    render and every later one exit 70 (``day is out of range for month``). Kind: *a value a
+    pattern admits and a constructor refuses*. Parameters: the day (31 in a 30-day month, 29 Feb
+    of a common year, 30/31 Feb), where the tag comes from (an archived report; the ledger's
+    nightlies go through the same reader)."""
+    import json
+
+    from bisectbot.models import Candidate, CandidateKind, ProbeResult, RunResult, StageResult, Status, Verdict
+
+    tags = ["nightly_main_20260101", tag]
+    cands = [Candidate(CandidateKind.NIGHTLY, f"sha256:{i:064x}", t, "image", {"tag": t}) for i, t in enumerate(tags)]
+    probes = [ProbeResult(cands[0], Verdict.GOOD, reason="ok", threshold=(16000, None)),
+              ProbeResult(cands[1], Verdict.BAD, reason="garbage", threshold=(1000, 2000))]
+    st = StageResult("stage 1", "image", Status.CULPRIT, cands, probes, last_good=cands[0], first_bad=cands[1],
+                     culprits=[cands[1]], confidence=1.0)
+    rep = tmp_path / "run" / "result.json"
+    rep.parent.mkdir()
+    rep.write_text(json.dumps(RunResult("forged-dates", "regression", Status.CULPRIT, [st]).to_dict()))
+    state = tmp_path / "state"
+    for extra in (["--report", str(rep)], []):
+        p = cli("--state", str(state), "dashboard", "--out", str(tmp_path / "site"), *extra)
+        assert p.returncode == 0, p.stderr[-2000:]

@@ -157,3 +157,28 @@ def test_the_whole_request_bound_counts_every_attempt_and_wait() -> None:
 
     retry = BotRetry(total=4, backoff_factor=1.0, max_rate_limit_wait=120.0, secondary_rate_wait=60.0)
     assert request_deadline_s(30.0, retry) == 5 * 30 + 4 * 120 + (1 + 2 + 4 + 8)
+
+
+def silent(conn: socket.socket) -> None:
+    time.sleep(3600)
+
+
+@pytest.mark.parametrize("write", ["create issue", "comment", "edit issue"])
+def test_a_write_whose_reply_never_comes_is_sent_once(write: str) -> None:
+    """Hostile pass: a POST whose reply never came was sent again by urllib3's read retries: one
+    hung create made five identical issues. Kind: *a write that may have reached the server is
+    repeated*. Parameters: the write (create an issue, comment, edit: POST and PATCH), the failure
+    after sending (no reply at all: the transport's per-attempt cut)."""
+    with hostile(silent) as (url, arrivals):
+        target = GitHubTarget(repo=REPO, api_url=url, bot_login="bisectbot-bot")
+        client = GitHubClient(target, TOKEN, retries=4, timeout_s=1.5, backoff_factor=0.1, max_wait_s=5,
+                              seconds_between_requests=None, seconds_between_writes=None)
+        req = client.gh.requester
+        verb, path = {"create issue": ("POST", f"/repos/{REPO}/issues"),
+                      "comment": ("POST", f"/repos/{REPO}/issues/1/comments"),
+                      "edit issue": ("PATCH", f"/repos/{REPO}/issues/1")}[write]
+        with pytest.raises(GitHubError) as e:
+            client.call(write, lambda: req.requestJsonAndCheck(verb, path, input={"title": "t", "body": "b"}))
+        time.sleep(1.0)  # a retry would arrive within its backoff (0.1-0.8 s)
+    assert len(arrivals) == 1, arrivals
+    assert "no complete reply" in str(e.value) or "not sent again" in str(e.value), str(e.value)
