@@ -40,12 +40,26 @@ def _stage(name: object) -> str:
     text = str(name or "?")
     return text if text.startswith("stage") or not text.isdigit() else f"stage {text}"
 
+_LINE_BREAKS = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+                for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
+"""Every character :meth:`str.splitlines` breaks a line at, as its escape."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break (:data:`_LINE_BREAKS`: ``\\n``, ``\\r``, form feed, the
+    separators ``\\x1c``-``\\x1e``, NEL, U+2028/9) written as its escape: a reason or a signature
+    from a probe (a server's error text, a round's verdict file) stays on its verdict line and
+    never starts a line of its own that ``--replay`` would read as a verdict (hostile pass, issue 41)."""
+    return text.translate(_LINE_BREAKS)
+
+
 def quote_signature(sig: str) -> str:
     """``sig`` as one shell word that reads as it is written: bare when no character needs
     quoting, in single quotes when it holds none, else in double quotes with only ``"`` and
     ``\\`` escaped (the two POSIX :func:`shlex.split` unescapes there). :func:`shlex.quote` writes a quote inside a reason (``flood of '0'``)
     as ``'"'"'``, which a maintainer reading the log cannot read. :func:`parse_replay` (POSIX
     :func:`shlex.split`) reads every form back to ``sig``."""
+    sig = one_line(sig)
     plain = shlex.quote(sig)
     if plain == sig or "'" not in sig:
         return plain
@@ -55,7 +69,8 @@ def quote_signature(sig: str) -> str:
 def parse_replay(text: str, name: str = "<replay>") -> list[LogLine]:
     """Parse a ``bisectbot bisect log`` file. BadInput names the line of a malformed entry."""
     out: list[LogLine] = []
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(text.split("\n"), 1):  # format_log writes no other line break
+        raw = raw.removesuffix("\r")  # a file saved with CRLF
         try:
             parts = shlex.split(raw, comments=True)
         except ValueError as e:
@@ -100,4 +115,4 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
                          f"{d.get('culprits', '')} confidence {d.get('confidence', 0):.1%} {d.get('message', '')}")
         else:
             lines.append(f"# {ev['at']} {kind}: {json.dumps(d, sort_keys=True)}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(one_line(ln) for ln in lines) + "\n"  # one event, one line, whatever it holds

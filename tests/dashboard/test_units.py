@@ -211,7 +211,15 @@ def test_an_impossible_date_in_a_tag_reads_as_undated_not_an_error_at_every_rend
     nightlies go through the same reader)."""
     import json
 
-    from bisectbot.models import Candidate, CandidateKind, ProbeResult, RunResult, StageResult, Status, Verdict
+    from bisectbot.models import (
+        Candidate,
+        CandidateKind,
+        ProbeResult,
+        RunResult,
+        StageResult,
+        Status,
+        Verdict,
+    )
 
     tags = ["nightly_main_20260101", tag]
     cands = [Candidate(CandidateKind.NIGHTLY, f"sha256:{i:064x}", t, "image", {"tag": t}) for i, t in enumerate(tags)]
