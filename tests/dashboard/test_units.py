@@ -234,3 +234,26 @@ def test_an_impossible_date_in_a_tag_reads_as_undated_not_an_error_at_every_rend
     for extra in (["--report", str(rep)], []):
         p = cli("--state", str(state), "dashboard", "--out", str(tmp_path / "site"), *extra)
         assert p.returncode == 0, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("span_days,label", [(0, "x"), (3, "‱" * 40), (400, "demo-engine 65c4c5435c"),
+                                              (36_500, "⟿" * 20), (365 * 99 + 364, "😀" * 30)])
+def test_chart_labels_fit_their_bound_on_any_span_and_glyph(span_days: int, label: str) -> None:
+    """Hostile pass (issue 41): a span of a century got 106 yearly labels 8 px apart, and labels of
+    glyphs wider than one em (U+2031, 1.74 em) ran out of the SVG. Kind: *a layout bound that holds
+    for the inputs it was tried on*. Parameters: the span (one point, days, a year, a century), the
+    label's glyphs (ASCII, wide symbols, emoji), where the band sits (the right edge)."""
+    from bisectbot.dashboard.chart import LABEL_GAP, WIDTH, label_px
+
+    t0 = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    t1 = t0 + timedelta(days=span_days)
+    pts = [{"when": t, "lo": 1000, "hi": 2000, "verdict": "bad", "css": "bad", "ref": f"r{i}", "title": "t"}
+           for i, t in enumerate((t0, t1))]
+    c = build_chart(pts, [{"start": t1 - timedelta(hours=1), "end": t1, "title": "t", "label": label}])
+    xs = [(t.pos, label_px(t.label)) for t in c.xticks]
+    assert xs, c.xticks
+    for (a, wa), (b, wb) in zip(xs, xs[1:]):
+        assert b - a >= (wa + wb) / 2 + LABEL_GAP - 0.01, (a, b, wa, wb)
+    assert all(p - w / 2 >= 0 and p + w / 2 <= WIDTH for p, w in xs)
+    (band,) = c.bands
+    assert band.label_x >= 0 and band.label_x + label_px(band.label) <= WIDTH, (band.label_x, band.label)
