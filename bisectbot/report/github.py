@@ -236,6 +236,7 @@ class GitHubClient:
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one PyGithub operation, turning every failure into a token-free :class:`GitHubError`."""
         self._throttle()
+        github_transport.start_operation()
         try:
             return fn()
         except RateLimitExceededExceedsMaxWait as e:
@@ -251,7 +252,9 @@ class GitHubClient:
             if is_unreachable(e):
                 raise UpstreamUnreachable(redact(f"GitHub {what}: {self.target.api_url} unreachable ({reason(e)})")
                                           ) from None
-        except (bounded.TotalTimeout, bounded.BodyTooLarge) as e:
+        except RuntimeError as e:  # PyGithub's own refusals (a redirect to another host)
+            msg = f"GitHub {what}: {str(e)[:300]}"
+        except (bounded.TotalTimeout, bounded.BodyTooLarge, github_transport.Refused) as e:
             msg = f"GitHub {what}: {self.target.api_url} sent no usable reply: {e}"
         except requests.RequestException as e:
             msg = f"GitHub {what}: cannot reach {self.target.api_url} ({type(e).__name__})"

@@ -182,3 +182,36 @@ def test_a_write_whose_reply_never_comes_is_sent_once(write: str) -> None:
         time.sleep(1.0)  # a retry would arrive within its backoff (0.1-0.8 s)
     assert len(arrivals) == 1, arrivals
     assert "no complete reply" in str(e.value) or "not sent again" in str(e.value), str(e.value)
+
+
+def _answer(status: str, body: bytes = b"", headers: str = "") -> Callable[[socket.socket], None]:
+    def reply(conn: socket.socket) -> None:
+        conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                     f"{headers}Connection: close\r\n\r\n".encode() + body)
+    return reply
+
+
+def _redirect_loop(conn: socket.socket) -> None:
+    host, port = conn.getsockname()[:2]
+    where = f"http://{host}:{port}/repos/o/r{time.monotonic_ns()}"
+    _answer("301 Moved Permanently", b"{}", f"Location: {where}\r\n")(conn)
+
+
+@pytest.mark.parametrize("shape", ["million-elements", "redirect-loop", "redirect-elsewhere", "accepted-forever"])
+def test_replies_no_github_sends_are_an_error_naming_them_not_a_crash_or_gigabytes(shape: str) -> None:
+    """Hostile pass (issue 41). Kinds: *a reply that is small on the wire and huge in objects*
+    (``[{},{},…]``: PyGithub builds an object per element, 1.77 GB for 3 MB) and *a reply PyGithub
+    answers by asking again without end* (a redirect loop ended in RecursionError, exit 70; a
+    redirect to another host in RuntimeError, exit 70; 202 Accepted forever). Each is a GitHubError
+    of the installed CLI (exit 1) naming what was refused, within seconds and a bounded RSS."""
+    reply = {"million-elements": _answer("200 OK", b"[" + b",".join([b"{}"] * 1_000_000) + b"]"),
+             "redirect-loop": _redirect_loop,
+             "redirect-elsewhere": _answer("301 Moved Permanently", b"{}", "Location: http://elsewhere.invalid/x\r\n"),
+             "accepted-forever": _answer("202 Accepted", b"{}")}[shape]
+    with hostile(reply) as (url, arrivals):
+        code, err, wall, _ = cli_with_rusage(["report", "commands", "--repo", REPO, "--api-url", url], timeout=120)
+    assert code == 1 and "internal error" not in err, (code, err[-2000:])
+    want = {"million-elements": "more than 100 elements", "redirect-loop": "redirected 11 times",
+            "redirect-elsewhere": "redirected", "accepted-forever": "202 Accepted 11 times"}[shape]
+    assert want in err, err[-2000:]
+    assert len(arrivals) <= 12, len(arrivals)
