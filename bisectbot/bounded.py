@@ -131,6 +131,66 @@ class BoundedAdapter(HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
+class LimitedAdapter(BoundedAdapter):
+    """A requests adapter that reads every reply whole within ``total_s`` seconds (status line,
+    headers and body: the watchdog of :func:`request`, re-armed per urllib3 attempt with
+    ``attempt_s``) and ``max_bytes`` bytes after content decoding (a gzip bomb stops at the cap),
+    whoever calls the session: a library's own ``session.get`` (``pypi_simple``) is bounded as the
+    bot's calls are. A caller that streams (``stream=True``) reads the body itself, as
+    :func:`request` does. Raises :class:`TotalTimeout` and :class:`BodyTooLarge`."""
+
+    def __init__(self, *, total_s: float, max_bytes: int = MAX_BODY_BYTES, attempt_s: float | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.total_s, self.max_bytes, self.attempt_s = total_s, max_bytes, attempt_s
+
+    def send(self, request: Any, stream: bool = False, timeout: Any = None, **kwargs: Any) -> requests.Response:
+        if stream or getattr(_active, "watch", None) is not None:  # the caller (or request()) bounds it
+            return super().send(request, stream=stream, timeout=timeout, **kwargs)
+        limit = f"{self.total_s:g} s"
+        watch = _Watch(self.total_s, self.attempt_s)
+        _active.watch = watch
+        r: requests.Response | None = None
+        try:
+            try:
+                r = super().send(request, stream=True, timeout=timeout, **kwargs)
+                length = r.headers.get("Content-Length", "")
+                if length.isdigit() and int(length) > self.max_bytes:
+                    raise BodyTooLarge(f"reply of {int(length)} bytes is larger than the {self.max_bytes}-byte limit")
+                buf = bytearray()
+                for chunk in r.iter_content(_CHUNK):
+                    buf += chunk
+                    if len(buf) > self.max_bytes:
+                        raise BodyTooLarge(f"reply larger than the {self.max_bytes}-byte limit: stopped reading")
+                    if watch.fired.is_set():
+                        raise TotalTimeout(f"no complete reply within {limit}")
+            except requests.RequestException:
+                if r is not None:
+                    r.close()
+                if watch.fired.is_set():
+                    raise TotalTimeout(f"no complete reply within {limit}") from None
+                raise
+            if watch.fired.is_set():
+                r.close()
+                raise TotalTimeout(f"no complete reply within {limit}")
+        finally:
+            watch.cancel()
+            _active.watch = None
+        r._content = bytes(buf)
+        r._content_consumed = True
+        return r
+
+
+def limited_session(total_s: float, max_bytes: int = MAX_BODY_BYTES, session: requests.Session | None = None
+                    ) -> requests.Session:
+    """``session`` (a new one by default) with both schemes mounted on a :class:`LimitedAdapter`."""
+    s = session or requests.Session()
+    adapter = LimitedAdapter(total_s=total_s, max_bytes=max_bytes)
+    s.mount("http://", adapter)
+    s.mount("https://", adapter)
+    return s
+
+
 def session() -> requests.Session:
     """A :class:`requests.Session` for :func:`request` (both schemes mounted on :class:`BoundedAdapter`)."""
     s = requests.Session()

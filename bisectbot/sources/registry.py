@@ -39,8 +39,8 @@ from urllib.parse import urljoin
 import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
+from .. import bounded, net
 from .. import jsonio as _jsonio
-from .. import net
 from ..errors import RegistryError, UpstreamUnreachable
 
 log = logging.getLogger(__name__)
@@ -144,12 +144,24 @@ def parse_link_next(header: str | None, base_url: str) -> str | None:
     return None
 
 
+REPLY_DEADLINE_S = 120.0
+"""A registry reply (manifest, config, tag page, token) must arrive whole within this (seconds):
+the per-read ``timeout_s`` let a byte every few seconds hold a request for hours. The largest
+reply (a tag list of thousands of tags, a few hundred KB) takes well under a second."""
+
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+"""Largest registry reply read (bytes, after content decoding): manifests and configs are KBs,
+Docker Hub's tag pages ~200 KB, a registry's whole tag list of 10,000 tags ~0.5 MB."""
+
+
 class _HTTP:
     """Shared request loop: bounded retries with backoff honouring Retry-After."""
 
     def __init__(self, session: requests.Session | None, timeout_s: float, max_attempts: int,
                  max_wait_s: float, backoff_s: float, sleep: Callable[[float], None] = time.sleep):
-        self.session = session or requests.Session()
+        # every reply read whole within its time and byte bounds (a dribble or a gzip bomb from a
+        # registry is an error, not hours or gigabytes; hostile pass of issue 41)
+        self.session = bounded.limited_session(REPLY_DEADLINE_S, MAX_REPLY_BYTES, session or requests.Session())
         self.session.headers.setdefault("User-Agent", USER_AGENT)
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
@@ -170,6 +182,10 @@ class _HTTP:
         def once() -> requests.Response:
             try:
                 resp = self.session.request(method, url, timeout=self.timeout_s, allow_redirects=True, **kw)
+            except bounded.BodyTooLarge as e:  # not transient: never asked again
+                raise RegistryError(f"{what}: {e}") from None
+            except bounded.TotalTimeout as e:
+                raise _Retryable(f"{what}: {e}") from None
             except requests.RequestException as e:
                 if net.is_unreachable(e):  # DNS failure / refused: no retry (issue 14), exit code 5
                     raise RegistryUnreachable(str(net.unreachable(what, e))) from None

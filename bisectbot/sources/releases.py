@@ -49,14 +49,25 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
+from .. import bounded
 from ..errors import BadInput, BisectbotError
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
-TIMEOUT_S = 60.0  # seconds per HTTP request (connect + read of one chunk)
+TIMEOUT_S = 60.0
+"""Seconds one index reply may take, whole (status line, headers, body): was per read, so a byte
+every few seconds held a request for hours."""
+
+MAX_PAGE_BYTES = 64 * 1024 * 1024
+"""Largest project page read (bytes, after content decoding): a page lists each file in ~500 bytes;
+the largest projects on PyPI (nightly builds, ~100,000 files) make ~50 MB; a gzip bomb stops here."""
 
 
 class SourceError(BisectbotError):
     """The package index failed (unreachable, HTTP error, hash mismatch). Exit code 1."""
+
+
+class _Oversized(SourceError):
+    """A reply past :data:`MAX_PAGE_BYTES`: not transient, never asked again."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +151,8 @@ def _transient(exc: BaseException) -> bool:
     """Worth a retry: timeouts, resets, index errors; never a DNS failure or a refused connection."""
     from .. import net
 
-    return isinstance(exc, (requests.ConnectionError, requests.Timeout, SourceError)) and not net.is_unreachable(exc)
+    return (isinstance(exc, (requests.ConnectionError, requests.Timeout, SourceError))
+            and not isinstance(exc, _Oversized) and not net.is_unreachable(exc))
 
 
 def _announce(state: Any) -> None:
@@ -167,7 +179,10 @@ def _project_page(package: str, base: str) -> Any:  # -> pypi_simple.ProjectPage
     """The project page of ``package`` on the index ``base`` (JSON preferred, HTML accepted).
     Unknown project -> :class:`BadInput`; HTTP errors and unreadable pages -> :class:`SourceError`."""
     ps = _client()
-    with ps.PyPISimple(endpoint=base if base.endswith("/") else base + "/") as client:
+    # every reply read whole within TIMEOUT_S and MAX_PAGE_BYTES (pypi_simple reads through this
+    # session: a dribbling index or a gzip bomb is an error, not hours or gigabytes; issue 41)
+    session = bounded.limited_session(TIMEOUT_S, MAX_PAGE_BYTES)
+    with ps.PyPISimple(endpoint=base if base.endswith("/") else base + "/", session=session) as client:
         url = client.get_project_url(package)
         if url.startswith("file://"):  # a directory tree of index.html files (``pip download``-style)
             path = Path(unquote(urlsplit(url).path))
@@ -177,6 +192,10 @@ def _project_page(package: str, base: str) -> Any:  # -> pypi_simple.ProjectPage
             return ps.ProjectPage.from_html(package, page.read_text(encoding="utf-8"), page.as_uri())
         try:
             return client.get_project_page(package, timeout=TIMEOUT_S)
+        except bounded.BodyTooLarge as e:
+            raise _Oversized(f"{_redact(url)}: {e}") from None
+        except bounded.TotalTimeout as e:
+            raise SourceError(f"{_redact(url)}: {e}") from None
         except ps.NoSuchProjectError:
             raise BadInput(f"{_redact(url)}: no such project on the index (404)") from None
         except requests.HTTPError as e:

@@ -11,14 +11,9 @@ unchanged under :mod:`bisectbot.report.github_transport`.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import pytest
 from report_helpers import REPO, TOKEN
@@ -27,49 +22,10 @@ from bisectbot.errors import GitHubError
 from bisectbot.recipe import GitHubTarget
 from bisectbot.report.github import GitHubClient
 from bisectbot.report.github_transport import MAX_REPLY_BYTES, request_deadline_s
+from tests.hostile.rawserver import cli_with_rusage as raw_cli
+from tests.hostile.rawserver import hostile
 
 pytestmark = [pytest.mark.slow]
-
-
-@contextmanager
-def hostile(reply: Callable[[socket.socket], None]) -> Iterator[tuple[str, list[float]]]:
-    """A TCP server on 127.0.0.1 that reads one request per connection and lets ``reply`` answer
-    it; yields its base URL and the times (monotonic) requests arrived."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    srv.settimeout(0.2)
-    stop, arrivals = threading.Event(), []
-
-    def serve_one(conn: socket.socket) -> None:
-        with conn:
-            try:
-                conn.settimeout(5)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                arrivals.append(time.monotonic())
-                reply(conn)
-            except OSError:
-                pass
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.getsockname()[1]}", arrivals
-    finally:
-        stop.set()
-        t.join(5)
-        srv.close()
 
 
 def dribble_body(conn: socket.socket) -> None:
@@ -102,20 +58,9 @@ def flood(announce: bool, size: int) -> Callable[[socket.socket], None]:
 
 
 def cli_with_rusage(args: list[str], timeout: float) -> tuple[int, str, float, int]:
-    """Run the installed CLI; returns (exit code, stderr, wall seconds, peak RSS in KiB)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "GITHUB_STEP_SUMMARY")}
-    env.update({"BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": "bisectbot-bot"})
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env)
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    err = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
-    proc.stdout.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
-    timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err, time.monotonic() - t0, usage.ru_maxrss
+    """The installed CLI with the bot's GitHub settings (token, login): exit code, stderr, wall
+    seconds, peak RSS in KiB."""
+    return raw_cli(args, timeout, {"BISECTBOT_GITHUB_TOKEN": TOKEN, "BISECTBOT_BOT_LOGIN": "bisectbot-bot"})
 
 
 def test_a_body_that_dribbles_ends_within_the_attempts_bound_through_the_cli() -> None:
