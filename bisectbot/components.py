@@ -529,8 +529,10 @@ def resolve_in_history(repo_path: str | Path, sha: str, ref: str = "HEAD") -> Ma
         commit = repo.commit(sha)
     except (git.BadName, ValueError):
         raise BuildError(f"commit {sha} is not in the clone {repo_path}: fetch it (git fetch --tags)") from None
+    from .sources.git import log_subjects
+
+    (own,) = log_subjects(repo_path, "-1", commit.hexsha, "--")  # subjects bounded, never read whole
     if repo.is_ancestor(commit, repo.commit(ref)):
-        return MappedCommit(commit.hexsha, commit.hexsha, "identical", commit.summary)
-    target = [CommitRef(c.hexsha, c.summary) for c in repo.iter_commits(ref)]
-    m = map_commits([CommitRef(commit.hexsha, commit.summary)], target)[commit.hexsha]
-    return m
+        return MappedCommit(commit.hexsha, commit.hexsha, "identical", own[1])
+    target = [CommitRef(s, subject) for s, subject in log_subjects(repo_path, repo.commit(ref).hexsha, "--")]
+    return map_commits([CommitRef(commit.hexsha, own[1])], target)[commit.hexsha]

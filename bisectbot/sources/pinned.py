@@ -188,8 +188,11 @@ class PinRange:
 
 
 def _first_parent(repo: GitRepo, sha: str, n: int) -> list[tuple[str, str]]:
-    out = _git(repo, "log", "--first-parent", f"-{n}", "--format=%H%x00%s", sha, "--")
-    return [tuple(ln.split("\x00", 1)) for ln in out.splitlines() if "\x00" in ln]  # type: ignore[misc]
+    """``(sha, subject)`` of the ``n`` newest commits of ``sha``'s first-parent chain, subjects
+    bounded (:func:`~bisectbot.sources.git.log_subjects`)."""
+    from .git import log_subjects
+
+    return log_subjects(repo.path, "--first-parent", f"-{n}", sha, "--")
 
 
 def pin_range(repo: GitRepo, old_ref: str, new_ref: str) -> PinRange:

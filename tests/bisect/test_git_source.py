@@ -183,3 +183,40 @@ def test_a_subject_of_hundreds_of_megabytes_is_never_held_whole(tmp_path: Path, 
     big, text = rss_of_dry_run(repos[1])
     assert "y" * 1000 not in text
     assert big < base + 64 * 1024, (big, base)  # KiB: within 64 MiB of the short subject's run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reader", ["pin_range", "resolve_in_history"])
+def test_every_reader_of_commit_subjects_bounds_them(tmp_path: Path, kit, reader: str) -> None:
+    """Hostile pass (issue 41): after ``GitRepo._log``, two more readers held git's output whole: a
+    pin range's first-parent walk and the nightly diff's mapping of a commit onto a history (a side
+    commit with a 100 MB subject cost each ~300 MB). Kind: *every reader of repository text*, not
+    one. Parameters: which reader, where the long subject sits (the walked chain, the commit
+    mapped). Peak RSS of a process that only runs the reader (RUSAGE_SELF)."""
+    import subprocess
+    import sys
+
+    r = tmp_path / "repo"
+    r.mkdir()
+    kit.git(r, "init", "-q", "-b", "main")
+    for i in range(3):
+        (r / "f").write_text(str(i))
+        kit.git(r, "add", "-A")
+        kit.git(r, "commit", "-q", "-m", f"c{i}")
+    base = kit.git(r, "rev-parse", "HEAD~2")
+    msg = tmp_path / "msg"
+    with open(msg, "wb") as f:
+        f.write(b"S" * 100_000_000 + b"\n")
+    side = kit.git(r, "commit-tree", "HEAD^{tree}", "-p", base, "-F", str(msg))
+    kit.git(r, "tag", "old", side)
+    call = {"pin_range": f"res = pin_range(GitRepo({str(r)!r}), 'old', 'main')",
+            "resolve_in_history": f"res = resolve_in_history({str(r)!r}, {side!r}, 'main')"}[reader]
+    code = ("import resource, sys\nfrom bisectbot.sources.git import GitRepo\n"
+            "from bisectbot.sources.pinned import pin_range\nfrom bisectbot.components import resolve_in_history\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            f"try:\n    {call}\nexcept Exception as e:\n    res = e\n"
+            "print(type(res).__name__, before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    kind, before, after = p.stdout.split()
+    assert int(after) - int(before) < 32 * 1024, (kind, before, after)  # KiB; the subject alone is 100 MB
