@@ -27,7 +27,14 @@ from ..errors import BadInput
 from ..ledger import now_iso
 from ..models import RunResult
 from ..report.load import load_result
-from .safe import BLOCK_LIMIT, MAX_TABLE_ROWS
+from .safe import BLOCK_LIMIT, INLINE_LIMIT, MAX_TABLE_ROWS
+
+MAX_ARCHIVED_BYTES = 16 * 1024 * 1024
+"""Largest shown part of a report the archive keeps (bytes of JSON): every later render reads it.
+A night's report is tens to hundreds of KB (``benchmarks/report_scale.py``: ~30 KB for a range of
+10,000 commits; the real-vLLM night's, probe tables included, ~170 KB); a page made of 16 MiB is
+more than anyone reads. A report past it is refused by name, nothing archived (a forged one of
+400,000 probes made every later render take 1.7 GB; hostile pass of issue 41)."""
 
 ARCHIVE_DIR = "dashboard/reports"
 """Where archived reports live, relative to the state directory."""
@@ -88,14 +95,16 @@ def recipe_dir(recipe: str) -> str:
 def shown_part(value: Any) -> Any:
     """``value`` (a ``RunResult.to_dict()``) cut to what a dashboard page can show: every string at
     :data:`~.safe.BLOCK_LIMIT` characters (the longest text a page shows; inline values are cut
-    shorter when rendered), every probe's size ``table`` at :data:`~.safe.MAX_TABLE_ROWS` rows.
+    shorter when rendered), every key at :data:`~.safe.INLINE_LIMIT`, every probe's size ``table``
+    at :data:`~.safe.MAX_TABLE_ROWS` rows.
     Every later render reads the whole archive, so an archived report costs what it shows, never
     what its file held (a 212 MB ``report.json`` made every render take ten times the memory,
     issue 41 item 15)."""
     if isinstance(value, str):
         return value if len(value) <= BLOCK_LIMIT else value[: BLOCK_LIMIT - 1] + "…"
     if isinstance(value, dict):
-        return {k: (shown_part(v[:MAX_TABLE_ROWS]) if k == "table" and isinstance(v, list) else shown_part(v))
+        return {shown_part(k)[:INLINE_LIMIT]: (shown_part(v[:MAX_TABLE_ROWS]) if k == "table" and isinstance(v, list)
+                                               else shown_part(v))
                 for k, v in value.items()}
     if isinstance(value, list):
         return [shown_part(v) for v in value]
@@ -124,8 +133,12 @@ def archive_reports(state_dir: Path, paths: list[Path], job_url: str = "") -> li
         dest.parent.mkdir(parents=True, exist_ok=True)
         doc = {"result": shown_part(result.to_dict()), "fingerprint": _fingerprint_of(f),
                "job_url": job_url or old.get("job_url", ""), "archived": old.get("archived") or now_iso()}
+        text = json.dumps(doc, sort_keys=True)
+        if len(text) > MAX_ARCHIVED_BYTES:
+            raise BadInput(f"{f}: its shown part is {len(text)} bytes, over the archive's {MAX_ARCHIVED_BYTES} "
+                           "(a night's report is KBs): not archived")
         tmp = dest.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, dest)
         written.append(dest)
     return written

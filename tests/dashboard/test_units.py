@@ -257,3 +257,43 @@ def test_chart_labels_fit_their_bound_on_any_span_and_glyph(span_days: int, labe
     assert all(p - w / 2 >= 0 and p + w / 2 <= WIDTH for p, w in xs)
     (band,) = c.bands
     assert band.label_x >= 0 and band.label_x + label_px(band.label) <= WIDTH, (band.label_x, band.label)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["huge-key", "many-probes", "many-long-strings"])
+def test_an_archived_report_is_bounded_in_keys_and_in_total(tmp_path: Path, shape: str) -> None:
+    """Hostile pass (issue 41), the next members of the archive's kind: a 100 MB dict key was kept
+    whole (strings were cut, keys not), and 400,000 small probes or 10,000 strings just under the
+    per-string cut were kept whole (each within its bound, the sum unbounded). Keys are cut as
+    inline values are; a report whose shown part passes MAX_ARCHIVED_BYTES is refused by name."""
+    import json
+
+    from bisectbot.dashboard.archive import ARCHIVE_DIR, MAX_ARCHIVED_BYTES
+    from bisectbot.models import (
+        Candidate,
+        CandidateKind,
+        ProbeResult,
+        RunResult,
+        StageResult,
+        Status,
+        Verdict,
+    )
+
+    n = 60_000 if shape == "many-probes" else 2
+    cands = [Candidate(CandidateKind.COMMIT, f"{i:040x}", f"c{i}", "engine",
+                       {"K" * 20_000_000: 1} if shape == "huge-key" and i == 0 else {}) for i in range(n)]
+    probes = [ProbeResult(c, Verdict.GOOD if i < n - 1 else Verdict.BAD, reason="r") for i, c in enumerate(cands)]
+    st = StageResult("stage 1", "engine", Status.CULPRIT, cands, probes, last_good=cands[-2], first_bad=cands[-1],
+                     culprits=[cands[-1]], confidence=1.0)
+    notes = ["x" * 19_999] * 1_000 if shape == "many-long-strings" else []
+    rep = tmp_path / "run" / "result.json"
+    rep.parent.mkdir()
+    rep.write_text(json.dumps(RunResult("forged", "regression", Status.CULPRIT, [st], notes=notes).to_dict()))
+    state = tmp_path / "state"
+    p = cli("--state", str(state), "dashboard", "--out", str(tmp_path / "site"), "--report", str(rep))
+    archived = list((state / ARCHIVE_DIR).rglob("*.json"))
+    if shape == "huge-key":
+        assert p.returncode == 0 and archived and archived[0].stat().st_size < 1024 * 1024, p.stderr[-2000:]
+    else:
+        assert p.returncode == 2 and "not archived" in p.stderr and not archived, (p.returncode, p.stderr[-2000:])
+        assert all(a.stat().st_size <= MAX_ARCHIVED_BYTES for a in archived)
