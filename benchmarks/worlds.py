@@ -23,6 +23,14 @@ Run: ``python benchmarks/worlds.py [--n 500] [--jobs 2] [--seed 0] [--shapes ste
 [--json FILE] [--keep DIR]``. Seeds are ``seed .. seed + n - 1``; the shape of a world is drawn
 by its seed from ``--shapes`` (default: every shape).
 
+**500 worlds, every shape, main with the step description (2026-12-04, sixth session; run over
+9f6f22c..eb63186, whose commits change no verdict code): wall 1989 s on 2 cores (``--n 500 --jobs
+2``, 4.0 s a world, beside other work): 0 confident wrong culprits, 349 of 361 identifiable right
+(96.7 %)**; per shape 100 % right except noise 22 of 25 (3 inconclusive at 0.977-0.979 when the
+budget ran out: honest) and server-flaky 16 of 25 (without rates: "the bad end is not bad" from one
+clean start in 6, contradicting verdicts in 3; the per-start kind below, unchanged); growing (the
+step kind) 25 of 25.
+
 **500 worlds, every shape, main after issue 35's open rates (2026-12-04, fourth session): wall
 2223 s on 2 cores (``--n 500 --jobs 2``, 4.4 s a world): 0 confident wrong culprits, 348 of 361
 identifiable right (96.4 %)**; per shape 100 % right except noise 21 of 25 (4 inconclusive at
