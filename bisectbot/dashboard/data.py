@@ -417,7 +417,8 @@ def collect(ledger: Ledger, runs: list[ArchivedRun], recipes: dict[str, Any] | N
 
     ``recipes`` maps recipe names to loaded :class:`bisectbot.recipe.Recipe` objects (kind,
     ``threshold-below``, ``max_size``); without one, a recipe's kind and regress mode come from its
-    newest archived report, else it is read as a regression. ``github_url`` is the web address
+    newest archived report, else from its newest ledger session (which records the recipe's
+    ``regress``), else it is read as a regression. ``github_url`` is the web address
     issue links start with (``https://github.com``, or a GitHub Enterprise server)."""
     recipes = recipes or {}
     stored = _stored_index(ledger)
@@ -434,8 +435,13 @@ def collect(ledger: Ledger, runs: list[ArchivedRun], recipes: dict[str, Any] | N
             rd.regress = str(rec.regress)
             rd.threshold_below = int(rec.regress.arg) if rec.regress.mode == "threshold-below" else None
             rd.max_size = getattr(rec.reproducer, "max_size", None)
-        elif mine_runs:
-            rd.kind, rd.regress = mine_runs[-1].result.kind or "regression", mine_runs[-1].result.regress
+        elif mine_runs or any((s.row.get("state") or {}).get("regress") for s in sessions if s.recipe == name):
+            if mine_runs:
+                rd.kind, rd.regress = mine_runs[-1].result.kind or "regression", mine_runs[-1].result.regress
+            else:  # the newest session's question (a ledger without reports and without the recipe)
+                st = max((s for s in sessions if s.recipe == name and (s.row.get("state") or {}).get("regress")),
+                         key=lambda s: s.updated).row["state"]
+                rd.kind, rd.regress = str(st.get("kind") or "regression"), str(st["regress"])
             if rd.regress.startswith("threshold-below:"):
                 try:
                     rd.threshold_below = int(rd.regress.split(":", 1)[1])

@@ -68,6 +68,17 @@ def test_demo_ledger(tmp_path, browser, artefacts) -> None:
     assert browser.js("return document.querySelector('p.muted code').textContent") == res["session_id"]
     assert (site / "b" / f"s-{replay_id}.html").is_file(), sorted(x.name for x in (site / "b").iterdir())
 
+    # without the recipe file and without an archived report, the pages still say the question the
+    # sessions asked (new-user pass: every page said "regress: -")
+    import shutil
+
+    bare = tmp_path / "bare-state"
+    shutil.copytree(state, bare, ignore=shutil.ignore_patterns("dashboard"))
+    render(bare, tmp_path / "bare-site")
+    browser.open((tmp_path / "bare-site" / "index.html").as_uri())
+    row = browser.js("return document.querySelector('#recipes tr[data-recipe]').innerText")
+    assert "garbage" in row, row
+
 
 def test_patch_retirement_over_releases(index: Index, patches_dir, tmp_path, browser, artefacts) -> None:  # noqa: F811
     import yaml

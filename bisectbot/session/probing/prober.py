@@ -339,6 +339,9 @@ class Prober:
 
     def save_session(self, good: str, bad: str, status: str, data: dict[str, Any]) -> None:
         """The current session's row (ends as refs, status ``running`` or the stage's status)."""
+        # the question the session asked, so a dashboard without the recipe file says it (new-user pass)
+        data = {**data, "regress": str(self.recipe.regress),
+                "kind": "fix" if self.recipe.regress.is_fix else "regression"}
         self.ledger.save_session(self.session_id, self.recipe.name, self.repro_key, good, bad, status, data)
 
     def log(self, kind: str, data: dict[str, Any]) -> None:
