@@ -88,6 +88,10 @@ class _Watch:
         self.fired.set()
         _shutdown(self.conns)
 
+    def expired(self) -> bool:
+        """The watchdog fired, or the whole request's deadline passed (checked between chunks)."""
+        return self.fired.is_set() or time.monotonic() > self.end
+
     def cancel(self) -> None:
         with self._lock:
             if self._timer is not None:
@@ -147,39 +151,8 @@ class LimitedAdapter(BoundedAdapter):
     def send(self, request: Any, stream: bool = False, timeout: Any = None, **kwargs: Any) -> requests.Response:
         if stream or getattr(_active, "watch", None) is not None:  # the caller (or request()) bounds it
             return super().send(request, stream=stream, timeout=timeout, **kwargs)
-        limit = f"{self.total_s:g} s"
-        watch = _Watch(self.total_s, self.attempt_s)
-        _active.watch = watch
-        r: requests.Response | None = None
-        try:
-            try:
-                r = super().send(request, stream=True, timeout=timeout, **kwargs)
-                length = r.headers.get("Content-Length", "")
-                if length.isdigit() and int(length) > self.max_bytes:
-                    raise BodyTooLarge(f"reply of {int(length)} bytes is larger than the {self.max_bytes}-byte limit")
-                buf = bytearray()
-                for chunk in r.iter_content(_CHUNK):
-                    buf += chunk
-                    if len(buf) > self.max_bytes:
-                        raise BodyTooLarge(f"reply larger than the {self.max_bytes}-byte limit: stopped reading")
-                    if watch.fired.is_set():
-                        raise TotalTimeout(f"no complete reply within {limit}")
-            except requests.RequestException:
-                if r is not None:
-                    r.close()
-                if watch.fired.is_set():
-                    raise TotalTimeout(f"no complete reply within {limit}") from None
-                raise
-            if watch.fired.is_set():
-                r.close()
-                raise TotalTimeout(f"no complete reply within {limit}")
-        finally:
-            watch.cancel()
-            _active.watch = None
-        r._content = bytes(buf)
-        r._content_consumed = True
-        return r
-
+        return _watched(lambda: super(LimitedAdapter, self).send(request, stream=True, timeout=timeout, **kwargs),
+                        _Watch(self.total_s, self.attempt_s), f"{self.total_s:g} s", self.max_bytes)
 
 def limited_session(total_s: float, max_bytes: int = MAX_BODY_BYTES, session: requests.Session | None = None
                     ) -> requests.Session:
@@ -222,15 +195,23 @@ def request(sess: requests.Session, method: str, url: str, *, total_s: float, co
     :class:`TotalTimeout` (a ``requests.Timeout``) past a deadline, :class:`BodyTooLarge` past the
     cap, other ``requests`` exceptions as usual.
     """
-    deadline = time.monotonic() + total_s
     limit = f"{attempt_s:g} s" if attempt_s is not None and attempt_s < total_s else f"{total_s:g} s"
-    watch = _Watch(total_s, attempt_s)
+    read_s = min(total_s, attempt_s) if attempt_s is not None else total_s
+    return _watched(lambda: sess.request(method, url, timeout=(min(connect_s, read_s), read_s), stream=True, **kwargs),
+                    _Watch(total_s, attempt_s), limit, max_bytes, close=sess)
+
+
+def _watched(send: Any, watch: _Watch, limit: str, max_bytes: int, close: requests.Session | None = None
+             ) -> requests.Response:
+    """``send()`` (a streamed request) under ``watch``, its body read whole up to ``max_bytes``
+    (after content decoding) before the watchdog fires; the response with its body loaded.
+    Raises :class:`TotalTimeout` naming ``limit``, :class:`BodyTooLarge`; ``close`` (a session)
+    is closed when the watchdog fired, dropping the shut-down connection from its pool."""
     _active.watch = watch
     r: requests.Response | None = None
     try:
         try:
-            read_s = min(total_s, attempt_s) if attempt_s is not None else total_s
-            r = sess.request(method, url, timeout=(min(connect_s, read_s), read_s), stream=True, **kwargs)
+            r = send()
             length = r.headers.get("Content-Length", "")
             if length.isdigit() and int(length) > max_bytes:
                 raise BodyTooLarge(f"reply of {int(length)} bytes is larger than the {max_bytes}-byte limit")
@@ -239,7 +220,7 @@ def request(sess: requests.Session, method: str, url: str, *, total_s: float, co
                 buf += chunk
                 if len(buf) > max_bytes:
                     raise BodyTooLarge(f"reply larger than the {max_bytes}-byte limit: stopped reading")
-                if time.monotonic() > deadline or watch.fired.is_set():
+                if watch.expired():
                     raise TotalTimeout(f"no complete reply within {limit}")
         except requests.RequestException:
             if r is not None:
@@ -253,8 +234,8 @@ def request(sess: requests.Session, method: str, url: str, *, total_s: float, co
     finally:
         watch.cancel()
         _active.watch = None
-        if watch.fired.is_set():
-            sess.close()  # drop the shut-down connection from the pool
+        if watch.fired.is_set() and close is not None:
+            close.close()
     r._content = bytes(buf)
     r._content_consumed = True
     return r
