@@ -71,7 +71,7 @@ def recipe_text(name: str, model: str, *, image: str | None = None, repo: str | 
         raise BadInput("recipe init: --model must be a model id (e.g. Qwen/Qwen3-8B)")
     if (image is None) == (repo is None):
         raise BadInput("recipe init: give one of --image REPOSITORY[:TAG] or --repo URL|PATH")
-    lines = [f"# written by `bisectbot recipe init`; edit, then `bisectbot recipe validate {name}.yaml`",
+    lines = ["# written by `bisectbot recipe init`; edit, then `bisectbot recipe validate` this file",
              f"name: {name}",
              f"description: {_q(f'{model}: garbage output above a prompt-size threshold (prefill)')}",
              f"model: {_q(model)}", f"tp: {tp}", f"runner: {_q(runner)}        # runners/<name>.yaml: devices, env, GPU slots",

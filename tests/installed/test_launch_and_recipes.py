@@ -142,6 +142,9 @@ def test_recipe_init_writes_what_validate_accepts(tmp_path, engine) -> None:
     assert r.returncode == 0, r.stderr
     (tmp_path / "qwen3.yaml").write_text(r.stdout)
     data = yaml.safe_load(r.stdout)
+    # the header names no file the command did not write (new-user pass: it named qwen3-prefill.yaml
+    # while the README's example redirects to qwen3.yaml)
+    assert "qwen3-prefill.yaml" not in r.stdout.splitlines()[0], r.stdout.splitlines()[0]
     assert data["source"] == {"kind": "registry", "registry": "registry-1.docker.io", "repository": "rocm/vllm-dev",
                               "tag_pattern": "nightly_main_*", "hub_api": "https://hub.docker.com"}
     assert data["model"] == "Qwen/Qwen3-8B" and data["tp"] == 2 and data["regress"] == "garbage"
