@@ -50,6 +50,9 @@ def test_demo_finds_the_planted_commit_and_writes_report_and_issue(tmp_path, kit
     assert issues and culprit[:12] in issues[0].read_text()
     # the terminal shows progress per probe and names culprit and report
     assert "probes left" in p.stderr
+    # every build line names its candidate, the ones prepared ahead too (new-user pass: bare "build ...")
+    bare = [ln for ln in p.stderr.splitlines() if ln.lstrip().startswith(("build ", "build:"))]
+    assert not bare, bare[:5]
     assert "found the planted regression" in p.stdout and culprit[:12] in p.stdout
     assert str(out / "report.md") in p.stdout and str(issues[0]) in p.stdout
     # the "running:" line is the command that ran, runnable as printed (new-user pass: a bare

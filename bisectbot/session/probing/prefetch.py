@@ -23,6 +23,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ... import progress
 from ...models import Candidate, Verdict
 from ...run.base import CandidateRunner, Prepared, PrepareFailed
 
@@ -104,7 +105,10 @@ class Prefetcher:
 
     def _prepare(self, c: Candidate) -> Prepared | PrepareFailed:
         self._count("ahead")
-        return self._timed_prepare(c)
+        # its progress lines name the candidate prepared ahead (they were bare "build ..." lines
+        # among the probes' own; new-user pass, issue 41)
+        with progress.probe(f"{(c.label or c.ref)[:40]} (ahead)"):
+            return self._timed_prepare(c)
 
     def observe_probe(self, seconds: float) -> None:
         """The wall time of one probe (seconds), for the cost rule of the less likely candidate."""
