@@ -72,7 +72,10 @@ information gain kept asking the bad end). Measured with the three descriptions 
 (1.56 at the bad end). With the fourth, the step (one rate up to a later commit, another from it),
 the same row (1,000 trials, seed 1, main e413d20): no-regression 0 %, wrong 0 of 1,000 (predicted
 0.50 %), right 100 %, 37.4 probes a run (1.49 at the bad end): the step's share of the prior is
-doubt the runs must remove, +4.7 probes.
+doubt the runs must remove, +4.7 probes. The full run (every table, 2,000 trials, seed 1, main
+d71d246, 2026-12-04 sixth session, wall ~27 min on 2 cores): **targets met**; this row 0 wrong of
+2,000 (predicted 0.49 %), right 100 %, 37.7 probes a run (one bad-end probe; 37.5 and 1.52 at the
+bad end sequentially), inconclusive 0.05 %.
 
 ``--quick`` (300 trials, N up to 1024) is a smoke run: there a point figure that misses a
 target while its 95 % interval still holds it (an accuracy of 98.67 %, 4 errors in 300:
