@@ -529,7 +529,7 @@ def resolve_in_history(repo_path: str | Path, sha: str, ref: str = "HEAD") -> Ma
         commit = repo.commit(sha)
     except (git.BadName, ValueError):
         raise BuildError(f"commit {sha} is not in the clone {repo_path}: fetch it (git fetch --tags)") from None
-    from .sources.git import log_subjects
+    from .gitlog import log_subjects
 
     (own,) = log_subjects(repo_path, "-1", commit.hexsha, "--")  # subjects bounded, never read whole
     if repo.is_ancestor(commit, repo.commit(ref)):

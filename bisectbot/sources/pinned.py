@@ -190,7 +190,7 @@ class PinRange:
 def _first_parent(repo: GitRepo, sha: str, n: int) -> list[tuple[str, str]]:
     """``(sha, subject)`` of the ``n`` newest commits of ``sha``'s first-parent chain, subjects
     bounded (:func:`~bisectbot.sources.git.log_subjects`)."""
-    from .git import log_subjects
+    from ..gitlog import log_subjects
 
     return log_subjects(repo.path, "--first-parent", f"-{n}", sha, "--")
 

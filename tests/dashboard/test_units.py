@@ -140,19 +140,20 @@ def test_a_filing_with_an_issue_number_no_github_issue_has_is_refused_naming_the
 
 
 def _render_rss_kib(state: Path, site: Path) -> int:
-    """Peak RSS (KiB) of one ``bisectbot dashboard`` render of ``state`` (the installed CLI, a child
-    of its own so its usage is its own: ``os.wait4``)."""
+    """Peak RSS (KiB) of one ``bisectbot dashboard`` render of ``state`` (the installed CLI, started
+    by a small launcher so the figure is its own, not the pytest worker's: tests/hostile/peak_rss)."""
     import os
     import subprocess
     import sys
 
+    from tests.hostile.peak_rss import run_measured
+
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "BISECTBOT_GITHUB_TOKEN")}
-    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", "--state", str(state), "dashboard", "--out", str(site)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    err = proc.stderr.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
-    return usage.ru_maxrss
+    code, rss, _ = run_measured([sys.executable, "-m", "bisectbot", "--state", str(state), "dashboard", "--out",
+                                 str(site)], site.parent, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    assert code == 0
+    return rss
 
 
 @pytest.mark.slow

@@ -56,18 +56,21 @@ def hostile(reply: Callable[[socket.socket], None]) -> Iterator[tuple[str, list[
 
 def cli_with_rusage(args: list[str], timeout: float, env_extra: dict[str, str] | None = None
                     ) -> tuple[int, str, float, int]:
-    """Run the installed CLI; returns (exit code, stderr, wall seconds, peak RSS in KiB)."""
+    """Run the installed CLI from a small launcher (:mod:`tests.hostile.peak_rss`: the peak is the
+    CLI's own, not the pytest worker's it was forked from); returns (exit code, stderr, wall
+    seconds, peak RSS in KiB)."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.hostile.peak_rss import run_measured
+
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "GITHUB_STEP_SUMMARY",
                                                             "BISECTBOT_GITHUB_TOKEN")}
     env.update(env_extra or {})
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "bisectbot", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env)
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    err = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
-    proc.stdout.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
-    timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err, time.monotonic() - t0, usage.ru_maxrss
+    with tempfile.TemporaryDirectory() as d, open(Path(d) / "stderr", "w+", encoding="utf-8",
+                                                    errors="replace") as err:
+        code, rss, wall = run_measured([sys.executable, "-m", "bisectbot", *args], Path(d), env=env,
+                                       timeout=timeout, stdout=subprocess.DEVNULL, stderr=err)
+        err.seek(0)
+        text = err.read()
+    return code, text, wall, rss
