@@ -55,6 +55,17 @@ def _log_fields(f: Any, keep: int = MAX_FIELD_BYTES, size: int = _READ_BYTES) ->
         yield [pending[:keep].decode("utf-8", "replace")]
 
 
+def log_records(f: Any, width: int) -> Any:
+    """The fields of :func:`_log_fields` in whole records of ``width`` fields: lists whose length is
+    a multiple of ``width``, a record split across two reads carried to the next list."""
+    carry: list[str] = []
+    for fields in _log_fields(f):
+        fields = carry + fields if carry else fields
+        whole = len(fields) - len(fields) % width
+        carry = fields[whole:]
+        yield fields[:whole]
+
+
 def log_subjects(path: str | Path, *args: str) -> list[tuple[str, str]]:
     """``(sha, subject)`` of each commit ``git -C path log ARGS`` lists, in git's order, each
     subject cut at :data:`MAX_SUBJECT_CHARS` (``…``); git's output is parsed
@@ -70,11 +81,7 @@ def log_subjects(path: str | Path, *args: str) -> list[tuple[str, str]]:
             msg = err.read(64 * 1024).decode("utf-8", "replace").strip().splitlines()
             raise BadInput(f"{path}: git log {' '.join(args)} failed: {msg[-1] if msg else p.returncode}")
         raw.seek(0)
-        carry: list[str] = []
-        for fields in _log_fields(raw):
-            fields = carry + fields
-            whole = len(fields) - len(fields) % 2
-            carry = fields[whole:]
-            for sha, subject in zip(fields[0:whole:2], fields[1:whole:2]):
+        for fields in log_records(raw, 2):
+            for sha, subject in zip(fields[0::2], fields[1::2]):
                 out.append((sha, subject if len(subject) <= MAX_SUBJECT_CHARS else subject[:MAX_SUBJECT_CHARS] + "…"))
     return out

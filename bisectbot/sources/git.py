@@ -32,7 +32,7 @@ from typing import Any
 import git
 
 from ..errors import BadInput
-from ..gitlog import _READ_BYTES, MAX_FIELD_BYTES, MAX_SUBJECT_CHARS, _log_fields, log_subjects  # noqa: F401
+from ..gitlog import _READ_BYTES, MAX_FIELD_BYTES, MAX_SUBJECT_CHARS, _log_fields, log_records, log_subjects  # noqa: F401
 from ..models import Candidate, CandidateKind
 
 
@@ -248,14 +248,9 @@ class GitRepo:
             raw.seek(0)
             gc.disable()
             try:
-                carry: list[str] = []
-                for fields in _log_fields(raw):
-                    if carry:
-                        fields = carry + fields
-                    whole = len(fields) - len(fields) % 5
-                    carry = fields[whole:]
-                    parents_of += fields[1:whole:5]
-                    it = iter(fields[:whole])
+                for fields in log_records(raw, 5):
+                    parents_of += fields[1::5]
+                    it = iter(fields)
                     for sha, parents, date, author, subject in zip(it, it, it, it, it):
                         if len(subject) > MAX_SUBJECT_CHARS:  # a repository's text, bounded as model output is
                             subject = subject[:MAX_SUBJECT_CHARS] + "…"
