@@ -244,6 +244,32 @@ class ControlSpec(_Model):
     max_tokens: int | None = Field(None, description="default 4 x items + 64")
 
 
+class MeasureSpec(_Model):
+    """A measured-value reproducer's sampling (``regress: slower``, issue 39).
+
+    Each probe runs the reproducer ``samples`` times (a command: one fresh process per sample,
+    whose last stdout line is a number or a JSON object of named numbers), judges the candidate
+    against the two ends' samples by a Mann-Whitney rank test
+    (:mod:`bisectbot.verdict.measured`), and draws ``samples`` more while neither end is told
+    apart, up to ``max_samples``. ``alpha`` is the two-sided p-value below which two sets of
+    samples differ; why 0.01 is enough is in :data:`bisectbot.verdict.measured.ALPHA`.
+    """
+
+    metric: str | None = Field(None, description="the JSON key measured; unset: the bare number, or the only key")
+    better: Literal["higher", "lower"] = Field(
+        "higher", description="which way the metric is better: higher (throughput) or lower (latency, seconds)")
+    samples: int = Field(10, ge=3, le=1000, description="samples per batch; a rank test of fewer than 3 against "
+                         "3 cannot reach p < 0.1")
+    max_samples: int = Field(30, ge=3, le=10000, description="samples per probe at most (the budget)")
+    alpha: float = Field(0.01, gt=0, lt=0.5, description="two-sided p-value below which samples differ")
+
+    @model_validator(mode="after")
+    def _check(self) -> MeasureSpec:
+        if self.max_samples < self.samples:
+            raise FieldError(("max_samples",), f"max_samples ({self.max_samples}) is below samples ({self.samples})")
+        return self
+
+
 class ReproducerSpec(_Model):
     """Prefill-threshold reproducer settings. All sizes are prompt **tokens**."""
 
@@ -268,6 +294,8 @@ class ReproducerSpec(_Model):
         None, description="command reproducer argv; {size} and {source} are substituted"
     )
     command_timeout_s: float = Field(600.0, gt=0)
+    measure: MeasureSpec | None = Field(None, description="a measured-value reproducer's sampling "
+                                        "(regress: slower; defaults when unset)")
     command_crash: Literal["bad", "skip"] = Field(
         "bad", description="verdict of a command run killed by a signal or timed out"
     )
@@ -297,6 +325,7 @@ REGRESS_MODES = (
     "command",
     "patch-upstream",
     "patch-conflict",
+    "slower",
 )
 _NEEDS_ARG = {"threshold-below", "patch-upstream", "patch-conflict"}
 
@@ -308,10 +337,14 @@ class Regress(_Model):
     ``[garbage, diverges]`` / ``"garbage, diverges"`` (either makes a candidate bad; stored as
     mode ``diverges`` with arg ``garbage``) or a one-key mapping (``threshold-below: 20000`` tokens, ``patch-upstream: <patch id>``,
     ``patch-conflict: <patch id>``). ``success`` is a fix bisection (predicate inverted).
+    ``slower`` is a performance regression: the reproducer measures a number
+    (``reproducer.measure``) and a candidate is bad when its samples are told apart from the good
+    end's and not from the bad end's (:mod:`bisectbot.verdict.measured`).
     """
 
     mode: Literal[
-        "garbage", "diverges", "threshold-below", "error", "success", "command", "patch-upstream", "patch-conflict"
+        "garbage", "diverges", "threshold-below", "error", "success", "command", "patch-upstream", "patch-conflict",
+        "slower",
     ] = "garbage"
     arg: str | int | None = None
 
@@ -499,7 +532,33 @@ class Recipe(_Model):
                              "or {endpoint: URL})")
         if self.regress.mode == "diverges" and self.reproducer.kind != "prefill":
             raise FieldError(("regress",), "regress 'diverges' needs a prefill reproducer (a server to compare)")
+        if self.regress.mode == "slower":
+            self._measured()
+        elif self.reproducer.measure is not None:
+            raise FieldError(("reproducer", "measure"), f"reproducer.measure samples a measured value: it needs "
+                             f"'regress: slower', not '{self.regress}'")
         return self
+
+    def _measured(self) -> None:
+        """What ``regress: slower`` needs (issue 39): a command that prints the measured value
+        (one fresh process per sample), without ``{size}`` (no threshold is searched), nor
+        ``repeats`` (samples are drawn by ``reproducer.measure``), nor ``bisect.drift``."""
+        rp = self.reproducer
+        if rp.kind != "command":
+            raise FieldError(("reproducer", "kind"), "regress 'slower' measures a number printed by a command: "
+                             "set reproducer.kind: command and a command whose last stdout line is a number or a "
+                             "JSON object of numbers (reproducer.measure.metric names the key)")
+        at = next((i for i, a in enumerate(rp.command or []) if "{size}" in a), None)
+        if at is not None:
+            raise FieldError(("reproducer", "command", at), "regress 'slower' searches no threshold: '{size}' "
+                             "would reach the command as literal text; drop it")
+        if rp.repeats > 1:
+            raise FieldError(("reproducer", "repeats"), "regress 'slower' draws samples, not repeats: set "
+                             "reproducer.measure.samples (and max_samples) instead")
+        if self.bisect.drift:
+            raise FieldError(("bisect", "drift"), "drift follows a threshold; regress 'slower' measures none")
+        if rp.measure is None:
+            rp.measure = MeasureSpec()
 
     @field_validator("patches")
     @classmethod
@@ -519,7 +578,7 @@ class Recipe(_Model):
         cached probes; editing the question, sizes or server command does not.
         """
         data = self.model_dump(mode="json", include=set(self._VERDICT_FIELDS))
-        for key in ("reference", "control"):  # absent oracles keep the hashes of older recipes
+        for key in ("reference", "control", "measure"):  # absent oracles keep the hashes of older recipes
             if data["reproducer"].get(key) is None:
                 data["reproducer"].pop(key, None)
         if data["reproducer"].get("stream") == "off":  # the default keeps the hashes of older recipes

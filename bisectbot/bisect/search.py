@@ -1108,6 +1108,11 @@ class Bisection:
                             list(range(a, b + 1)) if 0 < a <= b < self.n else [], mass, False,
                             self.probes, "search not finished")
 
+    @property
+    def ends_pending(self) -> bool:
+        """True while a boundary end is still to be probed (:meth:`next_probes` names them first)."""
+        return bool(self._ends_left)
+
     def steps_left(self) -> int:
         """Rough number of probes still needed (``~N probes left``), verification included."""
         if self._result is not None:

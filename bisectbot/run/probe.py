@@ -57,12 +57,15 @@ class ProbeContext:
     """What every probe of a stage shares: the ``recipe``, the ``runner`` that prepares and
     releases candidates, the run's reference ``oracle``
     (:class:`bisectbot.reproduce.oracle.Oracle`, issue 18; None without one) and, in a serial
-    run, the ``prefetcher`` that prepared candidates ahead (None: prepare on demand)."""
+    run, the ``prefetcher`` that prepared candidates ahead (None: prepare on demand), and under
+    ``regress: slower`` the search's ``baseline`` (:class:`bisectbot.verdict.measured.Baseline`: the
+    ends' samples every candidate is judged against; None otherwise)."""
 
     recipe: Recipe
     runner: CandidateRunner
     oracle: Any = None
     prefetcher: PreparedSource | None = None
+    baseline: Any = None
 
     def prepare(self, c: Candidate) -> Prepared | PrepareFailed:
         """``c`` prepared: from the prefetcher when there is one, else by the runner now."""

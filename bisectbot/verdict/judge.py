@@ -40,6 +40,10 @@ def judge(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgeme
     env, args, focus = job.env, job.args, (list(job.focus) or None)
     if is_patch_mode(r.regress):
         return judge_patches(r.regress, prepared.patches), {}
+    if r.regress.mode == "slower":  # issue 39: samples judged against the ends' samples
+        from .measured import judge_measured
+
+        return judge_measured(ctx, prepared, job)
     # a fix bisection (regress: success) with a command that takes no {size} is judged from the
     # exit code, inverted, as 'regress: command' is: no token sizes (newuser defect 6)
     sizeless_fix = (r.regress.mode == "success" and r.reproducer.kind == "command"

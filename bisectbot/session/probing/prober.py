@@ -93,6 +93,8 @@ class Prober:
         self.retry_errors = retry_errors
         self._retried: set[str] = set()  # cache keys re-probed under retry_errors in this run
         self.oracle: Any = None  # the run's reference while it is up (issue 18)
+        #: under regress: slower, the current search's ends' samples (bisectbot.verdict.measured.Baseline, issue 39)
+        self.baseline: Any = None
         self.focus: tuple[PromptKey, ...] = ()  # the bad end's failing prompts (issues 23, 35)
         self.round_session = ""  # the round session replayed (issue 23, input 3)
         self.fresh_probes = 0  # probes really run (not from cache or replay) in this process
@@ -111,14 +113,16 @@ class Prober:
         return build_key(self.runner, c)
 
     def _repro_key(self) -> str:
-        """The reproducer key of the next probes: with ``focus``, the sizes asked first too."""
-        return focused_key(self.repro_key, self.focus)
+        """The reproducer key of the next probes: with ``focus``, the sizes asked first too; under
+        ``regress: slower`` the search's ends (a verdict judged against other ends is not reused)."""
+        ends = self.baseline.key if self.baseline is not None else ""
+        return focused_key(self.repro_key + ends, self.focus)
 
     @property
     def context(self) -> ProbeContext:
         """What every probe of the current stage shares: recipe, runner and the run's oracle
         (while it is up); the per-candidate rest travels as a :class:`bisectbot.run.probe.ProbeJob`."""
-        return ProbeContext(self.recipe, self.runner, self.oracle)
+        return ProbeContext(self.recipe, self.runner, self.oracle, baseline=self.baseline)
 
     def start(self, stage: str, good: str, bad: str) -> str:
         """Make the session of ``stage`` between refs ``good`` and ``bad`` the current one; its id
@@ -279,12 +283,19 @@ class Prober:
             return self.probe_batch([(c, attempt, toggle)], self.executor)[0]
         known, origin, key = self.lookup(c, attempt, toggle)
         if known is not None:
+            self._observe(known)
             return known, origin
         self.fresh_probes += 1
         res = self.run_probe(c, key, attempt, toggle, prefetcher)
         self.fresh_refs.add(c.ref)
         self._store(res)
+        self._observe(res)
         return res, "probe"
+
+    def _observe(self, res: ProbeResult) -> None:
+        """Hand ``res`` to the search's measured ends (:class:`bisectbot.verdict.measured.Baseline`), if any."""
+        if self.baseline is not None:
+            self.baseline.observe(res)
 
     def probe_batch(self, jobs: list[tuple[Any, ...]], executor: Executor) -> list[tuple[ProbeResult, str]]:
         """One round: ``jobs`` are ``(candidate, attempt[, toggle])``; known verdicts at once, the
@@ -298,6 +309,7 @@ class Prober:
             toggle = rest[0] if rest else None
             known, origin, key = self.lookup(c, a, toggle)
             if known is not None:
+                self._observe(known)
                 out.append((known, origin))
             else:
                 out.append(None)
@@ -309,6 +321,7 @@ class Prober:
             self.fresh_probes += 1
             self.fresh_refs.add(res.candidate.ref)
             self._store(res)
+            self._observe(res)
             out[where[n]] = (res, "probe")
         assert all(x is not None for x in out)
         return out  # type: ignore[return-value]
@@ -323,6 +336,7 @@ class Prober:
         for _n, res in executor.run([ProbeJob(c, key, attempt, None, self.focus, again=True)]):
             self.fresh_probes += 1
             self._store(res)
+            self._observe(res)
             return res
         raise AssertionError("the executor returned no result")  # pragma: no cover
 

@@ -149,6 +149,10 @@ class RoundLoop:
         good, bad = candidates[0], candidates[-1]
         prober = self.prober
         session_id = prober.start(name, good.ref, bad.ref)
+        if r.regress.mode == "slower":  # issue 39: every probe of this search is judged against these ends
+            from ...verdict.measured import Baseline
+
+            prober.baseline = Baseline(good.ref, bad.ref)
         cleanup = getattr(prober.runner, "cleanup_stale", None)
         if callable(cleanup) and prober.oracle is None:
             cleanup()  # worktrees a killed run left behind (with a reference up: done before it started)
@@ -205,7 +209,8 @@ class RoundLoop:
         r = self.recipe
         good = candidates[0]
         while not b.done:
-            batch = b.next_probes(executor.slots)
+            # measured ends one at a time: the second end is judged against the first one's samples
+            batch = b.next_probes(1 if r.regress.mode == "slower" and b.ends_pending else executor.slots)
             if not batch:
                 break
             if getattr(executor, "has_prefetch", False) and len(batch) == 1:

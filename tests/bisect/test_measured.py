@@ -1,0 +1,181 @@
+"""Issue 39, input 3: a performance regression bisected with the measured-value reproducer
+(``regress: slower``) through ``bisectbot run``, the local runner and real git histories.
+
+The kind: *a number that moves by less than its noise's spread between single runs, in one commit*.
+What an input fixes, and the members tested: the noise's size (sigma 6 %, and 0 %: identical
+samples), the step (an 18 % drop; a 2x slowdown; none), the metric's direction (throughput, higher
+is better; latency, lower is better), the output form (a bare number; a JSON object with a named
+key; text above the number), where the change sits (c10 of 21; the last commit; the first), the
+ends (reversed: a good end that is slower, nothing to bisect), and a command that fails or prints
+no number (a skip, never a verdict).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+PY = sys.executable
+
+#: The benchmark: throughput (or latency) with Gaussian noise of relative sigma SPEED_SIGMA around
+#: the commit's mean (src/mean). Draw n of commit i is random.Random(f"{seed}-{i}-{n}"), n counted in
+#: SPEED_DIR across the run: the samples of a run are the seed's, re-probes draw new ones.
+BENCH = """\
+import json, os, random, sys
+i = int(open("src/idx").read())
+mean = float(open("src/mean").read())
+d = os.environ["SPEED_DIR"]
+n_file = os.path.join(d, f"draws-{i}")
+n = int(open(n_file).read()) if os.path.exists(n_file) else 0
+open(n_file, "w").write(str(n + 1))
+rng = random.Random(f"{os.environ['SPEED_SEED']}-{i}-{n}")
+v = mean * (1 + float(os.environ.get("SPEED_SIGMA", "0.06")) * rng.gauss(0, 1))
+form = os.environ.get("SPEED_FORM", "bare")
+print("warming up ... 3 requests")  # output above the last line is the command's own
+if form == "json":
+    print(json.dumps({"requests": 100, "tok_per_s": round(v, 3), "ttft_ms": 12.5}))
+else:
+    print(round(v, 4))
+"""
+
+
+def history(kit, repo: Path, means: list[float]) -> list[str]:
+    repo.mkdir(parents=True)
+    kit.git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i, m in enumerate(means):
+        (repo / "src").mkdir(exist_ok=True)
+        (repo / "bench.py").write_text(BENCH)
+        (repo / "src" / "idx").write_text(str(i))
+        (repo / "src" / "mean").write_text(str(m))
+        kit.git(repo, "add", "-A")
+        kit.git(repo, "commit", "-q", "-m", f"c{i}")
+        shas.append(kit.git(repo, "rev-parse", "HEAD"))
+    return shas
+
+
+def recipe(d: Path, repo: Path, good: str, bad: str, **measure) -> Path:
+    data = {
+        "name": "speed",
+        "source": {"kind": "git", "repo": str(repo)},
+        "reproducer": {"kind": "command", "command": [PY, "bench.py"], "command_timeout_s": 30,
+                       **({"measure": measure} if measure else {})},
+        "regress": "slower",
+        "bisect": {"good": good, "bad": bad},
+        "report": {"dir": str(d / "out")},
+        "env_passthrough": ["SPEED_DIR", "SPEED_SEED", "SPEED_SIGMA", "SPEED_FORM"],
+    }
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "r.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def run(kit, d: Path, r: Path, seed: int, **env: str):
+    d.mkdir(parents=True, exist_ok=True)
+    p = kit.run_cli("--state", str(d / "s"), "run", str(r),
+                    env={"SPEED_DIR": str(d), "SPEED_SEED": str(seed), **env})
+    res = json.loads((d / "out" / "result.json").read_text()) if (d / "out" / "result.json").is_file() else None
+    return p, res
+
+
+@pytest.mark.slow
+def test_an_18_percent_drop_at_sigma_6_is_named_without_a_wrong_commit(tmp_path, kit) -> None:
+    """Input 3 over 3 seeds (each ~30 s on CI's 2 cores); the done-when's 20 seeds (c10 named in >= 95 %,
+    never a wrong commit) are ``benchmarks/measured.py``, which runs this world through the CLI."""
+    means = [100.0] * 10 + [82.0] * 11
+    shas = history(kit, tmp_path / "repo", means)
+    named = 0
+    for seed in range(3):
+        d = tmp_path / f"seed{seed}"
+        p, res = run(kit, d, recipe(d, tmp_path / "repo", shas[0], shas[-1]), seed)
+        assert p.returncode in (0, 3), p.stderr[-2000:]
+        final = res["stages"][-1]
+        if final["status"] == "culprit":
+            assert final["first_bad"]["ref"] == shas[10], (seed, final["first_bad"], p.stdout[-3000:])
+            named += 1
+    assert named >= 2, named  # each seed names it with probability ~0.99 (a simulation of the rule: 992 of 1,000)
+
+
+def test_every_verdict_says_what_was_measured_and_keeps_the_samples(tmp_path, kit) -> None:
+    means = [100.0] * 10 + [82.0] * 11
+    shas = history(kit, tmp_path / "repo", means)
+    p, res = run(kit, tmp_path / "a", recipe(tmp_path / "a", tmp_path / "repo", shas[0], shas[-1]), 3)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    final = res["stages"][-1]
+    assert final["first_bad"]["ref"] == shas[10]
+    for pr in final["probes"]:
+        m = pr["extra"]["measure"]
+        assert m["metric"] == "value" and m["better"] == "higher"
+        assert len(m["samples"]) >= 10 and all(isinstance(v, float) for v in m["samples"])
+        assert str(len(m["samples"])) in pr["reason"] or "measured first" in pr["reason"]
+    culprit = next(pr for pr in final["probes"] if pr["candidate"]["ref"] == shas[10])
+    assert culprit["verdict"] == "bad" and "slower than the good end" in culprit["reason"]
+    assert culprit["extra"]["measure"]["vs_good"]["p"] < 0.01
+    # the samples of the ends: the bad end first, then the good end judged against it
+    first_two = [pr["candidate"]["ref"] for pr in final["probes"][:2]]
+    assert first_two == [shas[-1], shas[0]]
+
+
+@pytest.mark.parametrize("where", [1, 20])
+def test_a_change_at_either_edge_of_the_range(tmp_path, kit, where: int) -> None:
+    means = [100.0] * where + [82.0] * (21 - where)
+    shas = history(kit, tmp_path / "repo", means)
+    p, res = run(kit, tmp_path / "a", recipe(tmp_path / "a", tmp_path / "repo", shas[0], shas[-1]), 7)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert res["stages"][-1]["first_bad"]["ref"] == shas[where]
+
+
+def test_latency_lower_is_better_from_a_json_key_with_a_2x_slowdown(tmp_path, kit) -> None:
+    means = [50.0] * 6 + [100.0] * 6  # latency doubles at c6
+    shas = history(kit, tmp_path / "repo", means)
+    d = tmp_path / "a"
+    r = recipe(d, tmp_path / "repo", shas[0], shas[-1], metric="tok_per_s", better="lower", samples=5)
+    p, res = run(kit, d, r, 1, SPEED_FORM="json")
+    assert p.returncode == 0, p.stdout[-3000:]
+    final = res["stages"][-1]
+    assert final["first_bad"]["ref"] == shas[6]
+    assert all(pr["extra"]["measure"]["metric"] == "tok_per_s" for pr in final["probes"])
+
+
+@pytest.mark.parametrize("means, why", [
+    ([100.0] * 12, "nothing to bisect"),  # no change at all
+    ([82.0] * 6 + [100.0] * 6, "the wrong way"),  # the "bad" end is faster: reversed ends
+])
+def test_no_culprit_without_a_slowdown_between_the_ends(tmp_path, kit, means, why) -> None:
+    shas = history(kit, tmp_path / "repo", means)
+    p, res = run(kit, tmp_path / "a", recipe(tmp_path / "a", tmp_path / "repo", shas[0], shas[-1], samples=5,
+                                            max_samples=15), 2)
+    assert p.returncode == 3, p.stdout[-3000:]
+    final = res["stages"][-1]
+    assert final["status"] != "culprit" and final.get("first_bad") is None
+    good_end = next(pr for pr in final["probes"] if pr["candidate"]["ref"] == shas[0])
+    assert why in good_end["reason"], good_end["reason"]
+
+
+def test_identical_samples_are_no_difference(tmp_path, kit) -> None:
+    """sigma 0: every sample equal; a rank test of equal values has no information (p = 1), and a
+    clean step (all of one side below all of the other) is p < 0.01 from 10 samples each."""
+    means = [100.0] * 8 + [90.0] * 8
+    shas = history(kit, tmp_path / "repo", means)
+    p, res = run(kit, tmp_path / "a", recipe(tmp_path / "a", tmp_path / "repo", shas[0], shas[-1]), 0,
+                 SPEED_SIGMA="0")
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert res["stages"][-1]["first_bad"]["ref"] == shas[8]
+
+
+def test_a_command_that_prints_no_number_is_a_skip_never_a_verdict(tmp_path, kit) -> None:
+    means = [100.0] * 8 + [82.0] * 8
+    shas = history(kit, tmp_path / "repo", means)
+    d = tmp_path / "a"
+    r = recipe(d, tmp_path / "repo", shas[0], shas[-1], metric="no_such_key")
+    p, res = run(kit, d, r, 0, SPEED_FORM="json")
+    assert p.returncode == 3, p.stdout[-3000:]
+    final = res["stages"][-1]
+    assert final["status"] != "culprit"
+    assert all(pr["verdict"] == "skip" for pr in final["probes"])
+    assert "no key \"no_such_key\"" in final["probes"][0]["reason"]
