@@ -67,13 +67,10 @@ def _stack_path(recipe, recipe_path: Path) -> Path | None:
 
 def runner_kind_of(recipe, kind: str) -> str:
     """``kind`` as given, or for ``auto`` the recipe's: ``local`` for a git source, ``release`` for a
-    patch question on a pypi source, else ``container``."""
-    from ..models import is_patch_mode
-
+    pypi source (a patch question, or each release installed and run: issue 39), else ``container``."""
     if kind != "auto":
         return kind
-    return ("local" if recipe.source.kind == "git" else
-            "release" if recipe.source.kind == "pypi" and is_patch_mode(recipe.regress) else "container")
+    return "local" if recipe.source.kind == "git" else "release" if recipe.source.kind == "pypi" else "container"
 
 
 #: Checks of ``runner check`` that only warn before a run: a forecast, not a failure (the images may fit).
@@ -123,12 +120,16 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str,
     ``workdir``: the local runner's worktree directory (default ``STATE/worktrees/<recipe>``)."""
     kind = runner_kind_of(recipe, kind)
     if kind == "release":
+        from ..models import is_patch_mode
         from ..patches import load_stack
+        from ..run.local import load_profile_env
         from ..run.release import ReleaseRunner
         from ..shipped import find_stack
 
-        return ReleaseRunner(recipe, load_stack(find_stack(None, recipe_path)),
-                             log_dir=ctx.ledger().state_dir / "logs" / recipe.name)
+        state = ctx.ledger().state_dir
+        return ReleaseRunner(recipe, load_stack(find_stack(None, recipe_path)) if is_patch_mode(recipe.regress) else None,
+                             log_dir=state / "logs" / recipe.name, workdir=workdir or state / "worktrees" / recipe.name,
+                             profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]))
     if kind == "local":
         from ..recipe import GitSource
         from ..run.local import LocalRunner, load_profile_env

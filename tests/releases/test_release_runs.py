@@ -1,0 +1,179 @@
+"""Issue 39, input 1: "broken since v0.24.0" -- releases installed and run, through ``bisectbot run``.
+
+A real local index (pytest-httpserver) serves wheels of ``toypkg`` 1.0..1.6 whose behaviour changes
+in 1.4; the reproducer is a command that imports the installed package. Each release is installed
+into its own cached environment (no code of it runs at install) and the command runs in the
+sandbox with that environment first on ``PATH``.
+
+Kind: *a candidate that is a published release rather than an image or a commit*. Members: the
+change in the middle and at the last release, a release whose dependency comes from the same
+index, a release with only an sdist (a skip: installing it would run its build), a measured value
+over releases (``regress: slower``), a recipe run mode cannot run (patches; a prefill reproducer
+without server.command), and a second run that reuses the environments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from pytest_httpserver import HTTPServer
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSIONS = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+
+
+def wheel(dist: str, version: str, files: dict[str, str], requires: tuple[str, ...] = ()) -> tuple[str, bytes]:
+    info = f"{dist}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {**files, f"{info}/METADATA": meta,
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{n},sha256={hashlib.sha256(t.encode()).hexdigest()},{len(t.encode())}\n" for n, t in files.items())
+    files[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for n, t in files.items():
+            zf.writestr(n, t)
+    return f"{dist}-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def sdist(dist: str, version: str) -> tuple[str, bytes]:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for n, t in {"PKG-INFO": f"Name: {dist}\nVersion: {version}\n",
+                     "setup.py": "raise SystemExit('the build of this sdist must never run')\n"}.items():
+            data = t.encode()
+            ti = tarfile.TarInfo(f"{dist}-{version}/{n}")
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    return f"{dist}-{version}.tar.gz", buf.getvalue()
+
+
+def publish(httpserver: HTTPServer, project: str, blobs: dict[str, bytes]) -> None:
+    for n, d in blobs.items():
+        httpserver.expect_request(f"/files/{n}").respond_with_data(d)
+    files = [{"filename": n, "url": f"/files/{n}", "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
+              "upload-time": f"2026-02-{i + 1:02d}T00:00:00Z"} for i, (n, d) in enumerate(blobs.items())]
+    body = json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files})
+    httpserver.expect_request(f"/simple/{project}/").respond_with_data(
+        body, content_type="application/vnd.pypi.simple.v1+json")
+
+
+def toypkg(version: str, speed: float = 100.0) -> dict[str, str]:
+    answer = 42 if version < "1.4" else 41
+    return {"toypkg/__init__.py": f"VERSION = {version!r}\nSPEED = {speed}\n\ndef answer():\n    return {answer}\n"}
+
+
+def serve(httpserver: HTTPServer, *, sdist_only: tuple[str, ...] = (), dep: bool = False,
+          speeds: dict[str, float] | None = None) -> str:
+    blobs = {}
+    for v in VERSIONS:
+        if v in sdist_only:
+            n, d = sdist("toypkg", v)
+        else:
+            files = toypkg(v, (speeds or {}).get(v, 100.0))
+            n, d = wheel("toypkg", v, files, ("toydep",) if dep else ())
+        blobs[n] = d
+    publish(httpserver, "toypkg", blobs)
+    if dep:
+        publish(httpserver, "toydep", dict([wheel("toydep", "1.0", {"toydep/__init__.py": "OK = True\n"})]))
+    return httpserver.url_for("/simple/")
+
+
+CHECK = ("import sys, toypkg; print('toypkg', toypkg.VERSION, 'at', toypkg.__file__); "
+         "sys.exit(0 if toypkg.answer() == 42 else 1)")
+
+
+def recipe(tmp: Path, url: str, command: list[str], **extra) -> Path:
+    data = {"name": "toy", "source": {"kind": "pypi", "package": "toypkg", "index_url": url},
+            "reproducer": {"kind": "command", "command": command, "command_timeout_s": 60},
+            "bisect": {"good": "1.0", "bad": "1.6"}, "report": {"dir": str(tmp / "out")}, **extra}
+    p = tmp / "r.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def run(tmp: Path, r: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, BISECTBOT_CACHE=str(tmp / "cache"))
+    return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp / "state"), "run", str(r), *args],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+
+
+def stage(tmp: Path) -> dict:
+    return json.loads((tmp / "out" / "result.json").read_text())["stages"][-1]
+
+
+def test_a_behaviour_change_between_releases_is_named(httpserver: HTTPServer, tmp_path: Path) -> None:
+    r = recipe(tmp_path, serve(httpserver), ["python", "-c", CHECK])
+    p = run(tmp_path, r)
+    assert p.returncode == 0, p.stdout + p.stderr
+    st = stage(tmp_path)
+    assert st["first_bad"]["ref"] == "1.4" and st["last_good"]["ref"] == "1.3"
+    # the command ran the release's own installed package, each in its environment
+    logs = {pr["candidate"]["ref"]: pr for pr in st["probes"]}
+    assert "toypkg 1.4 at " in logs["1.4"]["extra"]["stdout_tail"]
+    assert "/envs/toypkg-1.4-" in logs["1.4"]["extra"]["stdout_tail"]
+    envs = sorted(p.name for p in (tmp_path / "cache" / "envs").iterdir() if p.is_dir())
+    assert len(envs) == len({pr["candidate"]["ref"] for pr in st["probes"]}) < len(VERSIONS)
+    # a second run (another state) installs nothing again: the environments are cached
+    p2 = subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp_path / "state2"), "run", str(r)],
+                        capture_output=True, text=True, timeout=600, cwd=ROOT,
+                        env=dict(os.environ, BISECTBOT_CACHE=str(tmp_path / "cache")))
+    assert p2.returncode == 0, p2.stdout + p2.stderr
+    logs2 = [json.loads(f.read_text()) for f in (tmp_path / "state2" / "logs" / "toy").glob("*.json")]
+    assert logs2 and not any(log["installed_now"] for log in logs2)
+
+
+def test_the_newest_release_and_a_dependency_from_the_same_index(httpserver: HTTPServer, tmp_path: Path) -> None:
+    url = serve(httpserver, dep=True)
+    check = CHECK.replace("import sys, toypkg;", "import sys, toypkg, toydep; assert toydep.OK;")
+    r = recipe(tmp_path, url, ["python", "-c", check.replace("< \"1.4\"", "")],
+               bisect={"good": "1.3", "bad": "1.6"})
+    p = run(tmp_path, r)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert stage(tmp_path)["first_bad"]["ref"] == "1.4"
+
+
+def test_a_release_without_a_wheel_is_a_skip_and_its_build_never_runs(httpserver: HTTPServer, tmp_path: Path) -> None:
+    r = recipe(tmp_path, serve(httpserver, sdist_only=("1.4",)), ["python", "-c", CHECK])
+    p = run(tmp_path, r)
+    assert p.returncode in (0, 3), p.stdout + p.stderr
+    st = stage(tmp_path)
+    skipped = [pr for pr in st["probes"] if pr["verdict"] == "skip"]
+    assert st["status"] != "culprit" or st["first_bad"]["ref"] == "1.5"
+    assert [pr["candidate"]["ref"] for pr in skipped] == ["1.4"] and "no wheel" in skipped[0]["reason"]
+    assert "must never run" not in p.stdout + p.stderr
+
+
+def test_a_slowdown_between_releases_is_measured(httpserver: HTTPServer, tmp_path: Path) -> None:
+    speeds = {v: (100.0 if v < "1.5" else 60.0) for v in VERSIONS}
+    bench = "import random, toypkg; print(toypkg.SPEED * (1 + 0.03 * random.gauss(0, 1)))"
+    r = recipe(tmp_path, serve(httpserver, speeds=speeds), ["python", "-c", bench], regress="slower")
+    p = run(tmp_path, r)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert stage(tmp_path)["first_bad"]["ref"] == "1.5"
+
+
+@pytest.mark.parametrize("extra, says", [
+    ({"patches": ["vllm-sparse-mla-workspace"]}, "patches: a release from the package index runs as published"),
+    ({"reproducer": {"kind": "prefill"}, "regress": "garbage"}, "server.command: a release is served"),
+])
+def test_a_recipe_run_mode_cannot_run_is_refused_before_anything_is_installed(
+        httpserver: HTTPServer, tmp_path: Path, extra: dict, says: str) -> None:
+    r = recipe(tmp_path, serve(httpserver), ["python", "-c", CHECK])
+    data = yaml.safe_load(r.read_text())
+    data.update(extra)
+    r.write_text(yaml.safe_dump(data))
+    p = run(tmp_path, r)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert says in p.stderr, p.stderr
+    assert not (tmp_path / "cache" / "envs").exists()
