@@ -534,10 +534,25 @@ class Recipe(_Model):
             raise FieldError(("regress",), "regress 'diverges' needs a prefill reproducer (a server to compare)")
         if self.regress.mode == "slower":
             self._measured()
+        if self.source.kind == "pypi" and self.regress.mode not in ("patch-upstream", "patch-conflict"):
+            self._releases()
         elif self.reproducer.measure is not None:
             raise FieldError(("reproducer", "measure"), f"reproducer.measure samples a measured value: it needs "
                              f"'regress: slower', not '{self.regress}'")
         return self
+
+    def _releases(self) -> None:
+        """What a release run cannot do (issue 39; :mod:`bisectbot.run.release`'s run mode): apply
+        ``patches`` (a release from the index runs as published), or serve a prefill reproducer without
+        ``server.command`` (a release is served by the recipe's command from its environment)."""
+        if self.patches:
+            raise FieldError(("patches",), "a release from the package index runs as published; patching it "
+                             "is not supported (bisect a git source with the patch stack, or ask a patch question: "
+                             "regress patch-upstream / patch-conflict)")
+        if self.reproducer.kind != "command" and not self.server.command:
+            raise FieldError(("reproducer", "kind"), "a release is served by server.command from its environment "
+                             "(e.g. [vllm, serve, '{model}', --port, '{port}']): set server.command, or use "
+                             "reproducer.kind: command")
 
     def _measured(self) -> None:
         """What ``regress: slower`` needs (issue 39): a command that prints the measured value

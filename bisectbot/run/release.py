@@ -90,8 +90,7 @@ class ReleaseRunner:
     ``cache_dir``: download and environment cache (default ``$BISECTBOT_CACHE`` or ``~/.cache/bisectbot``).
     ``log_dir``: where per-release JSON logs (and, in run mode, server and command logs) go.
     ``workdir``, ``profile_env``: run mode's work directories and the runner profile's environment.
-    Raises :class:`BadInput` for a non-pypi source, unknown patch ids, or a recipe run mode cannot
-    run (:func:`run_problems`).
+    Raises :class:`BadInput` for a non-pypi source or unknown patch ids.
     """
 
     supports_prefetch = False  # preparing a release downloads it: only what the search visits
@@ -112,8 +111,7 @@ class ReleaseRunner:
         #: run mode: each release installed and run (the module doc); else a patch question
         self.runs = not is_patch_mode(recipe.regress)
         self._local: Any = None
-        if self.runs:
-            run_problems(recipe)
+        if self.runs:  # what run mode cannot run is refused by the recipe's validation (Recipe._releases)
             from .local import LocalRunner
 
             self.ids, self.stack, self.stack_hash = [], None, ""
@@ -270,20 +268,6 @@ class ReleaseRunner:
             import shutil
 
             shutil.rmtree(prepared.meta["root"], ignore_errors=True)
-
-
-def run_problems(recipe: Recipe) -> None:
-    """What run mode cannot run, as :class:`BadInput` naming the field and what to use instead:
-    ``recipe.patches`` (an installed release runs as published), and a prefill reproducer without
-    ``server.command`` (a release is served by the recipe's command from its environment)."""
-    if recipe.patches:
-        raise BadInput(f"recipe {recipe.name}: patches: a release from the package index runs as published; "
-                       "patching it is not supported (bisect a git source with the patch stack, or ask a patch "
-                       "question: regress patch-upstream / patch-conflict)")
-    if recipe.reproducer.kind != "command" and not recipe.server.command:
-        raise BadInput(f"recipe {recipe.name}: server.command: a release is served by the recipe's command from "
-                       "its environment (e.g. [vllm, serve, '{model}', --port, '{port}']); set it, or use "
-                       "reproducer.kind: command")
 
 
 def installable_wheel(files: list[Any]) -> Any:

@@ -165,7 +165,7 @@ def test_a_slowdown_between_releases_is_measured(httpserver: HTTPServer, tmp_pat
 
 @pytest.mark.parametrize("extra, says", [
     ({"patches": ["vllm-sparse-mla-workspace"]}, "patches: a release from the package index runs as published"),
-    ({"reproducer": {"kind": "prefill"}, "regress": "garbage"}, "server.command: a release is served"),
+    ({"reproducer": {"kind": "prefill"}, "regress": "garbage"}, "a release is served by server.command"),
 ])
 def test_a_recipe_run_mode_cannot_run_is_refused_before_anything_is_installed(
         httpserver: HTTPServer, tmp_path: Path, extra: dict, says: str) -> None:
@@ -175,5 +175,14 @@ def test_a_recipe_run_mode_cannot_run_is_refused_before_anything_is_installed(
     r.write_text(yaml.safe_dump(data))
     p = run(tmp_path, r)
     assert p.returncode == 2, p.stdout + p.stderr
-    assert says in p.stderr, p.stderr
+    assert says in p.stderr and "r.yaml:" in p.stderr, p.stderr
     assert not (tmp_path / "cache" / "envs").exists()
+
+
+def test_recipe_validate_names_the_field_of_a_release_run_that_cannot_run(tmp_path: Path) -> None:
+    r = recipe(tmp_path, "http://127.0.0.1:9/simple/", ["python", "-c", CHECK])
+    r.write_text(r.read_text() + "patches: [vllm-sparse-mla-workspace]\n")
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "recipe", "validate", str(r)], capture_output=True,
+                       text=True, timeout=60, cwd=ROOT)
+    lines = len(r.read_text().splitlines())
+    assert p.returncode == 2 and f"r.yaml:{lines}:" in p.stderr and "patches:" in p.stderr, p.stderr
