@@ -244,6 +244,14 @@ class ControlSpec(_Model):
     max_tokens: int | None = Field(None, description="default 4 x items + 64")
 
 
+#: The built-in load's metrics (:mod:`bisectbot.reproduce.load`, which measures them) and which way each
+#: is better: throughputs (per second) higher, latencies (seconds) lower.
+LOAD_METRICS: dict[str, str] = {
+    "output_throughput": "higher", "request_throughput": "higher",
+    "ttft_p50": "lower", "ttft_p90": "lower", "itl_p50": "lower", "itl_p90": "lower", "e2e_p50": "lower",
+}
+
+
 class MeasureSpec(_Model):
     """A measured-value reproducer's sampling (``regress: slower``, issue 39).
 
@@ -255,9 +263,11 @@ class MeasureSpec(_Model):
     samples differ; why 0.01 is enough is in :data:`bisectbot.verdict.measured.ALPHA`.
     """
 
-    metric: str | None = Field(None, description="the JSON key measured; unset: the bare number, or the only key")
-    better: Literal["higher", "lower"] = Field(
-        "higher", description="which way the metric is better: higher (throughput) or lower (latency, seconds)")
+    metric: str | None = Field(None, description="the JSON key measured (a command; unset: the bare number, or "
+                               "the only key), or the built-in load's metric (default output_throughput)")
+    better: Literal["higher", "lower"] | None = Field(
+        None, description="which way the metric is better: higher (throughput) or lower (latency, seconds); "
+        "unset: the load metric's own way, else higher")
     samples: int = Field(10, ge=3, le=1000, description="samples per batch; a rank test of fewer than 3 against "
                          "3 cannot reach p < 0.1")
     max_samples: int = Field(30, ge=3, le=10000, description="samples per probe at most (the budget)")
@@ -269,11 +279,27 @@ class MeasureSpec(_Model):
             raise FieldError(("max_samples",), f"max_samples ({self.max_samples}) is below samples ({self.samples})")
         return self
 
+    def direction(self) -> str:
+        """``better`` as set, else the built-in load metric's own way (``bisectbot.reproduce.load.LOAD_METRICS``:
+        latencies lower), else ``higher``."""
+        return self.better or LOAD_METRICS.get(self.metric or "", "higher")
+
+
+class LoadSpec(_Model):
+    """The built-in load of ``reproducer.kind: load`` (issue 39; :mod:`bisectbot.reproduce.load`): one
+    sample is ``requests`` streamed chat completions, ``concurrency`` at a time, of about
+    ``prompt_tokens`` prompt tokens and ``output_tokens`` generated tokens each (tokens)."""
+
+    requests: int = Field(8, ge=1, le=10000)
+    concurrency: int = Field(4, ge=1, le=1024)
+    prompt_tokens: int = Field(256, ge=1, le=MAX_PROMPT_TOKENS)
+    output_tokens: int = Field(64, ge=1, le=MAX_PROMPT_TOKENS)
+
 
 class ReproducerSpec(_Model):
     """Prefill-threshold reproducer settings. All sizes are prompt **tokens**."""
 
-    kind: Literal["prefill", "command"] = "prefill"
+    kind: Literal["prefill", "command", "load"] = "prefill"
     sizes: list[Annotated[int, Field(gt=0, le=MAX_PROMPT_TOKENS)]] = Field(
         default_factory=list, description="fixed ladder swept first (tokens)")
     min_size: int = Field(2000, gt=0, le=MAX_PROMPT_TOKENS, description="smallest prompt (tokens)")
@@ -296,6 +322,8 @@ class ReproducerSpec(_Model):
     command_timeout_s: float = Field(600.0, gt=0)
     measure: MeasureSpec | None = Field(None, description="a measured-value reproducer's sampling "
                                         "(regress: slower; defaults when unset)")
+    load: LoadSpec | None = Field(None, description="kind load: the built-in load each sample runs against the "
+                                  "server (defaults when unset)")
     command_crash: Literal["bad", "skip"] = Field(
         "bad", description="verdict of a command run killed by a signal or timed out"
     )
@@ -534,11 +562,14 @@ class Recipe(_Model):
             raise FieldError(("regress",), "regress 'diverges' needs a prefill reproducer (a server to compare)")
         if self.regress.mode == "slower":
             self._measured()
-        if self.source.kind == "pypi" and self.regress.mode not in ("patch-upstream", "patch-conflict"):
-            self._releases()
         elif self.reproducer.measure is not None:
             raise FieldError(("reproducer", "measure"), f"reproducer.measure samples a measured value: it needs "
                              f"'regress: slower', not '{self.regress}'")
+        elif self.reproducer.kind == "load":
+            raise FieldError(("reproducer", "kind"), f"the built-in load measures a number: it needs "
+                             f"'regress: slower', not '{self.regress}'")
+        if self.source.kind == "pypi" and self.regress.mode not in ("patch-upstream", "patch-conflict"):
+            self._releases()
         return self
 
     def _releases(self) -> None:
@@ -559,10 +590,19 @@ class Recipe(_Model):
         (one fresh process per sample), without ``{size}`` (no threshold is searched), nor
         ``repeats`` (samples are drawn by ``reproducer.measure``), nor ``bisect.drift``."""
         rp = self.reproducer
-        if rp.kind != "command":
-            raise FieldError(("reproducer", "kind"), "regress 'slower' measures a number printed by a command: "
-                             "set reproducer.kind: command and a command whose last stdout line is a number or a "
-                             "JSON object of numbers (reproducer.measure.metric names the key)")
+        if rp.kind not in ("command", "load"):
+            raise FieldError(("reproducer", "kind"), "regress 'slower' measures a number: set reproducer.kind: load "
+                             "(the built-in load against the server) or command (a command whose last stdout line "
+                             "is a number or a JSON object of numbers; reproducer.measure.metric names the key)")
+        if rp.kind == "load":
+            if rp.measure is not None and rp.measure.metric not in (None, *LOAD_METRICS):
+                raise FieldError(("reproducer", "measure", "metric"), f"the built-in load measures "
+                                 f"{', '.join(LOAD_METRICS)}, not {rp.measure.metric!r}")
+            if not self.server.command and self.source.kind in ("git", "pypi"):
+                raise FieldError(("server", "command"), "reproducer.kind: load runs against the candidate's "
+                                 "server: set server.command")
+            if rp.load is None:
+                rp.load = LoadSpec()
         at = next((i for i, a in enumerate(rp.command or []) if "{size}" in a), None)
         if at is not None:
             raise FieldError(("reproducer", "command", at), "regress 'slower' searches no threshold: '{size}' "
@@ -574,6 +614,8 @@ class Recipe(_Model):
             raise FieldError(("bisect", "drift"), "drift follows a threshold; regress 'slower' measures none")
         if rp.measure is None:
             rp.measure = MeasureSpec()
+        if rp.kind == "load" and rp.measure.metric is None:
+            rp.measure.metric = "output_throughput"
 
     @field_validator("patches")
     @classmethod
@@ -593,7 +635,7 @@ class Recipe(_Model):
         cached probes; editing the question, sizes or server command does not.
         """
         data = self.model_dump(mode="json", include=set(self._VERDICT_FIELDS))
-        for key in ("reference", "control", "measure"):  # absent oracles keep the hashes of older recipes
+        for key in ("reference", "control", "measure", "load"):  # absent oracles keep the hashes of older recipes
             if data["reproducer"].get(key) is None:
                 data["reproducer"].pop(key, None)
         if data["reproducer"].get("stream") == "off":  # the default keeps the hashes of older recipes

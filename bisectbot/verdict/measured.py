@@ -190,26 +190,83 @@ class Baseline:
 
 
 def judge_measured(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgement, dict[str, Any]]:
-    """Draw samples of ``prepared`` with the recipe's command and judge them (module doc).
+    """Draw samples of ``prepared`` and judge them (module doc): a command's runs, one fresh process
+    per sample, or (``reproducer.kind: load``) load runs against one server start of the candidate --
+    every sample of a probe, the extra ones too, in the same start.
 
-    A sample whose command fails (non-zero exit, a signal, a timeout) or prints no number makes
-    the candidate a skip with that reason: a build that cannot be measured says nothing about speed.
-    ``ctx.baseline`` is the search's :class:`Baseline` (None: the candidate is a skip).
+    A sample that fails (a command's non-zero exit, a signal, a timeout or no number; a load request
+    that fails) makes the candidate a skip with that reason: a build that cannot be measured says
+    nothing about speed. ``ctx.baseline`` is the search's :class:`Baseline` (None: a skip).
+    Raises :class:`bisectbot.errors.ServerError` when the server does not start (not a verdict).
     """
-    from ..reproduce.command import command_outcome
-    from ..reproduce.measure import MeasureError, parse_sample
+    r = ctx.recipe
+    if r.reproducer.kind == "load":
+        with ctx.runner.server(prepared, env=job.env, args=job.args) as srv:
+            return _judge(ctx, job, _LoadDraw(ctx, srv.base_url))
+    return _judge(ctx, job, _CommandDraw(ctx, prepared, job))
 
+
+class _CommandDraw:
+    """Samples from the recipe's command: one fresh process each (its last stdout line)."""
+
+    def __init__(self, ctx: ProbeContext, prepared: Prepared, job: ProbeJob):
+        self.ctx, self.prepared, self.job = ctx, prepared, job
+        self.extra: dict[str, Any] = {}
+
+    def __call__(self, n: int, metric: str | None) -> tuple[float, str] | str:
+        """Sample number ``n`` (from 1): ``(value, metric name)``, or why there is none."""
+        from ..reproduce.command import command_outcome
+        from ..reproduce.measure import MeasureError, parse_sample
+
+        r = self.ctx.recipe
+        argv = list(r.reproducer.command or []) + list(self.job.args or [])
+        cr = self.ctx.runner.run_command(self.prepared, argv, r.reproducer.command_timeout_s,  # type: ignore[call-arg]
+                                         env=self.job.env)
+        self.extra["stdout_tail"], self.extra["stderr_tail"] = cr.stdout_tail[-2000:], cr.stderr_tail[-2000:]
+        if cr.returncode != 0:
+            last = cr.stderr_tail.strip().splitlines()[-1][:200] if cr.stderr_tail.strip() else ""
+            return f"sample {n}: command {command_outcome(cr)[1]}: no measurement" + (f": {last}" if last else "")
+        try:
+            return parse_sample(cr.stdout_tail, metric)
+        except MeasureError as e:
+            return f"sample {n}: {e}"
+
+
+class _LoadDraw:
+    """Samples from the built-in load against one running server (:mod:`bisectbot.reproduce.load`)."""
+
+    def __init__(self, ctx: ProbeContext, base_url: str):
+        self.ctx, self.base_url = ctx, base_url
+        self.extra: dict[str, Any] = {"load_samples": []}
+
+    def __call__(self, n: int, metric: str | None) -> tuple[float, str] | str:
+        from ..reproduce.load import LoadError, load_sample
+
+        r = self.ctx.recipe
+        spec = r.reproducer.load
+        assert spec is not None and metric is not None  # the recipe's validation sets both for kind load
+        try:
+            metrics, _ = load_sample(self.base_url, r.model or None, requests_n=spec.requests,
+                                     prompt_tokens=spec.prompt_tokens, output_tokens=spec.output_tokens,
+                                     concurrency=spec.concurrency, sample=n, timeout_s=r.server.request_timeout_s)
+        except LoadError as e:
+            return f"sample {n}: a request of the load failed, no measurement: {e}"
+        self.extra["load_samples"].append({k: round(v, 6) for k, v in metrics.items()})
+        return metrics[metric], metric
+
+
+def _judge(ctx: ProbeContext, job: ProbeJob, draw: Any) -> tuple[Judgement, dict[str, Any]]:
     r = ctx.recipe
     m = r.reproducer.measure
     assert m is not None  # the recipe's validation sets it under regress: slower
+    better = m.direction()
     base: Baseline | None = getattr(ctx, "baseline", None)
-    argv = list(r.reproducer.command or []) + list(job.args or [])
     xs: list[float] = []
     name = m.metric or "value"
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = draw.extra
 
     def measure_info(comps: dict[str, Any] | None = None) -> dict[str, Any]:
-        info: dict[str, Any] = {"metric": name, "better": m.better, "samples": list(xs), "alpha": m.alpha}
+        info: dict[str, Any] = {"metric": name, "better": better, "samples": list(xs), "alpha": m.alpha}
         if xs:
             info["median"] = statistics.median(xs)
             if len(xs) >= 2:
@@ -219,32 +276,25 @@ def judge_measured(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tupl
             info.update(comps)
         return info
 
-    def draw(k: int) -> str | None:
+    def take(k: int) -> str | None:
         nonlocal name
         for _ in range(k):
-            cr = ctx.runner.run_command(prepared, argv, r.reproducer.command_timeout_s,  # type: ignore[call-arg]
-                                        env=job.env)
-            extra["stdout_tail"], extra["stderr_tail"] = cr.stdout_tail[-2000:], cr.stderr_tail[-2000:]
-            if cr.returncode != 0:
-                last = cr.stderr_tail.strip().splitlines()[-1][:200] if cr.stderr_tail.strip() else ""
-                return (f"sample {len(xs) + 1}: command {command_outcome(cr)[1]}: no measurement"
-                        + (f": {last}" if last else ""))
-            try:
-                v, name = parse_sample(cr.stdout_tail, m.metric)
-            except MeasureError as e:
-                return f"sample {len(xs) + 1}: {e}"
+            got = draw(len(xs) + 1, m.metric)
+            if isinstance(got, str):
+                return got
+            v, name = got
             xs.append(v)
         return None
 
     if base is None:
         return Judgement(Verdict.SKIP, "no ends measured for this search: a measured value is judged only "
-                         "against the ends' samples"), {MEASURE_KEY: measure_info()}
+                         "against the ends' samples"), {**extra, MEASURE_KEY: measure_info()}
     ref = job.candidate.ref
     end_role = None
     if job.attempt == 1 and ref in (base.good, base.bad) and base.samples(ref) is None:
         end_role = "bad" if ref == base.bad else "good"
     while True:
-        why = draw(min(m.samples, m.max_samples - len(xs)))
+        why = take(min(m.samples, m.max_samples - len(xs)))
         if why is not None:
             extra[MEASURE_KEY] = measure_info()
             return Judgement(Verdict.SKIP, why), extra
@@ -258,14 +308,14 @@ def judge_measured(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tupl
                 extra[MEASURE_KEY] = measure_info()
                 return Judgement(verdict, f"the {end_role} end measured first: {name} median {med:.4g} over "
                                  f"{len(xs)} samples; the other end is judged against them"), extra
-            d, comps = decide_end(xs, other, end_role == "bad", m.better, m.alpha, final)
+            d, comps = decide_end(xs, other, end_role == "bad", better, m.alpha, final)
         elif good is None or bad is None:
             missing = " and ".join(e for e, s in (("good", good), ("bad", bad)) if s is None)
             extra[MEASURE_KEY] = measure_info()
             return Judgement(Verdict.SKIP, f"the {missing} end's samples are unknown (a verdict given, not "
                              "measured): nothing to judge this candidate's samples against"), extra
         else:
-            d, comps = decide(xs, good, bad, m.better, m.alpha, final)
+            d, comps = decide(xs, good, bad, better, m.alpha, final)
         if d.verdict is not None:
             extra[MEASURE_KEY] = measure_info(comps)
             return Judgement(d.verdict, f"{name}: {d.reason}"), extra

@@ -128,7 +128,7 @@ def test_a_measured_recipe_that_cannot_run_is_refused_with_its_line(extra, line,
 
 @pytest.mark.parametrize("text, says", [
     (_BASE.replace("kind: command", "kind: prefill").replace("  command: [python, bench.py]\n", ""),
-     "measures a number printed by a command"),
+     "measures a number: set reproducer.kind: load"),
     (_BASE.replace("bench.py]", "bench.py, '{size}']"), "searches no threshold"),
     (_BASE.replace("regress: slower", "regress: command") + "  measure: {samples: 5}\n", "needs 'regress: slower'"),
 ])

@@ -1,0 +1,155 @@
+"""The built-in load of a measured-value reproducer (``reproducer.kind: load``, issue 39).
+
+One *sample* is one load run against a running OpenAI-compatible server: ``load.requests`` streamed
+chat completions of about ``load.prompt_tokens`` prompt tokens (filler text, a different prompt per
+request and per sample, each with its own ``cache_salt``: a prefix cache answering a repeated
+prompt would measure the cache, not the build) and ``load.output_tokens`` generated tokens
+(``max_tokens`` with vLLM's ``min_tokens`` and ``ignore_eos``, so every build generates the same
+length), ``load.concurrency`` at a time. Measured, per sample:
+
+* ``output_throughput`` -- generated tokens per second of the sample's wall time (tokens/s; the
+  tokens the server's ``usage`` reports, else one per streamed content delta), higher is better;
+* ``request_throughput`` -- requests per second, higher is better;
+* ``ttft_p50`` / ``ttft_p90`` -- time to the first content delta (seconds), lower is better;
+* ``itl_p50`` / ``itl_p90`` -- time between content deltas (seconds), lower is better;
+* ``e2e_p50`` -- a request's whole time (seconds), lower is better.
+
+A request that fails (HTTP error, a dead server, a timeout) fails the sample with :class:`LoadError`:
+the probe is a skip, never a measurement (a dead server is not a slow one).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["LOAD_METRICS", "LoadError", "RequestTiming", "load_sample", "summarize"]
+
+from ..recipe import LOAD_METRICS  # metric name -> which way is better; units in the module doc
+
+#: Bytes of one streamed reply read at most: ``output_tokens`` deltas of a few hundred bytes each
+#: are far below it; a server that streams without end is cut here (the request fails).
+MAX_STREAM_BYTES = 16 * 1024 * 1024
+
+
+class LoadError(Exception):
+    """A request of the load failed: the sample measures nothing."""
+
+
+@dataclass
+class RequestTiming:
+    """One request: ``ttft_s`` (seconds to the first content delta), ``gaps_s`` (seconds between
+    content deltas), ``e2e_s`` (seconds in all), ``tokens`` generated."""
+
+    ttft_s: float
+    e2e_s: float
+    tokens: int
+    gaps_s: list[float] = field(default_factory=list)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    if len(xs) == 1:
+        return xs[0]
+    return statistics.quantiles(xs, n=100, method="inclusive")[max(0, min(98, round(q * 100) - 1))]
+
+
+def summarize(timings: list[RequestTiming], wall_s: float) -> dict[str, float]:
+    """The metrics of one sample (:data:`LOAD_METRICS`) from its requests and wall time (seconds)."""
+    gaps = [g for t in timings for g in t.gaps_s]
+    ttft = [t.ttft_s for t in timings]
+    wall = max(wall_s, 1e-9)
+    return {"output_throughput": sum(t.tokens for t in timings) / wall, "request_throughput": len(timings) / wall,
+            "ttft_p50": _pct(ttft, 0.5), "ttft_p90": _pct(ttft, 0.9), "itl_p50": _pct(gaps, 0.5),
+            "itl_p90": _pct(gaps, 0.9), "e2e_p50": _pct([t.e2e_s for t in timings], 0.5)}
+
+
+def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> RequestTiming:
+    import requests
+
+    t0 = time.monotonic()
+    first: float | None = None
+    last = t0
+    gaps: list[float] = []
+    deltas = 0
+    usage_tokens: int | None = None
+    read = 0
+    try:
+        with session.post(url, json=body, stream=True, timeout=(10, timeout_s)) as r:
+            if r.status_code != 200:
+                raise LoadError(f"HTTP {r.status_code}: {r.text[:200]!r}")
+            for line in r.iter_lines(chunk_size=1024):
+                read += len(line)
+                if read > MAX_STREAM_BYTES:
+                    raise LoadError(f"the stream passed {MAX_STREAM_BYTES} bytes")
+                if time.monotonic() - t0 > timeout_s:
+                    raise LoadError(f"no end after {timeout_s:.0f} s")
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    break
+                try:
+                    ev = json.loads(data)
+                except ValueError:
+                    raise LoadError(f"not an event: {data[:120]!r}") from None
+                if isinstance(ev.get("usage"), dict) and isinstance(ev["usage"].get("completion_tokens"), int):
+                    usage_tokens = ev["usage"]["completion_tokens"]
+                for ch in ev.get("choices") or []:
+                    d = ch.get("delta") or {}
+                    if d.get("content") or d.get("reasoning_content") or d.get("reasoning"):
+                        now = time.monotonic()
+                        if first is None:
+                            first = now
+                        else:
+                            gaps.append(now - last)
+                        last = now
+                        deltas += 1
+    except requests.RequestException as e:
+        raise LoadError(f"{type(e).__name__}: {str(e)[:200]}") from None
+    end = time.monotonic()
+    if first is None:
+        raise LoadError("the reply streamed no content")
+    return RequestTiming(first - t0, end - t0, usage_tokens if usage_tokens is not None else deltas, gaps)
+
+
+def load_sample(base_url: str, model: str | None, *, requests_n: int, prompt_tokens: int, output_tokens: int,
+                concurrency: int, sample: int, timeout_s: float) -> tuple[dict[str, float], list[RequestTiming]]:
+    """Run one sample (module doc) against ``base_url``; ``sample`` numbers it (its prompts and
+    salts differ from every other sample's). Returns the metrics and the per-request timings.
+    Raises :class:`LoadError` when a request fails."""
+    import requests
+
+    from .prompts import filler_sentence
+
+    url = base_url.rstrip("/") + "/v1/chat/completions"
+    # ~0.75 words per token for English filler (the prompt builder's calibration is per-candidate; a load
+    # needs the same text on every build, not an exact size)
+    words = max(1, int(prompt_tokens * 0.75))
+    bodies = []
+    for i in range(requests_n):
+        seed, got, k = sample * 100_003 + i, [], 0
+        while len(got) < words:
+            got += filler_sentence(seed, k).split()
+            k += 1
+        text = " ".join(got[:words])
+        body: dict[str, Any] = {"messages": [{"role": "user", "content": text + "\n\nContinue the text."}],
+                                "max_tokens": output_tokens, "min_tokens": output_tokens, "ignore_eos": True,
+                                "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
+                                "cache_salt": f"bisectbot-load-{sample}-{i}-{time.time_ns()}"}
+        if model:
+            body["model"] = model
+        bodies.append(body)
+    session = requests.Session()
+    session.trust_env = False  # the server is local to the runner: no proxy
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futs = [pool.submit(_one, session, url, b, timeout_s) for b in bodies]
+        timings = [f.result() for f in futs]
+    wall = time.monotonic() - t0
+    return summarize(timings, wall), timings
