@@ -28,6 +28,7 @@ from typing import Any
 
 from ..ledger import Ledger
 from ..models import Candidate, CandidateKind, ProbeResult, RunResult, StageResult, Status, Verdict
+from ..report.evidence import measure_text
 from ..report.fingerprint import fingerprint
 from ..report.history import NightlyResult, problem_present
 from .archive import ArchivedRun
@@ -77,6 +78,8 @@ class StoredProbe:
     table: list[dict[str, Any]]
     patches: list[dict[str, Any]]
     log_paths: list[str]
+    #: a measured value's median, spread and count (``regress: slower``, issue 39), ``""`` for other probes
+    measure: str = ""
 
 
 @dataclass
@@ -260,7 +263,8 @@ def _stored_index(ledger: Ledger) -> dict[str, list[StoredProbe]]:
         rows = [{k: r.get(k) for k in ("requested", "prompt_tokens", "outcome", "excerpt", "reasons", "requests")}
                 for r in (p.table or [])[:MAX_TABLE_ROWS] if isinstance(r, dict)]
         idx.setdefault(p.candidate.ref, []).append(StoredProbe(
-            p.verdict.value, p.threshold, p.signature, p.reason, rows, list(p.patches or []), list(p.log_paths)))
+            p.verdict.value, p.threshold, p.signature, p.reason, rows, list(p.patches or []), list(p.log_paths),
+            measure_text(p) if "measure" in p.extra else ""))
     return idx
 
 

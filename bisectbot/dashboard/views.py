@@ -12,6 +12,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
+from ..report.evidence import measure_text
 from ..report.words import ends_words, verdict_word
 from .chart import build_chart
 from .data import Bisection, PatchColumn, Point, ProbeRow, RecipeData, StageView, upstream_since
@@ -227,7 +228,8 @@ def _probe_row(b: Bisection, p: ProbeRow) -> dict[str, Any]:
     return {"index": p.index, "label": clean(p.label, 160), "ref": clean(p.ref, 100), "short": clean(short_ref(p.ref), 40),
             "phase": clean(p.phase, 20), "origin": clean(p.origin, 20), "verdict": p.verdict if p.verdict in
             ("good", "bad", "skip") else "skip", "css": verdict_css(b.kind, p.verdict), "word": _word(b, p.verdict), "threshold_text": threshold_text(p.threshold),
-            "reason": clean(p.reason, 600), "duration": f"{p.duration_s:.1f}", "evidence": ev, "patches": patches}
+            "reason": clean(p.reason, 600), "duration": f"{p.duration_s:.1f}", "evidence": ev, "patches": patches,
+            "measure": clean(p.stored.measure, 80) if p.stored is not None else ""}
 
 
 def _stage(b: Bisection, st: StageView) -> dict[str, Any]:
@@ -245,12 +247,15 @@ def _stage(b: Bisection, st: StageView) -> dict[str, Any]:
                                          None)) for i, p in enumerate(st.report_probes)]
         for row, p in zip(probes, st.report_probes):  # the report carries the evidence itself
             row["evidence"] = _evidence(p.table)
+            row["measure"] = clean(measure_text(p), 80) if "measure" in p.extra else ""
     names = ", ".join((lbl or ref) for ref, lbl in st.culprits[:3])
     return {"name": clean(st.name, 80), "component": clean(st.component, 60), "status": clean(st.status, 30),
             "culprit": clean(names, 200) if st.status in ("culprit", "range") else "",
             "confidence": f"{st.confidence:.1%}" if st.confidence else "", "message": clean(st.message, 400),
             "ends_text": clean(" · ".join(ends), 500), "session": st.session.id if st.session else "",
-            "log": block(st.session.log) if st.session else "", "probes": probes}
+            "log": block(st.session.log) if st.session else "", "probes": probes,
+            # issue 39: a measured value's column (median, interquartile range, samples) instead of the threshold
+            "value_head": "measured: median (IQR), n" if any(p["measure"] for p in probes) else "threshold"}
 
 
 def bisection_context(b: Bisection, recipe_slug: str) -> dict[str, Any]:

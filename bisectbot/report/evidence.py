@@ -206,3 +206,30 @@ def is_command_result(result: RunResult) -> bool:
 
 
 __all__ = ["Evidence", "FAILING", "Reply", "culprit_evidence", "is_command_result"]
+
+
+def measured_metric(result: RunResult) -> str | None:
+    """The metric a measured-value run (``regress: slower``, issue 39) sampled, from its probes'
+    ``extra["measure"]``; None for any other run."""
+    for st in result.stages:
+        for p in st.probes:
+            m = p.extra.get("measure")
+            if isinstance(m, dict) and isinstance(m.get("metric"), str):
+                return m["metric"]
+    return None
+
+
+def measure_text(p: ProbeResult) -> str:
+    """A probe's samples as the report shows them: ``96.66 (94.1-99.2), n=10`` -- the median, the
+    interquartile range (the spread) and the sample count; ``-`` without samples."""
+    m = p.extra.get("measure")
+    xs = m.get("samples") if isinstance(m, dict) else None
+    if not isinstance(xs, list) or not xs or not all(isinstance(v, (int, float)) for v in xs):
+        return "-"
+    import statistics
+
+    med = statistics.median(xs)
+    if len(xs) < 2:
+        return f"{med:.4g}, n=1"
+    q = statistics.quantiles(xs, n=4)
+    return f"{med:.4g} ({q[0]:.4g}-{q[2]:.4g}), n={len(xs)}"

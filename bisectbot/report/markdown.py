@@ -11,7 +11,7 @@ from typing import Any
 from ..models import RunResult, Status
 from ..sanitize import GITHUB_BODY_LIMIT, redact, sanitize, shorten_paths
 from .blame import DEFAULT_BLAME_CONFIDENCE, blame_decision
-from .evidence import is_command_result
+from .evidence import is_command_result, measured_metric
 from .fingerprint import fingerprint, marker
 from .history import NightlyResult
 from .templating import fit, template
@@ -108,6 +108,7 @@ def render_markdown(
                               result.regress, _searched(s), result.session_id)
                    for s in result.stages],
         "command": is_command_result(result),
+        "metric": measured_metric(result),  # issue 39: a measured value's median, spread and count per probe
         "notes": [note_words(result, n) for n in result.notes
                   if not (final_view and n == final_view.get("decode_path"))],
         "excerpts": _excerpts(result),

@@ -20,7 +20,7 @@ from ..models import Candidate, ChainLink, ProbeResult, RunResult, StageResult, 
 from ..provenance import cached_from, measured_text
 from ..sanitize import redact, sanitize, visible
 from .blame import Blame
-from .evidence import exit_text, is_command_result
+from .evidence import exit_text, is_command_result, measure_text
 from .words import ends_words, patch_mode, verdict_word
 
 INLINE_REQUEST_CHARS = 16_000
@@ -153,7 +153,8 @@ class _StageView:
         rows = [
             {"n": i + 1, "candidate": candidate_link(p.candidate), "verdict": verdict_word(p.verdict.value, self.kind, self.regress),
              "threshold": format_threshold(p.threshold), "time": format_duration(p.duration_s),
-             "reason": p.reason, "exit": exit_text(p), "measured": measured_text(p, self.session)}
+             "reason": p.reason, "exit": exit_text(p), "measured": measured_text(p, self.session),
+             "measure": measure_text(p)}
             for i, p in enumerate(self.probes)
         ]
         if len(rows) <= max_rows:

@@ -179,3 +179,19 @@ def test_a_command_that_prints_no_number_is_a_skip_never_a_verdict(tmp_path, kit
     assert final["status"] != "culprit"
     assert all(pr["verdict"] == "skip" for pr in final["probes"])
     assert "no key \"no_such_key\"" in final["probes"][0]["reason"]
+
+
+def test_the_report_shows_the_metric_per_candidate_with_its_spread(tmp_path, kit) -> None:
+    means = [100.0] * 6 + [70.0] * 6
+    shas = history(kit, tmp_path / "repo", means)
+    d = tmp_path / "a"
+    p, res = run(kit, d, recipe(d, tmp_path / "repo", shas[0], shas[-1], samples=5), 4)
+    assert p.returncode == 0, p.stdout[-3000:]
+    report = (d / "out" / "report.md").read_text()
+    assert "| value median (IQR), samples |" in report
+    import re
+
+    rows = re.findall(r"^\| \d+ \| .* \| (?:good|bad|skip) \| ([0-9.]+) \(([0-9.]+)-([0-9.]+)\), n=(\d+) \|", report, re.M)
+    assert len(rows) == len(res["stages"][-1]["probes"])
+    for med, lo, hi, n in rows:
+        assert float(lo) <= float(med) <= float(hi) and int(n) >= 5
