@@ -727,7 +727,16 @@ def fanout_problems(recipe: Recipe, text: str, filename: str = "<recipe>") -> li
       beside every candidate for the whole search, which only one process holding the runner's
       slots does (``bisectbot run``); a round probe runs one candidate and nothing beside it, so
       each probe's threshold search would be an error and every candidate a skip.
+    * ``regress: slower`` (issue 39): every candidate is judged against the ends' samples, which the
+      one process running the search holds (:class:`bisectbot.verdict.measured.Baseline`); a round
+      probe has no ends' samples, so every probe would be a skip.
     """
+    if recipe.regress.mode == "slower":
+        data, marks = compose(text, filename)
+        return [f"{where(marks, data, ('regress',), filename)}: 'slower' judges each candidate's samples against "
+                "the ends' samples, which only the process running the whole search holds; a planned round's probe "
+                "(bisectbot round, bisect-fanout.yml) has none, so every probe would be a skip. Bisect this recipe "
+                "with 'bisectbot run RECIPE' (bisect.parallel runs probes side by side there)"]
     ref = recipe.reproducer.reference
     if ref is None or ref.candidate != "last-good" or recipe.reproducer.kind != "prefill":
         return []

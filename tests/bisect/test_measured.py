@@ -195,3 +195,33 @@ def test_the_report_shows_the_metric_per_candidate_with_its_spread(tmp_path, kit
     assert len(rows) == len(res["stages"][-1]["probes"])
     for med, lo, hi, n in rows:
         assert float(lo) <= float(med) <= float(hi) and int(n) >= 5
+
+
+def test_a_second_run_answers_from_the_ledger_and_parallel_probes_share_the_ends(tmp_path, kit) -> None:
+    """Resume: the same run again draws no sample (every probe, the ends' samples with it, comes from
+    the ledger) and names the same culprit; with bisect.parallel 2 the ends are still measured one
+    after the other and the probes after them judged against both."""
+    means = [100.0] * 9 + [80.0] * 9
+    shas = history(kit, tmp_path / "repo", means)
+    d = tmp_path / "a"
+    r = recipe(d, tmp_path / "repo", shas[0], shas[-1], samples=6)
+    data = yaml.safe_load(r.read_text())
+    data["bisect"]["parallel"] = 2
+    r.write_text(yaml.safe_dump(data))
+    p, res = run(kit, d, r, 11)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert res["stages"][-1]["first_bad"]["ref"] == shas[9]
+    probes = res["stages"][-1]["probes"]
+    assert [pr["candidate"]["ref"] for pr in probes[:2]] == [shas[-1], shas[0]]
+    draws = {f.name: f.read_text() for f in d.glob("draws-*")}
+    p2, res2 = run(kit, d, r, 11)
+    assert p2.returncode == 0, p2.stdout[-3000:]
+    assert res2["stages"][-1]["first_bad"]["ref"] == shas[9]
+    assert {f.name: f.read_text() for f in d.glob("draws-*")} == draws  # nothing measured again
+
+
+def test_planned_rounds_refuse_a_measured_recipe(tmp_path, kit) -> None:
+    shas = history(kit, tmp_path / "repo", [100.0, 80.0])
+    r = recipe(tmp_path, tmp_path / "repo", shas[0], shas[-1])
+    p = kit.run_cli("--state", str(tmp_path / "s"), "round", "plan", str(r))
+    assert p.returncode == 2 and "r.yaml:" in p.stderr and "'slower' judges each candidate" in p.stderr, p.stderr
