@@ -11,9 +11,10 @@ read-only: :mod:`bisectbot.sandbox`).
 
 An environment is used only when its marker file (:data:`COMPLETE`) names the wheel it holds: a
 killed install is removed and made again. Concurrent probes of one release wait on a file lock.
-The installer is ``uv`` when it is on ``PATH`` (``uv venv``, ``uv pip install``: seconds instead of
-tens of seconds for a large dependency set), else the standard library's ``venv`` (without pip)
-and the bot's own ``pip --python``.
+The installer (:func:`installer`) is ``uv`` when it is installed (its Python package beside the
+bot, or on ``PATH``: ``uv venv``, ``uv pip install``, seconds instead of tens of seconds for a large
+dependency set), else the standard library's ``venv`` (without pip) and the bot's own
+``pip --python``.
 """
 
 from __future__ import annotations
@@ -74,12 +75,23 @@ def _run(argv: Sequence[str], timeout_s: float, what: str) -> None:
         raise EnvFailed(f"{what} failed (exit {p.returncode}): {out[-REASON_CHARS:]}")
 
 
+def installer() -> str | None:
+    """The ``uv`` executable when there is one (the ``uv`` package's binary, else ``uv`` on ``PATH``), or None."""
+    try:
+        import uv  # type: ignore[import-not-found,import-untyped]
+
+        return str(uv.find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
 def release_env(wheel: Path, sha256: str, dist: str, version: str, cache: Path, *, index_url: str | None,
-                timeout_s: float) -> tuple[Path, bool]:
+                timeout_s: float, uv: str | None = "auto") -> tuple[Path, bool]:
     """``(environment, made)``: the cached environment holding ``wheel`` (made now when ``made``).
 
     ``index_url``: where dependencies come from (the recipe's index; None: pip's default).
     ``timeout_s``: seconds for each installer step (the recipe's ``server.build_timeout_s``).
+    ``uv``: the ``uv`` executable, ``"auto"`` (:func:`installer`) or None (``venv`` and pip).
     Raises :class:`EnvFailed` when the install fails, :class:`BadInput` for a file that is no wheel.
     """
     if not wheel.name.endswith(".whl"):
@@ -93,7 +105,7 @@ def release_env(wheel: Path, sha256: str, dist: str, version: str, cache: Path, 
         if done.is_file() and done.read_text() == marker:
             return env, False
         shutil.rmtree(env, ignore_errors=True)  # a killed install, or another file under the same name
-        uv = shutil.which("uv")
+        uv = installer() if uv == "auto" else uv
         python = env_bin(env) / "python"
         if uv:
             _run([uv, "venv", "--quiet", "--python", sys.executable, str(env)], timeout_s, "uv venv")

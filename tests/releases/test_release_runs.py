@@ -186,3 +186,26 @@ def test_recipe_validate_names_the_field_of_a_release_run_that_cannot_run(tmp_pa
                        text=True, timeout=60, cwd=ROOT)
     lines = len(r.read_text().splitlines())
     assert p.returncode == 2 and f"r.yaml:{lines}:" in p.stderr and "patches:" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("with_uv", [True, False])
+def test_both_installers_make_an_environment_that_imports_the_release(httpserver: HTTPServer, tmp_path: Path,
+                                                                        with_uv: bool) -> None:
+    from bisectbot.run.envs import COMPLETE, env_bin, installer, release_env
+
+    uv = installer() if with_uv else None
+    assert (uv is not None) == with_uv, "uv is a test dependency (pyproject [test])"
+    url = serve(httpserver, dep=True)
+    name, data = wheel("toypkg", "1.2", toypkg("1.2"), ("toydep",))
+    w = tmp_path / name
+    w.write_bytes(data)
+    env, made = release_env(w, "ab" * 32, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120, uv=uv)
+    assert made and (env / COMPLETE).is_file()
+    out = subprocess.run([str(env_bin(env) / "python"), "-c", "import toypkg, toydep; print(toypkg.VERSION, toydep.OK)"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "1.2 True", out.stderr
+    assert release_env(w, "ab" * 32, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120,
+                       uv=uv) == (env, False)
+    (env / COMPLETE).unlink()  # a killed install: made again
+    assert release_env(w, "ab" * 32, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120,
+                       uv=uv)[1] is True
