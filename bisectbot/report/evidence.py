@@ -233,3 +233,40 @@ def measure_text(p: ProbeResult) -> str:
         return f"{med:.4g}, n=1"
     q = statistics.quantiles(xs, n=4)
     return f"{med:.4g} ({q[0]:.4g}-{q[2]:.4g}), n={len(xs)}"
+
+
+def measured_evidence(result: RunResult) -> dict[str, Any] | None:
+    """A measured-value run's evidence (issue 39): the metric, which way is better, and one row per
+    role -- good end, last good, first bad, bad end (each once, in that order) -- with the candidate's
+    samples (:func:`measure_text`) and its comparison with the good end's samples (shift in %, p);
+    None for any other run or without a final stage."""
+    final = result.final
+    metric = measured_metric(result)
+    if final is None or metric is None or not final.candidates:
+        return None
+    roles = [("good end", final.candidates[0]), ("last good", final.last_good), ("first bad", final.first_bad),
+             ("bad end", final.candidates[-1])]
+    rows, seen, better = [], set(), ""
+    good_probe = next((x for x in final.probes if x.candidate.ref == final.candidates[0].ref
+                       and isinstance(x.extra.get("measure"), dict)), None)
+    good_xs = good_probe.extra["measure"].get("samples") if good_probe is not None else None
+    for role, c in roles:
+        if c is None or c.ref in seen:
+            continue
+        seen.add(c.ref)
+        p = next((x for x in final.probes if x.candidate.ref == c.ref and isinstance(x.extra.get("measure"), dict)), None)
+        if p is None:
+            continue
+        m = p.extra["measure"]
+        better = better or str(m.get("better") or "")
+        vs = m.get("vs_good") if isinstance(m.get("vs_good"), dict) else {}
+        xs = m.get("samples")
+        if not vs and role != "good end" and isinstance(good_xs, list) and good_xs and isinstance(xs, list) and xs:
+            from ..verdict.measured import compare  # the end measured first was judged against nothing
+
+            vs = compare([float(v) for v in xs], [float(v) for v in good_xs], str(m.get("better") or "higher")).to_dict()
+        shift = vs.get("shift_pct")
+        rows.append({"role": role, "candidate": c, "samples": measure_text(p),
+                     "shift": f"{shift:+.1f} %" if isinstance(shift, (int, float)) else "-",
+                     "p": f"{vs['p']:.2g}" if isinstance(vs.get("p"), (int, float)) else "-"})
+    return {"metric": metric, "better": better, "rows": rows} if rows else None

@@ -11,7 +11,7 @@ from typing import Any
 from ..models import RunResult, Status
 from ..sanitize import GITHUB_BODY_LIMIT, redact, sanitize, shorten_paths
 from .blame import DEFAULT_BLAME_CONFIDENCE, blame_decision
-from .evidence import is_command_result, measured_metric
+from .evidence import is_command_result, measured_evidence, measured_metric
 from .fingerprint import fingerprint, marker
 from .history import NightlyResult
 from .templating import fit, template
@@ -109,6 +109,7 @@ def render_markdown(
                    for s in result.stages],
         "command": is_command_result(result),
         "metric": measured_metric(result),  # issue 39: a measured value's median, spread and count per probe
+        "measured": _measured_view(result),
         "notes": [note_words(result, n) for n in result.notes
                   if not (final_view and n == final_view.get("decode_path"))],
         "excerpts": _excerpts(result),
@@ -160,3 +161,11 @@ def render_json(result: RunResult, nightly: NightlyResult | None = None, *,
     if nightly is not None:
         data["nightly"] = nightly.to_dict()
     return redact(json.dumps(data, indent=2, sort_keys=True, default=str)) + "\n"
+
+
+def _measured_view(result: RunResult) -> dict[str, Any] | None:
+    """:func:`.evidence.measured_evidence` with each candidate as the report links it."""
+    view = measured_evidence(result)
+    if view is not None:
+        view["rows"] = [{**r, "candidate": candidate_link(r["candidate"])} for r in view["rows"]]
+    return view

@@ -37,7 +37,15 @@ def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, sessio
     if ok:  # "verified" as verdict.record defines it: which of the two verdicts were measured now
         why = why.replace("culprit verified", f"culprit ({verified_ends(final)})", 1)
     result.notes.append(("may blame: " if ok else "will not blame: ") + why)
-    if final.status is Status.CULPRIT and not is_patch_mode(recipe.regress) and exact_search(recipe):
+    if final.status is Status.CULPRIT and recipe.regress.mode == "slower" and recipe.reproducer.measure is not None:
+        # issue 39: what a measured verdict rests on (repeats and bisect.flake do not apply to it)
+        m = recipe.reproducer.measure
+        result.notes.append(
+            f"measured search: each verdict from {m.samples} to {m.max_samples} samples of "
+            f"{m.metric or 'the command value'}, judged against both ends' samples by a two-sided Mann-Whitney test "
+            f"(alpha {m.alpha:g}); {verification_words(final)}. A shift smaller than the run-to-run noise within "
+            f"{m.max_samples} samples is a skip, never a culprit")
+    elif final.status is Status.CULPRIT and not is_patch_mode(recipe.regress) and exact_search(recipe):
         # what "confidence 1.00" rests on (issue 12: a flaky bug probed once per candidate can
         # name a later commit, as git bisect run would; the search cannot tell it from the runs)
         result.notes.append(

@@ -195,6 +195,14 @@ def test_the_report_shows_the_metric_per_candidate_with_its_spread(tmp_path, kit
     assert len(rows) == len(res["stages"][-1]["probes"])
     for med, lo, hi, n in rows:
         assert float(lo) <= float(med) <= float(hi) and int(n) >= 5
+    # what was measured: the ends and the culprit with its predecessor, each against the good end
+    assert "### What was measured: value (higher is better)" in report
+    for role in ("good end", "last good", "first bad", "bad end"):
+        assert re.search(rf"^\| {role} \| .* \| [0-9.]+ \([0-9.-]+\), n=\d+ \| ", report, re.M), role
+    first_bad = re.search(r"^\| first bad \| .* \| ([+-][0-9.]+) % \| ([0-9.e-]+) \|$", report, re.M)
+    assert first_bad and float(first_bad[1]) < -15 and float(first_bad[2]) < 0.01, report
+    assert "measured search: each verdict from 5 to 30 samples" in report
+    assert "set reproducer.repeats or bisect.flake" not in report  # repeats do not apply to a measured value
 
 
 def test_a_second_run_answers_from_the_ledger_and_parallel_probes_share_the_ends(tmp_path, kit) -> None:
