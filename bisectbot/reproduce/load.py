@@ -37,7 +37,12 @@ MAX_STREAM_BYTES = 16 * 1024 * 1024
 
 
 class LoadError(Exception):
-    """A request of the load failed: the sample measures nothing."""
+    """A request of the load failed: the sample measures nothing. ``transient``: the connection
+    failed or timed out (the server or the host, not an answer of the candidate): never cached."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass
@@ -69,6 +74,37 @@ def summarize(timings: list[RequestTiming], wall_s: float) -> dict[str, float]:
             "itl_p90": _pct(gaps, 0.9), "e2e_p50": _pct([t.e2e_s for t in timings], 0.5)}
 
 
+#: Bytes of one server-sent event line kept at most: an event of a chat delta is well under a KiB.
+MAX_LINE_BYTES = 1024 * 1024
+
+
+def _lines(r: Any, t0: float, timeout_s: float) -> Any:  # -> Iterator[bytes]
+    """The lines of a streamed reply, bounded: :data:`MAX_STREAM_BYTES` in all, :data:`MAX_LINE_BYTES` a
+    line, ``timeout_s`` seconds from ``t0`` (checked at every chunk; each read also has the request's
+    read timeout). Raises :class:`LoadError` past a bound."""
+    buf = b""
+    read = 0
+    raw = r.raw
+    while True:
+        # read1: what has arrived (up to 64 KiB), not a full buffer -- a dribbling server's events must
+        # reach the time check; decoded (chunked transfer, compression) by urllib3
+        chunk = raw.read1(65536, decode_content=True) if hasattr(raw, "read1") else raw.read(8192, decode_content=True)
+        if not chunk:
+            break
+        read += len(chunk)
+        if read > MAX_STREAM_BYTES:
+            raise LoadError(f"the stream passed {MAX_STREAM_BYTES} bytes")
+        if time.monotonic() - t0 > timeout_s:
+            raise LoadError(f"no end after {timeout_s:.0f} s")
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        if len(buf) > MAX_LINE_BYTES:
+            raise LoadError(f"a line of the stream passed {MAX_LINE_BYTES} bytes")
+        yield from (ln.rstrip(b"\r") for ln in lines)
+    if buf:
+        yield buf
+
+
 def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> RequestTiming:
     import requests
 
@@ -78,17 +114,11 @@ def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> Requ
     gaps: list[float] = []
     deltas = 0
     usage_tokens: int | None = None
-    read = 0
     try:
         with session.post(url, json=body, stream=True, timeout=(10, timeout_s)) as r:
             if r.status_code != 200:
-                raise LoadError(f"HTTP {r.status_code}: {r.text[:200]!r}")
-            for line in r.iter_lines(chunk_size=1024):
-                read += len(line)
-                if read > MAX_STREAM_BYTES:
-                    raise LoadError(f"the stream passed {MAX_STREAM_BYTES} bytes")
-                if time.monotonic() - t0 > timeout_s:
-                    raise LoadError(f"no end after {timeout_s:.0f} s")
+                raise LoadError(f"HTTP {r.status_code}: {r.raw.read(200, decode_content=True)!r}")
+            for line in _lines(r, t0, timeout_s):
                 if not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
@@ -98,11 +128,14 @@ def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> Requ
                     ev = json.loads(data)
                 except ValueError:
                     raise LoadError(f"not an event: {data[:120]!r}") from None
-                if isinstance(ev.get("usage"), dict) and isinstance(ev["usage"].get("completion_tokens"), int):
-                    usage_tokens = ev["usage"]["completion_tokens"]
+                if not isinstance(ev, dict):
+                    raise LoadError(f"not an event object: {data[:120]!r}")
+                usage = ev.get("usage")
+                if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                    usage_tokens = usage["completion_tokens"]
                 for ch in ev.get("choices") or []:
-                    d = ch.get("delta") or {}
-                    if d.get("content") or d.get("reasoning_content") or d.get("reasoning"):
+                    d = ch.get("delta") if isinstance(ch, dict) else None
+                    if isinstance(d, dict) and (d.get("content") or d.get("reasoning_content") or d.get("reasoning")):
                         now = time.monotonic()
                         if first is None:
                             first = now
@@ -111,7 +144,7 @@ def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> Requ
                         last = now
                         deltas += 1
     except requests.RequestException as e:
-        raise LoadError(f"{type(e).__name__}: {str(e)[:200]}") from None
+        raise LoadError(f"{type(e).__name__}: {str(e)[:200]}", transient=True) from None
     end = time.monotonic()
     if first is None:
         raise LoadError("the reply streamed no content")
@@ -147,6 +180,9 @@ def load_sample(base_url: str, model: str | None, *, requests_n: int, prompt_tok
         bodies.append(body)
     session = requests.Session()
     session.trust_env = False  # the server is local to the runner: no proxy
+    pool = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=max(1, concurrency))
+    session.mount("http://", pool)
+    session.mount("https://", pool)
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futs = [pool.submit(_one, session, url, b, timeout_s) for b in bodies]

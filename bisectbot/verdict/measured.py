@@ -250,6 +250,8 @@ class _LoadDraw:
                                      prompt_tokens=spec.prompt_tokens, output_tokens=spec.output_tokens,
                                      concurrency=spec.concurrency, sample=n, timeout_s=r.server.request_timeout_s)
         except LoadError as e:
+            if e.transient:  # the connection, not the candidate's answer: a later run measures it again
+                self.extra["transient"] = True
             return f"sample {n}: a request of the load failed, no measurement: {e}"
         self.extra["load_samples"].append({k: round(v, 6) for k, v in metrics.items()})
         return metrics[metric], metric
