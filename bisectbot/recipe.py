@@ -252,6 +252,14 @@ LOAD_METRICS: dict[str, str] = {
 }
 
 
+def min_rank_p(n: int) -> float:
+    """The smallest two-sided p-value of a Mann-Whitney test of ``n`` samples against ``n`` (all of
+    one side below all of the other, no ties): ``2 / C(2n, n)``."""
+    import math
+
+    return min(1.0, 2.0 / math.comb(2 * n, n))
+
+
 class MeasureSpec(_Model):
     """A measured-value reproducer's sampling (``regress: slower``, issue 39).
 
@@ -268,8 +276,8 @@ class MeasureSpec(_Model):
     better: Literal["higher", "lower"] | None = Field(
         None, description="which way the metric is better: higher (throughput) or lower (latency, seconds); "
         "unset: the load metric's own way, else higher")
-    samples: int = Field(10, ge=3, le=1000, description="samples per batch; a rank test of fewer than 3 against "
-                         "3 cannot reach p < 0.1")
+    samples: int = Field(10, ge=2, le=1000, description="samples per batch (each end keeps its first batch, so "
+                         "every comparison is at least samples against samples: it must be able to reach p < alpha)")
     max_samples: int = Field(30, ge=3, le=10000, description="samples per probe at most (the budget)")
     alpha: float = Field(0.01, gt=0, lt=0.5, description="two-sided p-value below which samples differ")
 
@@ -277,6 +285,13 @@ class MeasureSpec(_Model):
     def _check(self) -> MeasureSpec:
         if self.max_samples < self.samples:
             raise FieldError(("max_samples",), f"max_samples ({self.max_samples}) is below samples ({self.samples})")
+        if min_rank_p(self.samples) >= self.alpha:
+            # every comparison is at least samples against samples (an end keeps its first batch): a rank test
+            # of fewer can never reach p < alpha, so no candidate could ever be judged
+            need = next(n for n in range(self.samples, 10_000) if min_rank_p(n) < self.alpha)
+            raise FieldError(("samples",), f"{self.samples} against {self.samples} samples cannot reach p < "
+                             f"{self.alpha:g}: the smallest two-sided p of a rank test of {self.samples} against "
+                             f"{self.samples} is {min_rank_p(self.samples):.2g}; set samples to at least {need}")
         return self
 
     def direction(self) -> str:

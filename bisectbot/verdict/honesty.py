@@ -45,16 +45,21 @@ from ..models import Candidate, ProbeResult, Verdict
 from ..recipe import Recipe
 from ..verdict import UNRUNNABLE, Judgement
 
+#: Signature kind of a measured-value probe whose command ran but printed no measurement (issue 39).
+UNMEASURABLE = "unmeasurable"
+
 
 def is_unrunnable(res: ProbeResult) -> bool:
-    """True when the probe's command could not be started (signature ``unrunnable``)."""
+    """True when the probe's command could not be started (signature ``unrunnable``), or ran and
+    printed no measurement (``unmeasurable``, ``regress: slower``): on both ends that is the recipe's
+    fault, never the candidates'."""
     sig = Signature.parse(res.signature) if res.signature else None
-    return res.verdict is Verdict.SKIP and sig is not None and sig.kind == UNRUNNABLE
+    return res.verdict is Verdict.SKIP and sig is not None and sig.kind in (UNRUNNABLE, UNMEASURABLE)
 
 
-def _command_field(recipe_path: str) -> str:
-    """``FILE:LINE:COL: reproducer.command: `` of the recipe file at ``recipe_path``; ``""``
-    when it cannot be read (e.g. a recipe built in memory)."""
+def _command_field(recipe_path: str, path: tuple[str, ...] = ("reproducer", "command")) -> str:
+    """``FILE:LINE:COL: reproducer.command: `` (or the field ``path`` names, else the command) of the
+    recipe file at ``recipe_path``; ``""`` when it cannot be read (e.g. a recipe built in memory)."""
     from ..located import LocatedErrors, compose, read_text, where
 
     if not recipe_path:
@@ -63,9 +68,12 @@ def _command_field(recipe_path: str) -> str:
         data, marks = compose(read_text(recipe_path), recipe_path)
     except LocatedErrors:
         return ""
-    if not isinstance(data.get("reproducer"), dict) or "command" not in data["reproducer"]:
-        return ""
-    return where(marks, data, ("reproducer", "command"), recipe_path) + ": "
+    node: object = data
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return _command_field(recipe_path) if path != ("reproducer", "command") else ""
+        node = node[key]
+    return where(marks, data, path, recipe_path) + ": "
 
 
 def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
@@ -82,6 +90,14 @@ def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
     if not is_unrunnable(other):
         return
     argv = " ".join(recipe.reproducer.command or [])
+    kinds = {Signature.parse(x.signature).kind for x in (res, other)}
+    if kinds == {UNMEASURABLE}:  # the command ran on both ends: its output is not what regress: slower reads
+        metric = recipe.reproducer.measure.metric if recipe.reproducer.measure else None
+        field = _command_field(recipe_path, ("reproducer", "measure", "metric") if metric else ("reproducer", "command"))
+        raise BadInput(
+            f"{field}the reproducer printed no measurement on either end: {res.reason} (the bad end); "
+            f"{other.reason} (the good end {good.label or good.ref}). regress: slower reads the command's last "
+            "stdout line: a number, or a JSON object whose key reproducer.measure.metric names")
     raise BadInput(
         f"{_command_field(recipe_path)}"
         f"the reproducer command cannot run: {argv!r} gave {res.reason} on the bad end and {other.reason} "

@@ -32,10 +32,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..bisect.signatures import Signature
 from ..models import ProbeResult, Verdict
 from ..run.base import Prepared
 from ..run.probe import ProbeContext, ProbeJob
-from .rules import Judgement
+from .honesty import UNMEASURABLE
+from .rules import UNRUNNABLE, Judgement
 
 __all__ = ["ALPHA", "Baseline", "Comparison", "compare", "decide", "judge_measured", "MEASURE_KEY"]
 
@@ -212,6 +214,7 @@ class _CommandDraw:
     def __init__(self, ctx: ProbeContext, prepared: Prepared, job: ProbeJob):
         self.ctx, self.prepared, self.job = ctx, prepared, job
         self.extra: dict[str, Any] = {}
+        self.signature: Signature | None = None  # why no sample could be taken, when it is the recipe's
 
     def __call__(self, n: int, metric: str | None) -> tuple[float, str] | str:
         """Sample number ``n`` (from 1): ``(value, metric name)``, or why there is none."""
@@ -224,11 +227,14 @@ class _CommandDraw:
                                          env=self.job.env)
         self.extra["stdout_tail"], self.extra["stderr_tail"] = cr.stdout_tail[-2000:], cr.stderr_tail[-2000:]
         if cr.returncode != 0:
+            if cr.returncode in (126, 127):  # not executable / not found: the recipe's, checked on the good end
+                self.signature = Signature(UNRUNNABLE, None, str(cr.returncode))
             last = cr.stderr_tail.strip().splitlines()[-1][:200] if cr.stderr_tail.strip() else ""
             return f"sample {n}: command {command_outcome(cr)[1]}: no measurement" + (f": {last}" if last else "")
         try:
             return parse_sample(cr.stdout_tail, metric)
         except MeasureError as e:
+            self.signature = Signature(UNMEASURABLE, None, "output")  # on both ends: the recipe's (honesty)
             return f"sample {n}: {e}"
 
 
@@ -238,6 +244,7 @@ class _LoadDraw:
     def __init__(self, ctx: ProbeContext, base_url: str):
         self.ctx, self.base_url = ctx, base_url
         self.extra: dict[str, Any] = {"load_samples": []}
+        self.signature: Signature | None = None
 
     def __call__(self, n: int, metric: str | None) -> tuple[float, str] | str:
         from ..reproduce.load import LoadError, load_sample
@@ -299,7 +306,7 @@ def _judge(ctx: ProbeContext, job: ProbeJob, draw: Any) -> tuple[Judgement, dict
         why = take(min(m.samples, m.max_samples - len(xs)))
         if why is not None:
             extra[MEASURE_KEY] = measure_info()
-            return Judgement(Verdict.SKIP, why), extra
+            return Judgement(Verdict.SKIP, why, draw.signature), extra
         final = len(xs) >= m.max_samples
         good, bad = base.samples(base.good), base.samples(base.bad)
         if end_role is not None:

@@ -155,6 +155,8 @@ def test_no_culprit_without_a_slowdown_between_the_ends(tmp_path, kit, means, wh
     assert final["status"] != "culprit" and final.get("first_bad") is None
     good_end = next(pr for pr in final["probes"] if pr["candidate"]["ref"] == shas[0])
     assert why in good_end["reason"], good_end["reason"]
+    # the run's message says what was measured, not "the regression is older than the range"
+    assert "cannot be told apart as a slowdown" in final["message"] and "older than the range" not in final["message"]
 
 
 def test_identical_samples_are_no_difference(tmp_path, kit) -> None:
@@ -168,17 +170,38 @@ def test_identical_samples_are_no_difference(tmp_path, kit) -> None:
     assert res["stages"][-1]["first_bad"]["ref"] == shas[8]
 
 
-def test_a_command_that_prints_no_number_is_a_skip_never_a_verdict(tmp_path, kit) -> None:
+@pytest.mark.parametrize("metric, form, field", [
+    ("no_such_key", "json", "reproducer.measure.metric"),  # a key the output does not have
+    (None, "json", "reproducer.command"),  # three numeric keys and none named
+])
+def test_output_without_a_number_on_both_ends_is_the_recipes_fault(tmp_path, kit, metric, form, field) -> None:
+    """Not a verdict and not "choose another bad end": both ends printed no measurement, so the run
+    stops with exit 2 naming the field (as a command that cannot run on either end does)."""
     means = [100.0] * 8 + [82.0] * 8
     shas = history(kit, tmp_path / "repo", means)
     d = tmp_path / "a"
-    r = recipe(d, tmp_path / "repo", shas[0], shas[-1], metric="no_such_key")
-    p, res = run(kit, d, r, 0, SPEED_FORM="json")
-    assert p.returncode == 3, p.stdout[-3000:]
-    final = res["stages"][-1]
-    assert final["status"] != "culprit"
-    assert all(pr["verdict"] == "skip" for pr in final["probes"])
-    assert "no key \"no_such_key\"" in final["probes"][0]["reason"]
+    r = recipe(d, tmp_path / "repo", shas[0], shas[-1], **({"metric": metric} if metric else {}))
+    p, res = run(kit, d, r, 0, SPEED_FORM=form)
+    assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-2000:]
+    lines = r.read_text().splitlines()
+    key = next(i for i, ln in enumerate(lines, 1) if ln.strip().startswith("metric:" if metric else "command:"))
+    import re
+
+    m = re.search(r"r\.yaml:(\d+):\d+: " + re.escape(field) + ": ", p.stderr)
+    assert m and int(m[1]) in (key, key + 1) and "on either end" in p.stderr, p.stderr  # the key, or its list
+    assert "--retry-errors" not in p.stderr
+
+
+def test_no_number_on_the_bad_end_only_is_an_untestable_end(tmp_path, kit) -> None:
+    means = [100.0] * 8 + [82.0] * 8
+    shas = history(kit, tmp_path / "repo", means)
+    (tmp_path / "repo" / "bench.py").write_text(BENCH.replace('print(round(v, 4))', 'print("it broke")'))
+    kit.git(tmp_path / "repo", "commit", "-qam", "the bench prints no number")
+    bad = kit.git(tmp_path / "repo", "rev-parse", "HEAD")
+    d = tmp_path / "a"
+    p, res = run(kit, d, recipe(d, tmp_path / "repo", shas[0], bad), 0)
+    assert p.returncode == 3, p.stdout[-3000:] + p.stderr[-2000:]
+    assert res["stages"][-1]["status"] == "boundary-failed" and "neither a number" in p.stdout
 
 
 def test_the_report_shows_the_metric_per_candidate_with_its_spread(tmp_path, kit) -> None:

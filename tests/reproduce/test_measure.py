@@ -116,6 +116,9 @@ reproducer:
 @pytest.mark.parametrize("extra, line, says", [
     ("  measure: {samples: 10, max_samples: 5}\n", 7, "max_samples (5) is below samples (10)"),
     ("  repeats: 3\n", 7, "draws samples, not repeats"),
+    ("  measure: {samples: 4}\n", 7, "cannot reach p < 0.01: the smallest two-sided p of a rank test of 4 against 4 "
+     "is 0.029; set samples to at least 5"),
+    ("  measure: {samples: 5, alpha: 0.005}\n", 7, "set samples to at least 6"),
     ("bisect: {drift: true}\n", 7, "drift follows a threshold"),
 ])
 def test_a_measured_recipe_that_cannot_run_is_refused_with_its_line(extra, line, says) -> None:

@@ -342,6 +342,13 @@ class RoundLoop:
         good, bad = candidates[0], candidates[-1]
         sr = b.result()
         message = sr.message
+        if self.recipe.regress.mode == "slower" and sr.status in (Status.NO_REGRESSION, Status.BOUNDARY_FAILED):
+            # issue 39: an end judged against the other's samples; what was measured says why, not "older
+            # than the range" (the good end measured no slower than the bad end is no regression in range)
+            end = good if sr.status is Status.BOUNDARY_FAILED else bad
+            why = next((p.reason for p in reversed(probes) if p.candidate.ref == end.ref), "")
+            if why:
+                message = f"the ends cannot be told apart as a slowdown: {why}"
         if self.end_notes and sr.status in (Status.NO_REGRESSION, Status.BOUNDARY_FAILED):
             message = f"{message}: {'; '.join(self.end_notes)}"
         st = StageResult(name=name, component=component, status=sr.status, candidates=list(candidates),
