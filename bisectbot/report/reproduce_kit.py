@@ -72,7 +72,11 @@ def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
                    "mounts": list(getattr(recipe.server, "mounts", None) or [])},
         "reproducer": {"kind": rep.kind, "question": rep.question, "needles": rep.needles, "seed": rep.seed,
                        "max_tokens": rep.max_tokens, "temperature": rep.temperature,
-                       "expected_answer": rep.expected_answer, "command": list(rep.command or [])},
+                       "expected_answer": rep.expected_answer, "command": list(rep.command or []),
+                       # issue 39: a measured value's sampling and load (the Reproduce section says how to measure)
+                       "measure": ({**rep.measure.model_dump(mode="json"), "better": rep.measure.direction()}
+                                   if rep.measure is not None else None),
+                       "load": rep.load.model_dump(mode="json") if rep.load is not None else None},
         "model": recipe.model, "tp": recipe.tp, "patches": list(recipe.patches),
         "repos": _repos(recipe),
         # the package directory of a component in its repository: its key in bisect.components, as
@@ -110,6 +114,10 @@ class Kit:
 
     server: list[str] = field(default_factory=list)
     good_hint: str = ""
+    #: a command reproducer: the shell line that runs it in the candidate (no server to start)
+    run_command: str = ""
+    #: a measured value (issue 39): what to compare, in words
+    measured: str = ""
     notes: list[str] = field(default_factory=list)
     request: dict[str, Any] | None = None
     make_request: str = ""
@@ -381,6 +389,21 @@ def kit(result: RunResult) -> Kit | None:
     if lg is not None and k.server:
         k.good_hint = f"{verb} {lg.ref} ({lg.label or ends['last']})"
     rep = f.get("reproducer") or {}
+    m = rep.get("measure") if isinstance(rep.get("measure"), dict) else None
+    if rep.get("kind") == "command" and rep.get("command"):
+        import shlex
+
+        k.run_command = " ".join(shlex.quote(str(a)) for a in rep["command"])
+    if m is not None:
+        what = m.get("metric") or "the number on its last stdout line"
+        k.measured = (f"{m.get('samples')} times or more on each candidate, and compare the medians of {what} "
+                      f"({m.get('better') or 'higher'} is better)")
+        if rep.get("kind") == "load" and isinstance(rep.get("load"), dict):
+            ld = rep["load"]
+            k.measured = (f"measure {what} of {ld.get('requests')} streamed chat requests of about "
+                          f"{ld.get('prompt_tokens')} prompt and {ld.get('output_tokens')} generated tokens, "
+                          f"{ld.get('concurrency')} at a time, {m.get('samples')} times or more against each "
+                          "candidate's server, and compare the medians (bisectbot's built-in load does this)")
     ev = culprit_evidence(result, command=is_command_result(result))
     if ev is not None and not ev.command:
         bad_row = _row_of(result, ev.bad.candidate.ref, ev.bad.requested, "GARBAGE")

@@ -226,6 +226,11 @@ def test_the_report_shows_the_metric_per_candidate_with_its_spread(tmp_path, kit
     assert first_bad and float(first_bad[1]) < -15 and float(first_bad[2]) < 0.01, report
     assert "measured search: each verdict from 5 to 30 samples" in report
     assert "set reproducer.repeats or bisect.flake" not in report  # repeats do not apply to a measured value
+    # Reproduce without bisectbot: no server to start, the command to run and what to compare
+    assert "1. Get the first bad candidate:" in report and "candidate's server" not in report
+    assert ("2. Run the reproducer there, 5 times or more on each candidate, and compare the medians of the number "
+            "on its last stdout line (higher is better):") in report
+    assert "bench.py\n```" in report
 
 
 def test_a_second_run_answers_from_the_ledger_and_parallel_probes_share_the_ends(tmp_path, kit) -> None:
