@@ -73,6 +73,8 @@ def validate(ctx: Ctx, files: tuple[Path, ...], stack_path: Path | None) -> int:
                 continue
             bad_ids = check_patch_ids(r, stacks[sp], f.read_text(encoding="utf-8"), str(f))
         fan = [] if bad_ids else fanout_problems(r, read_text(f), str(f))  # issue 23: what the fan-out cannot do
+        if r.regress.mode == "slower" and r.bisect.executor != "actions":
+            fan = []  # issue 39 (new-user pass): every measured recipe would warn of rounds it never uses
         if bad_ids:
             problems.extend(bad_ids)
         elif fan and r.bisect.executor == "actions":  # the workflows hand this recipe to the fan-out

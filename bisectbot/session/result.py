@@ -18,6 +18,7 @@ from ..models import Candidate, ProbeResult, RunResult, StageResult, Status, Ver
 from ..recipe import Recipe
 from ..report.reproduce_kit import reproduce_ends
 from ..verdict.honesty import derived_rates_note, repeats_per_probe
+from ..verdict.measured import measured_words
 
 
 def finish_result(result: RunResult, recipe: Recipe, *, recipe_path: str, session_id: str,
@@ -277,7 +278,7 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
            f"{'noisy (Bayesian, confidence ' + format(bs.confidence, '.0%') + ')' if noisy else 'exact'}"
            f", ~{b.steps_left()} probes, {budget_text(b)}")
     lines = [f"plan: {len(candidates)} candidates from {candidates[0].label} (good) to {candidates[-1].label} (bad)",
-             f"search: {how}, {k} at a time",
+             f"search: {how}, {k} at a time" + measured_words(recipe),
              f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
     # the boundary probes, assumed to come out as expected, then the first search probes
     step = 0

@@ -39,7 +39,7 @@ from ..run.probe import ProbeContext, ProbeJob
 from .honesty import UNMEASURABLE
 from .rules import UNRUNNABLE, Judgement
 
-__all__ = ["ALPHA", "Baseline", "Comparison", "compare", "decide", "judge_measured", "MEASURE_KEY"]
+__all__ = ["ALPHA", "Baseline", "Comparison", "compare", "decide", "judge_measured", "MEASURE_KEY", "measured_words"]
 
 #: The default two-sided p-value below which two sets of samples differ
 #: (``reproducer.measure.alpha``). A wrong verdict needs two errors at once: the candidate's samples
@@ -328,3 +328,15 @@ def _judge(ctx: ProbeContext, job: ProbeJob, draw: Any) -> tuple[Judgement, dict
         if d.verdict is not None:
             extra[MEASURE_KEY] = measure_info(comps)
             return Judgement(d.verdict, f"{name}: {d.reason}"), extra
+
+
+def measured_words(recipe: Any) -> str:
+    """``; measured: 10-30 samples of output_throughput per probe (...)`` under ``regress: slower``
+    (issue 39: a probe's cost is its samples, the ends measured one after the other), else ``""``."""
+    m = recipe.reproducer.measure
+    if recipe.regress.mode != "slower" or m is None:
+        return ""
+    what = m.metric or "the command's number"
+    per = "load runs in one server start" if recipe.reproducer.kind == "load" else "command runs"
+    return (f"; measured: {m.samples}-{m.max_samples} samples ({per}) of {what} per probe, judged against "
+            "both ends' samples (the bad end, then the good end, are measured first)")

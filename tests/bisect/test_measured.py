@@ -261,3 +261,14 @@ def test_planned_rounds_refuse_a_measured_recipe(tmp_path, kit) -> None:
     r = recipe(tmp_path, tmp_path / "repo", shas[0], shas[-1])
     p = kit.run_cli("--state", str(tmp_path / "s"), "round", "plan", str(r))
     assert p.returncode == 2 and "r.yaml:" in p.stderr and "'slower' judges each candidate" in p.stderr, p.stderr
+
+
+def test_the_plan_and_the_first_line_say_a_probe_is_samples(tmp_path, kit) -> None:
+    shas = history(kit, tmp_path / "repo", [100.0] * 4 + [80.0] * 4)
+    r = recipe(tmp_path, tmp_path / "repo", shas[0], shas[-1], samples=6, max_samples=18)
+    p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "measured: 6-18 samples (command runs) of the command's number per probe" in p.stdout, p.stdout
+    assert "round" not in p.stderr  # no warning about planned rounds the user does not use
+    v = kit.run_cli("recipe", "validate", str(r))
+    assert v.returncode == 0 and not v.stderr.strip(), v.stderr

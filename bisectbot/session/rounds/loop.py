@@ -27,6 +27,7 @@ from ...recipe import Recipe
 from ...reproduce.search import counted_by
 from ...verdict.badend import clean, sequential_end, sequential_good_end, shows_bug
 from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
+from ...verdict.measured import measured_words
 from ...verdict.scope import Scope, learn
 from ..probing.executor import Echo
 from ..probing.prefetch import next_candidates
@@ -184,7 +185,8 @@ class RoundLoop:
         derived = derived_rates_note(r) if b.exact else None
         self.echo(f"{name}: {len(candidates)} candidates ({component}), good {good.label or good.ref}, "
                   f"bad {bad.label or bad.ref}; ~{b.steps_left()} probes"
-                  + (f" if it stays exact; {derived}" if derived else f", {budget_text(b)}"))
+                  + (f" if it stays exact; {derived}" if derived else f", {budget_text(b)}")
+                  + measured_words(r))
         probes: list[ProbeResult] = []
         attempts: dict[int, int] = {}
         scope: Scope | None = None
