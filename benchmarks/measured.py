@@ -12,7 +12,9 @@ share of seeds that named c10, the wrong culprits (target 0) and the mean probes
 
 Target (issue 39): c10 named in >= 95 % of 20 seeds at sigma 6 %, never a wrong commit.
 
-Measured on main (2 cores, 2026-12-05): see the last run's lines at the end of this docstring.
+Measured on 2693526 (branch ``measured``; 2 cores, 2026-12-05, shared with a helper's tests):
+``--seeds 20``: c10 named in 20 of 20 seeds (100 %), wrong culprits 0, mean probes 9.0 (2 ends, 5
+search, 2 verification; 10 samples each), 200 s in all (9-15 s a seed). Target met.
 """
 
 from __future__ import annotations
