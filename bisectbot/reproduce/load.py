@@ -14,8 +14,10 @@ length), ``load.concurrency`` at a time. Measured, per sample:
 * ``itl_p50`` / ``itl_p90`` -- time between content deltas (seconds), lower is better;
 * ``e2e_p50`` -- a request's whole time (seconds), lower is better.
 
-A request that fails (HTTP error, a dead server, a timeout) fails the sample with :class:`LoadError`:
-the probe is a skip, never a measurement (a dead server is not a slow one).
+A request that fails (HTTP error, a dead server, a timeout, an error event inside the stream, fewer
+generated tokens than asked when the server's ``usage`` counts them) fails the sample with
+:class:`LoadError`: the probe is a skip, never a measurement (a dead server is not a slow one, and a
+reply cut short is not a fast one).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ def summarize(timings: list[RequestTiming], wall_s: float) -> dict[str, float]:
             "itl_p90": _pct(gaps, 0.9), "e2e_p50": _pct([t.e2e_s for t in timings], 0.5)}
 
 
+#: Generated tokens a request's ``usage`` may report (larger: not a count, ignored).
+MAX_TOKENS = 10_000_000
+
 #: Bytes of one server-sent event line kept at most: an event of a chat delta is well under a KiB.
 MAX_LINE_BYTES = 1024 * 1024
 
@@ -130,10 +135,14 @@ def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> Requ
                     raise LoadError(f"not an event: {data[:120]!r}") from None
                 if not isinstance(ev, dict):
                     raise LoadError(f"not an event object: {data[:120]!r}")
+                if ev.get("error") is not None:  # vLLM reports a failure inside a 200 stream
+                    raise LoadError(f"the stream reported an error: {json.dumps(ev.get('error'))[:200]}")
                 usage = ev.get("usage")
-                if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int) \
+                        and 0 <= usage["completion_tokens"] <= MAX_TOKENS:
                     usage_tokens = usage["completion_tokens"]
-                for ch in ev.get("choices") or []:
+                choices = ev.get("choices")
+                for ch in choices if isinstance(choices, list) else []:
                     d = ch.get("delta") if isinstance(ch, dict) else None
                     if isinstance(d, dict) and (d.get("content") or d.get("reasoning_content") or d.get("reasoning")):
                         now = time.monotonic()
@@ -148,6 +157,11 @@ def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> Requ
     end = time.monotonic()
     if first is None:
         raise LoadError("the reply streamed no content")
+    want = int(body.get("max_tokens") or 0)
+    if usage_tokens is not None and usage_tokens < want:
+        # asked with min_tokens = max_tokens and ignore_eos: a build that stops early is not a faster one
+        raise LoadError(f"the reply generated {usage_tokens} of the {want} tokens asked (min_tokens, ignore_eos): "
+                        "the server stopped early")
     return RequestTiming(first - t0, end - t0, usage_tokens if usage_tokens is not None else deltas, gaps)
 
 

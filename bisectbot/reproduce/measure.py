@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 __all__ = ["MeasureError", "parse_sample"]
 
 #: Characters of the offending line quoted in an error (the output is the candidate's data).
 QUOTE_CHARS = 80
+#: The largest magnitude taken as a sample: a quarter of the largest float, so that the sum of two
+#: samples (a median of an even count) and a shift against another median stay finite.
+MAX_VALUE = sys.float_info.max / 4
 
 
 class MeasureError(ValueError):
@@ -27,12 +31,13 @@ def _quote(line: str) -> str:
     return json.dumps(line[:QUOTE_CHARS]) + ("..." if len(line) > QUOTE_CHARS else "")
 
 
-def parse_sample(stdout: str, metric: str | None = None) -> tuple[float, str]:
+def parse_sample(stdout: str, metric: str | None = None, tail_limit: int | None = None) -> tuple[float, str]:
     """``(value, metric name)`` from a command's stdout (see the module doc); the name is
     ``metric``, the JSON key used, or ``"value"`` for a bare number without ``metric``.
 
     Raises :class:`MeasureError` for empty output, a last line that is neither a number nor a JSON
-    object, a missing or ambiguous key, or a value that is not a finite number.
+    object, a missing or ambiguous key, or a value that is not a finite number. ``tail_limit``: the
+    characters of output the runner kept (its tail); a last line that fills it was cut, and is said so.
     """
     lines = [ln.strip() for ln in (stdout or "").splitlines() if ln.strip()]
     if not lines:
@@ -43,10 +48,20 @@ def parse_sample(stdout: str, metric: str | None = None) -> tuple[float, str]:
         value: object = float(last)
         name = metric or "value"
     except ValueError:
-        value, name = _from_json(last, metric)
-    v = float(value)  # type: ignore[arg-type]
-    if not math.isfinite(v):
-        raise MeasureError(f"{name!r} is not a finite number ({v})")
+        try:
+            value, name = _from_json(last, metric)
+        except MeasureError as e:
+            if tail_limit is not None and len(lines) == 1 and len(stdout or "") >= tail_limit:
+                raise MeasureError(f"the last stdout line is longer than the {tail_limit} characters kept of a "
+                                   "command's output: print the number, or a short JSON object, last") from e
+            raise
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except OverflowError:  # an integer of hundreds of digits
+        v = math.inf
+    if not math.isfinite(v) or abs(v) > MAX_VALUE:
+        raise MeasureError(f"{_quote(name)} is not a finite number a median can be taken of "
+                           f"({_quote(str(value)[:40])})")
     return v, name
 
 

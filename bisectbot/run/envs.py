@@ -3,18 +3,19 @@
 :func:`release_env` makes ``<cache>/envs/<distribution>-<version>-<sha256[:16]>-py<X.Y>/``: a
 virtual environment of the bot's Python with the release's wheel installed, and its
 dependencies from the recipe's index. Installing runs no code of the candidate: only wheels are
-installed (``--only-binary :all:``; installing a wheel unpacks files, it runs nothing of the
-package), so a release without a wheel, or a dependency without one, is a skip with pip's
+installed (``uv pip install --no-build``: no source distribution is built, not even a dependency
+given by URL -- ``Requires-Dist: x @ file:///...`` -- which pip builds even under
+``--only-binary :all:``, so pip is never used; installing a wheel unpacks files, it runs nothing of
+the package), so a release without a wheel, or a dependency without one, is a skip with uv's
 reason. Everything the candidate then runs (its server, the reproducer's command) runs in the
 sandbox, where the environment is read-only (it lies under the user's cache, which candidates see
 read-only: :mod:`bisectbot.sandbox`).
 
 An environment is used only when its marker file (:data:`COMPLETE`) names the wheel it holds: a
 killed install is removed and made again. Concurrent probes of one release wait on a file lock.
-The installer (:func:`installer`) is ``uv`` when it is installed (its Python package beside the
-bot, or on ``PATH``: ``uv venv``, ``uv pip install``, seconds instead of tens of seconds for a large
-dependency set), else the standard library's ``venv`` (without pip) and the bot's own
-``pip --python``.
+The installer is ``uv`` (:func:`installer`: a dependency of the bot, its package's binary, else ``uv``
+on ``PATH``): ``uv venv`` and ``uv pip install``, seconds instead of tens of seconds for a large
+dependency set.
 """
 
 from __future__ import annotations
@@ -75,45 +76,52 @@ def _run(argv: Sequence[str], timeout_s: float, what: str) -> None:
         raise EnvFailed(f"{what} failed (exit {p.returncode}): {out[-REASON_CHARS:]}")
 
 
-def installer() -> str | None:
-    """The ``uv`` executable when there is one (the ``uv`` package's binary, else ``uv`` on ``PATH``), or None."""
+def installer() -> str:
+    """The ``uv`` executable (the ``uv`` package's binary, else ``uv`` on ``PATH``).
+
+    Raises :class:`EnvFailed` when there is none (``pip install uv``): pip is no substitute (module doc)."""
     try:
         import uv  # type: ignore[import-not-found,import-untyped]
 
         return str(uv.find_uv_bin())
     except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise EnvFailed("uv is not installed (pip install uv): releases are installed with uv, which builds no "
+                    "source distribution; pip would build a dependency given by URL outside the sandbox")
 
 
 def release_env(wheel: Path, sha256: str, dist: str, version: str, cache: Path, *, index_url: str | None,
-                timeout_s: float, uv: str | None = "auto") -> tuple[Path, bool]:
+                timeout_s: float) -> tuple[Path, bool]:
     """``(environment, made)``: the cached environment holding ``wheel`` (made now when ``made``).
 
     ``index_url``: where dependencies come from (the recipe's index; None: pip's default).
     ``timeout_s``: seconds for each installer step (the recipe's ``server.build_timeout_s``).
-    ``uv``: the ``uv`` executable, ``"auto"`` (:func:`installer`) or None (``venv`` and pip).
+    ``sha256``: the wheel's content hash (64 hex digits): the environment's name holds it, so another
+    file under the same name (a re-upload, another index) never reuses it.
     Raises :class:`EnvFailed` when the install fails, :class:`BadInput` for a file that is no wheel.
     """
+    import re
+
     if not wheel.name.endswith(".whl"):
         raise BadInput(f"{wheel.name}: only a wheel is installed to be run (an sdist's build runs its code)")
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256 or ""):
+        raise BadInput(f"{wheel.name}: {sha256!r} is not the SHA-256 of its content")
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{dist}-{version}")
-    env = cache / "envs" / f"{safe}-{(sha256 or 'nosha')[:16]}-py{py}"
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{dist}-{version}")[:80]
+    env = cache / "envs" / f"{safe}-{sha256[:24]}-py{py}"
     marker = f"{wheel.name} {sha256}\n"
     with _locked(env.with_name(env.name + ".lock")):
         done = env / COMPLETE
         if done.is_file() and done.read_text() == marker:
             return env, False
         shutil.rmtree(env, ignore_errors=True)  # a killed install, or another file under the same name
-        uv = installer() if uv == "auto" else uv
+        uv = installer()
         python = env_bin(env) / "python"
-        if uv:
-            _run([uv, "venv", "--quiet", "--python", sys.executable, str(env)], timeout_s, "uv venv")
-            install = [uv, "pip", "install", "--quiet", "--python", str(python)]
-        else:
-            _run([sys.executable, "-m", "venv", "--without-pip", str(env)], timeout_s, "python -m venv")
-            install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
-        install += ["--only-binary", ":all:"] + (["--index-url", index_url] if index_url else []) + [str(wheel)]
+        _run([uv, "venv", "--quiet", "--python", sys.executable, str(env)], timeout_s, "uv venv")
+        install = [uv, "pip", "install", "--quiet", "--python", str(python), "--no-build"]
+        install += (["--index-url", index_url] if index_url else []) + [str(wheel)]
         try:
             _run(install, timeout_s, f"installing {wheel.name}")
         except EnvFailed:

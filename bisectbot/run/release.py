@@ -153,7 +153,7 @@ class ReleaseRunner:
             import sys
 
             rf = self._release_file(c.ref)
-            sha = (rf.sha256 if rf is not None else "") or c.ref
+            sha = (rf.sha256 if rf is not None else "") or f"{self.source.index_url or 'default-index'}|{c.ref}"
             return f"{self.package}:{sha}+run-py{sys.version_info.major}.{sys.version_info.minor}"
         sha = c.meta.get("sha256") or self._release_file(c.ref).sha256 or c.ref
         return f"{self.package}:{sha}+{self.stack_hash[:16]}"
@@ -222,8 +222,8 @@ class ReleaseRunner:
         cache = self.cache_dir or releases.cache_dir_default()
         info: dict[str, Any] = {"package": self.package, "version": candidate.ref, "file": rf.filename,
                                 "sha256": rf.sha256}
-        try:
-            env, made = release_env(path, rf.sha256 or "", self.package, candidate.ref, cache,
+        try:  # the content's hash: the index's, else the one download() took (the cache directory's name)
+            env, made = release_env(path, (rf.sha256 or path.parent.name).lower(), self.package, candidate.ref, cache,
                                     index_url=self.source.index_url, timeout_s=self.recipe.server.build_timeout_s)
         except (EnvFailed, BadInput) as e:
             info["error"] = str(e)

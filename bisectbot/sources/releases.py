@@ -26,6 +26,7 @@ with ``<cache>`` = ``$BISECTBOT_CACHE`` or ``$XDG_CACHE_HOME/bisectbot`` or
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -238,8 +240,11 @@ def list_releases(package: str, index_url: str | None = None) -> list[Release]:
         if kv is None:
             continue
         up = pkg.upload_time.isoformat().replace("+00:00", "Z") if pkg.upload_time else None
-        f = ReleaseFile(pkg.filename, pkg.url, pkg.digests.get("sha256"), kv[0], pkg.size, up,
-                        bool(pkg.is_yanked), pkg.requires_python)
+        sha = pkg.digests.get("sha256")
+        # the digest names the cache's directories: anything but 64 hex digits is no SHA-256 (a hostile
+        # index's "../x" climbed out of the cache), so the file is hashed after download instead
+        sha = sha.lower() if isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha) else None
+        f = ReleaseFile(pkg.filename, pkg.url, sha, kv[0], pkg.size, up, bool(pkg.is_yanked), pkg.requires_python)
         by_version.setdefault(kv[1], Release(kv[1])).files.append(f)
     return sorted(by_version.values(), key=lambda r: Version(r.version))
 
@@ -299,7 +304,13 @@ def _fetch_to(rf: ReleaseFile, dest: Path) -> None:
     """Download ``rf`` to ``dest`` through ``pypi-simple``, checking its sha256 when the index gave one."""
     ps = _client()
     if rf.url.startswith("file://"):
-        dest.write_bytes(Path(unquote(urlsplit(rf.url).path)).read_bytes())
+        try:
+            dest.write_bytes(Path(unquote(urlsplit(rf.url).path)).read_bytes())
+        except OSError as e:
+            if dest.exists() or e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise  # the cache's own write: the host's failure (bisectbot.run.host)
+            raise SourceError(f"{_redact(rf.url)}: the index lists a file that cannot be read: "
+                              f"{e.strerror or type(e).__name__}") from None
         if rf.sha256 and _sha256(dest) != rf.sha256.lower():
             raise _client().DigestMismatchError(algorithm="sha256", expected_digest=rf.sha256,
                                                 actual_digest=_sha256(dest), url=rf.url)
@@ -414,8 +425,8 @@ def extract_wheel(path: Path, dest: Path, members: list[str] | None = None) -> P
                 out = dest / rel
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_bytes(zf.read(n))
-    except zipfile.BadZipFile as e:
-        raise BadInput(f"{path}: not a readable wheel: {e}") from None
+    except (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError, ValueError) as e:
+        raise BadInput(f"{path}: not a readable wheel: {type(e).__name__}: {str(e)[:200]}") from None
     return dest
 
 
@@ -457,7 +468,8 @@ def import_packages(path: Path, kind: str, dist: str) -> list[str]:
                             names.add(first[:-3])
         else:
             names = _sdist_packages(path)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError):
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError,
+            ValueError):  # corrupt deflate, an unknown compression method, an encrypted member
         names = set()  # the fallback below; the extraction says what is wrong with the file
     names = {n for n in names if n.isidentifier()}
     return sorted(names) or [normalize_import_name(dist)]

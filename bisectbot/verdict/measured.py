@@ -51,6 +51,9 @@ ALPHA = 0.01
 
 #: Where a probe keeps its samples and comparisons (``ProbeResult.extra``).
 MEASURE_KEY = "measure"
+#: Characters of a command's stdout a runner keeps (the local runner's tail, ``bisectbot.run.local``):
+#: a last line that fills them was cut.
+TAIL_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,7 @@ class Baseline:
     def __init__(self, good: str, bad: str):
         self.good, self.bad = good, bad
         self._samples: dict[str, list[float]] = {}
+        self._metric: dict[str, str] = {}
         self._lock = threading.Lock()
 
     @property
@@ -178,6 +182,11 @@ class Baseline:
             s = self._samples.get(ref)
             return list(s) if s is not None else None
 
+    def metric(self, ref: str) -> str | None:
+        """The metric name the end ``ref``'s samples measured, or None."""
+        with self._lock:
+            return self._metric.get(ref)
+
     def observe(self, res: ProbeResult) -> None:
         """Keep ``res``'s samples when it is an end's first measurement (attempt 1) with samples."""
         ref = res.candidate.ref
@@ -188,7 +197,10 @@ class Baseline:
         if not isinstance(xs, list) or not xs or not all(isinstance(v, (int, float)) for v in xs):
             return
         with self._lock:
-            self._samples.setdefault(ref, [float(v) for v in xs])
+            if ref not in self._samples:
+                self._samples[ref] = [float(v) for v in xs]
+                if isinstance(m.get("metric"), str):
+                    self._metric[ref] = m["metric"]
 
 
 def judge_measured(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgement, dict[str, Any]]:
@@ -232,7 +244,7 @@ class _CommandDraw:
             last = cr.stderr_tail.strip().splitlines()[-1][:200] if cr.stderr_tail.strip() else ""
             return f"sample {n}: command {command_outcome(cr)[1]}: no measurement" + (f": {last}" if last else "")
         try:
-            return parse_sample(cr.stdout_tail, metric)
+            return parse_sample(cr.stdout_tail, metric, tail_limit=TAIL_CHARS)
         except MeasureError as e:
             self.signature = Signature(UNMEASURABLE, None, "output")  # on both ends: the recipe's (honesty)
             return f"sample {n}: {e}"
@@ -291,7 +303,10 @@ def _judge(ctx: ProbeContext, job: ProbeJob, draw: Any) -> tuple[Judgement, dict
             got = draw(len(xs) + 1, m.metric)
             if isinstance(got, str):
                 return got
-            v, name = got
+            v, got_name = got
+            if xs and got_name != name:  # the only key of the output changed between runs: not one metric
+                return f"sample {len(xs) + 1} measured {got_name!r}, the samples before it {name!r}: not one metric"
+            name = got_name
             xs.append(v)
         return None
 
@@ -304,6 +319,10 @@ def _judge(ctx: ProbeContext, job: ProbeJob, draw: Any) -> tuple[Judgement, dict
         end_role = "bad" if ref == base.bad else "good"
     while True:
         why = take(min(m.samples, m.max_samples - len(xs)))
+        if why is None:
+            other = next((e for e in (base.metric(base.good), base.metric(base.bad)) if e and e != name), None)
+            if other is not None:  # the output's only key differs from the ends': their samples are another metric
+                why = f"measured {name!r}, the ends {other!r}: not one metric (name it in reproducer.measure.metric)"
         if why is not None:
             extra[MEASURE_KEY] = measure_info()
             return Judgement(Verdict.SKIP, why, draw.signature), extra

@@ -272,3 +272,29 @@ def test_the_plan_and_the_first_line_say_a_probe_is_samples(tmp_path, kit) -> No
     assert "round" not in p.stderr  # no warning about planned rounds the user does not use
     v = kit.run_cli("recipe", "validate", str(r))
     assert v.returncode == 0 and not v.stderr.strip(), v.stderr
+
+
+def test_samples_of_another_metric_are_never_compared(tmp_path, kit) -> None:
+    """Hostile pass: with measure.metric unset, the only key of the benchmark's JSON changed at c5
+    (tok_per_s -> ttft_ms) and the samples of two metrics were compared, naming c5. Kind: *samples
+    that are not of one quantity*. Now no verdict crosses the change."""
+    one_key = BENCH.replace('"requests": 100, ', "").replace(', "ttft_ms": 12.5', "")
+    assert one_key != BENCH
+    # c0..c4 print {"tok_per_s": v}, c5..c9 print {"ttft_ms": v}
+    repo2 = tmp_path / "repo2"
+    repo2.mkdir()
+    kit.git(repo2, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(10):
+        (repo2 / "src").mkdir(exist_ok=True)
+        (repo2 / "bench.py").write_text(one_key if i < 5 else one_key.replace("tok_per_s", "ttft_ms"))
+        (repo2 / "src" / "idx").write_text(str(i))
+        (repo2 / "src" / "mean").write_text("100.0")
+        kit.git(repo2, "add", "-A")
+        kit.git(repo2, "commit", "-qm", f"c{i}")
+        shas.append(kit.git(repo2, "rev-parse", "HEAD"))
+    d = tmp_path / "a"
+    p, res = run(kit, d, recipe(d, repo2, shas[0], shas[-1], samples=5), 0, SPEED_FORM="json")
+    final = res["stages"][-1] if res else {}
+    assert p.returncode != 0 and final.get("status") != "culprit", p.stdout[-3000:]
+    assert "not one metric" in p.stdout + p.stderr + json.dumps(final), p.stdout[-3000:]

@@ -188,24 +188,61 @@ def test_recipe_validate_names_the_field_of_a_release_run_that_cannot_run(tmp_pa
     assert p.returncode == 2 and f"r.yaml:{lines}:" in p.stderr and "patches:" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("with_uv", [True, False])
-def test_both_installers_make_an_environment_that_imports_the_release(httpserver: HTTPServer, tmp_path: Path,
-                                                                        with_uv: bool) -> None:
-    from bisectbot.run.envs import COMPLETE, env_bin, installer, release_env
+def test_an_environment_imports_the_release_and_is_reused(httpserver: HTTPServer, tmp_path: Path) -> None:
+    from bisectbot.run.envs import COMPLETE, env_bin, release_env
 
-    uv = installer() if with_uv else None
-    assert (uv is not None) == with_uv, "uv is a test dependency (pyproject [test])"
     url = serve(httpserver, dep=True)
     name, data = wheel("toypkg", "1.2", toypkg("1.2"), ("toydep",))
     w = tmp_path / name
     w.write_bytes(data)
-    env, made = release_env(w, "ab" * 32, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120, uv=uv)
+    sha = hashlib.sha256(data).hexdigest()
+    env, made = release_env(w, sha, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120)
     assert made and (env / COMPLETE).is_file()
     out = subprocess.run([str(env_bin(env) / "python"), "-c", "import toypkg, toydep; print(toypkg.VERSION, toydep.OK)"],
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "1.2 True", out.stderr
-    assert release_env(w, "ab" * 32, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120,
-                       uv=uv) == (env, False)
+    assert release_env(w, sha, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120) == (env, False)
     (env / COMPLETE).unlink()  # a killed install: made again
-    assert release_env(w, "ab" * 32, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120,
-                       uv=uv)[1] is True
+    assert release_env(w, sha, "toypkg", "1.2", tmp_path / "cache", index_url=url, timeout_s=120)[1] is True
+
+
+@pytest.mark.parametrize("ref", ["file", "sdist"])
+def test_a_dependency_that_would_be_built_is_a_skip_and_nothing_of_it_runs(httpserver: HTTPServer, tmp_path: Path,
+                                                                            ref: str) -> None:
+    """Kind: *installing a release runs code of the candidate on the host*. Members: a dependency given
+    by URL to a source directory (``Requires-Dist: x @ file:///...``, which pip builds even under
+    --only-binary), and a dependency the index has only as an sdist."""
+    marker = tmp_path / "BUILT_OUTSIDE_THE_SANDBOX"
+    setup = f"open({str(marker)!r}, 'w').write('x')\nfrom setuptools import setup\nsetup(name='evildep', version='1.0')\n"
+    if ref == "file":
+        src = tmp_path / "evilsrc"
+        src.mkdir()
+        (src / "setup.py").write_text(setup)
+        requires = (f"evildep @ file://{src}",)
+    else:
+        publish(httpserver, "evildep", dict([sdist("evildep", "1.0")]))
+        requires = ("evildep",)
+    blobs = dict(wheel("toypkg", v, toypkg(v), requires if v == "1.2" else ()) for v in VERSIONS)
+    publish(httpserver, "toypkg", blobs)
+    r = recipe(tmp_path, httpserver.url_for("/simple/"), ["python", "-c", CHECK])
+    p = run(tmp_path, r)
+    assert not marker.exists(), "a dependency's build ran on the host"
+    st = stage(tmp_path)
+    assert p.returncode == 0 and st["first_bad"]["ref"] == "1.4", p.stdout + p.stderr
+    skipped = [pr for pr in st["probes"] if pr["verdict"] == "skip"]
+    assert all(pr["candidate"]["ref"] == "1.2" for pr in skipped)
+
+
+def test_the_same_file_name_on_another_index_is_another_environment(httpserver: HTTPServer, tmp_path: Path) -> None:
+    """An index without hashes, and a file re-uploaded under its name: environments are keyed by content."""
+    from bisectbot.run.envs import release_env
+
+    envs = []
+    for answer in (42, 41):
+        name, data = wheel("toypkg", "1.2", {"toypkg/__init__.py": f"def answer():\n    return {answer}\n"})
+        w = tmp_path / str(answer) / name
+        w.parent.mkdir()
+        w.write_bytes(data)
+        envs.append(release_env(w, hashlib.sha256(data).hexdigest(), "toypkg", "1.2", tmp_path / "cache",
+                                index_url=None, timeout_s=120)[0])
+    assert envs[0] != envs[1]

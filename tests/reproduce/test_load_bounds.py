@@ -84,3 +84,24 @@ def test_a_healthy_stream_is_measured() -> None:
         metrics, timings = _sample(url)
     assert timings[0].tokens == 4 and len(timings[0].gaps_s) == 3
     assert metrics["output_throughput"] > 0 and metrics["ttft_p50"] >= 0
+
+
+@pytest.mark.parametrize("events, says", [
+    (b'data: {"choices": [{"delta": {"content": "w"}}]}\n\ndata: {"error": {"message": "engine died"}}\n\n'
+     b"data: [DONE]\n\n", "reported an error"),
+    (b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n'
+     b'data: {"choices": [], "usage": {"completion_tokens": 1}}\n\ndata: [DONE]\n\n', "generated 1 of the 4 tokens"),
+    (b'data: {"choices": 7}\n\ndata: {"choices": [5, {"delta": "x"}]}\n\ndata: [DONE]\n\n', "no content"),
+])
+def test_a_reply_that_failed_or_stopped_early_is_no_sample(events, says) -> None:
+    with hostile(lambda c: c.sendall(HEAD + events)) as (url, _):
+        with pytest.raises(LoadError, match=says):
+            _sample(url)
+
+
+def test_a_usage_count_that_is_no_count_is_ignored() -> None:
+    ev = b"".join(b'data: {"choices": [{"delta": {"content": "w "}}]}\n\n' for _ in range(4))
+    usage = b'data: {"choices": [], "usage": {"completion_tokens": ' + b"9" * 400 + b'}}\n\ndata: [DONE]\n\n'
+    with hostile(lambda c: c.sendall(HEAD + ev + usage)) as (url, _):
+        metrics, timings = _sample(url)
+    assert timings[0].tokens == 4 and metrics["output_throughput"] < 1e12

@@ -149,3 +149,15 @@ def test_the_defaults_are_filled_and_hashed() -> None:
     assert r.reproducer.measure is not None and r.reproducer.measure.samples == 10
     other = parse_recipe(_BASE + "  measure: {samples: 12}\n", "r.yaml")
     assert r.verdict_hash() != other.verdict_hash()
+
+
+@pytest.mark.parametrize("out", ['{"v": ' + "9" * 400 + "}\n", "1.7e308\n", "-1e308\n"])
+def test_a_number_no_median_can_be_taken_of_is_refused(out) -> None:
+    with pytest.raises(MeasureError, match="not a finite number"):
+        parse_sample(out, "v" if out.startswith("{") else None)
+
+
+def test_a_last_line_cut_by_the_runner_says_so() -> None:
+    line = '{"per_request": [' + ", ".join(["1.25"] * 2000) + '], "tok_per_s": 17.5}'
+    with pytest.raises(MeasureError, match="longer than the 4000 characters kept"):
+        parse_sample(line[-4000:], "tok_per_s", tail_limit=4000)
