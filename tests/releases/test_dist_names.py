@@ -100,3 +100,52 @@ def test_the_probe_key_holds_the_distribution(tmp_path: Path, patches_dir: Path)
         runner = ReleaseRunner(r, load_stack(patches_dir / "stack.yaml"))
         keys.append(runner.build_key(Candidate(CandidateKind.RELEASE, "1.6", "1.6", dist, meta={"sha256": "ab" * 32})))
     assert keys[0] != keys[1]
+
+
+def test_an_index_digest_that_is_no_sha256_never_names_a_path(httpserver: HTTPServer, tmp_path: Path) -> None:
+    """Hostile pass: the index's sha256 named the cache directory, so "../outside" climbed out of it."""
+    from bisectbot.sources.releases import download, list_releases
+
+    name, data = wheel("toyvllm-cpu", "1.0", "x = 1\n", top_level=True)
+    httpserver.expect_request(f"/files/{name}").respond_with_data(data)
+    files = [{"filename": name, "url": f"/files/{name}", "hashes": {"sha256": "../../outside"}}]
+    httpserver.expect_request("/json/toyvllm-cpu/").respond_with_data(
+        json.dumps({"meta": {"api-version": "1.1"}, "name": "toyvllm-cpu", "files": files}),
+        content_type="application/vnd.pypi.simple.v1+json")
+    (rel,) = list_releases("toyvllm-cpu", httpserver.url_for("/json/"))
+    assert rel.files[0].sha256 is None
+    path = download(rel.files[0], tmp_path / "cache")
+    assert (tmp_path / "cache").resolve() in path.resolve().parents
+    assert path.parent.name == hashlib.sha256(data).hexdigest()
+
+
+def test_a_file_index_entry_that_is_missing_is_a_source_error(tmp_path: Path) -> None:
+    from bisectbot.sources.releases import ReleaseFile, SourceError, download
+
+    rf = ReleaseFile("toy-1.0-py3-none-any.whl", f"file://{tmp_path}/nope/toy-1.0-py3-none-any.whl", None, "wheel")
+    with pytest.raises(SourceError, match="cannot be read"):
+        download(rf, tmp_path / "cache")
+
+
+def test_an_unreadable_top_level_falls_back_to_the_distribution_name(tmp_path: Path) -> None:
+    """Hostile pass: a top_level.txt with an unknown compression method raised NotImplementedError."""
+    import struct
+
+    from bisectbot.sources.releases import import_packages
+
+    name, data = wheel("toyvllm-cpu", "1.0", "x = 1\n", top_level=True)
+    raw = bytearray(data)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        info = next(i for i in zf.infolist() if i.filename.endswith("top_level.txt"))
+    struct.pack_into("<H", raw, info.header_offset + 8, 99)  # the local header's compression method
+    cd = raw.find(b"PK\x01\x02" + raw[raw.find(b"PK\x01\x02") + 4:raw.find(b"PK\x01\x02") + 6])
+    while cd != -1:  # the central directory entry of that member
+        if raw[cd + 46:cd + 46 + len(info.filename)] == info.filename.encode():
+            struct.pack_into("<H", raw, cd + 10, 99)
+            break
+        cd = raw.find(b"PK\x01\x02", cd + 4)
+    p = tmp_path / name
+    p.write_bytes(bytes(raw))
+    with zipfile.ZipFile(p) as zf, pytest.raises(NotImplementedError):
+        zf.read(info.filename)
+    assert import_packages(p, "wheel", "toyvllm-cpu") == ["toyvllm_cpu"]
