@@ -77,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             what = (f"c{shas.index(fb)}" if fb in shas else "-") if final.get("status") == "culprit" \
                 else final.get("status", f"exit {p.returncode}")
             probes.append(len(final.get("probes", [])))
+            samples = [pr["extra"]["measure"]["samples"] for pr in final.get("probes", [])
+                       if isinstance(pr.get("extra", {}).get("measure"), dict)]
+            if a.sigma > 0 and any(len(set(xs)) < len(xs) for xs in samples):  # noise that is not drawn is no test
+                print(f"seed {seed}: repeated samples: the world's draw counters did not persist (sandbox-writable "
+                      f"{os.environ.get('BISECTBOT_SANDBOX_WRITABLE')})")
+                return 2
             print(f"seed {seed:2d}: {what:<10} probes {probes[-1]:2d}  {time.monotonic() - t0:6.1f} s", flush=True)
         print(f"sigma {a.sigma:.0%}: c10 named in {named} of {a.seeds} seeds ({named / a.seeds:.0%}), "
               f"wrong culprits {wrong}, mean probes {sum(probes) / len(probes):.1f}, "

@@ -102,16 +102,19 @@ def _lines(r: Any, t0: float, timeout_s: float) -> Any:  # -> Iterator[bytes]
         if time.monotonic() - t0 > timeout_s:
             raise LoadError(f"no end after {timeout_s:.0f} s")
         buf += chunk
-        *lines, buf = buf.split(b"\n")
+        # an event stream's lines end in \r\n, \n or a lone \r (the SSE grammar); a \r\n split between two
+        # chunks only adds an empty line, which carries nothing here
+        *lines, buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
         if len(buf) > MAX_LINE_BYTES:
             raise LoadError(f"a line of the stream passed {MAX_LINE_BYTES} bytes")
-        yield from (ln.rstrip(b"\r") for ln in lines)
+        yield from lines
     if buf:
         yield buf
 
 
 def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> RequestTiming:
     import requests
+    import urllib3
 
     t0 = time.monotonic()
     first: float | None = None
@@ -152,8 +155,11 @@ def _one(session: Any, url: str, body: dict[str, Any], timeout_s: float) -> Requ
                             gaps.append(now - last)
                         last = now
                         deltas += 1
-    except requests.RequestException as e:
+    except (requests.RequestException, urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError,
+            ConnectionError, TimeoutError) as e:  # read1 reads below requests: urllib3's own errors come through
         raise LoadError(f"{type(e).__name__}: {str(e)[:200]}", transient=True) from None
+    except urllib3.exceptions.HTTPError as e:  # a body that does not decode (Content-Encoding): the server's answer
+        raise LoadError(f"{type(e).__name__}: {str(e)[:200]}") from None
     end = time.monotonic()
     if first is None:
         raise LoadError("the reply streamed no content")

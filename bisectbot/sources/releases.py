@@ -219,12 +219,25 @@ def _kind_version(filename: str) -> tuple[str, str] | None:
     return None
 
 
+#: Bytes of a release file's name the cache holds: a file system's 255 less room for download's
+#: ``.<pid>.part`` suffix (a longer name, which any index may list, made every write fail).
+MAX_FILENAME_BYTES = 230
+
+
+def _plain_name(filename: str) -> bool:
+    """True for a file name that is one path component the cache can hold: no ``/``, ``\\``, NUL, no
+    leading dot, at most :data:`MAX_FILENAME_BYTES` bytes."""
+    return (bool(filename) and not filename.startswith(".") and not any(c in filename for c in "/\\\x00")
+            and len(filename.encode("utf-8", "surrogateescape")) <= MAX_FILENAME_BYTES)
+
+
 def list_releases(package: str, index_url: str | None = None) -> list[Release]:
     """All releases of ``package`` with their sdists and wheels, oldest version first.
 
     Reads ``<index>/<normalized name>/`` through ``pypi-simple`` as PEP 691 JSON when the index
     offers it, else PEP 503 HTML. Files whose names ``packaging.utils`` cannot parse (signatures,
-    eggs, ``.exe``) are skipped. Raises :class:`BadInput` (unknown package) or :class:`SourceError`.
+    eggs, ``.exe``) are skipped, and so are names that are not one plain path component
+    (:func:`_plain_name`). Raises :class:`BadInput` (unknown package) or :class:`SourceError`.
     """
     base = index_url or configured_index_url()
     try:
@@ -236,6 +249,8 @@ def list_releases(package: str, index_url: str | None = None) -> list[Release]:
                               "releases already downloaded stay in the cache; try again later") from None
     by_version: dict[str, Release] = {}
     for pkg in page.packages:
+        if not _plain_name(pkg.filename):
+            continue  # a hostile index's "../../x.tar.gz" (the link text of a PEP 503 page) names no cache file
         kv = _kind_version(pkg.filename)
         if kv is None:
             continue

@@ -112,6 +112,9 @@ def test_every_verdict_says_what_was_measured_and_keeps_the_samples(tmp_path, ki
         m = pr["extra"]["measure"]
         assert m["metric"] == "value" and m["better"] == "higher"
         assert len(m["samples"]) >= 10 and all(isinstance(v, float) for v in m["samples"])
+        # the world's noise is real inside the sandbox: its draw counters persist (SPEED_DIR is a writable
+        # path of the sandbox, tests/conftest.py); a dropped write made every sample of a probe one number
+        assert len(set(m["samples"])) == len(m["samples"]), m["samples"]
         assert str(len(m["samples"])) in pr["reason"] or "measured first" in pr["reason"]
     culprit = next(pr for pr in final["probes"] if pr["candidate"]["ref"] == shas[10])
     assert culprit["verdict"] == "bad" and "slower than the good end" in culprit["reason"]

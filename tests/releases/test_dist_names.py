@@ -149,3 +149,17 @@ def test_an_unreadable_top_level_falls_back_to_the_distribution_name(tmp_path: P
     with zipfile.ZipFile(p) as zf, pytest.raises(NotImplementedError):
         zf.read(info.filename)
     assert import_packages(p, "wheel", "toyvllm-cpu") == ["toyvllm_cpu"]
+
+
+def test_file_names_that_are_no_plain_cache_name_are_never_candidates(httpserver: HTTPServer, tmp_path: Path) -> None:
+    """Second hostile pass: a PEP 503 link text of ``../../x.tar.gz`` was written outside the cache, and a
+    250-byte name any index may list failed every write (exit 70)."""
+    from bisectbot.sources.releases import list_releases
+
+    long_name = "toypkg-1.3+" + "a" * 228 + "-py3-none-any.whl"
+    links = "".join(f'<a href="/files/{i}.bin">{n}</a>' for i, n in enumerate(
+        ["../../../../tmp/pwn_txt-1.1.tar.gz", long_name, "toypkg-1.2.tar.gz"]))
+    httpserver.expect_request("/html/toypkg/").respond_with_data(f"<html><body>{links}</body></html>",
+                                                                content_type="text/html")
+    rels = list_releases("toypkg", httpserver.url_for("/html/"))
+    assert [(r.version, [f.filename for f in r.files]) for r in rels] == [("1.2", ["toypkg-1.2.tar.gz"])]

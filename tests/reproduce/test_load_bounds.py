@@ -105,3 +105,29 @@ def test_a_usage_count_that_is_no_count_is_ignored() -> None:
     with hostile(lambda c: c.sendall(HEAD + ev + usage)) as (url, _):
         metrics, timings = _sample(url)
     assert timings[0].tokens == 4 and metrics["output_throughput"] < 1e12
+
+
+@pytest.mark.parametrize("body, transient", [
+    # a chunked stream cut inside a chunk (a server that crashed mid-reply)
+    (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"40\r\ndata: {\"choices\": [{\"delta\": {\"content\": \"w\"}}]}\n\n", True),
+    # a Content-Length longer than the body
+    (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 5000\r\n\r\n"
+     b"data: {\"choices\": [{\"delta\": {\"content\": \"w\"}}]}\n\n", True),
+    # a body that does not decode as the encoding it names
+    (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\nConnection: close\r\n\r\n"
+     b"this is not gzip at all", False),
+])
+def test_a_broken_transfer_is_a_load_error_never_a_crash(body, transient) -> None:
+    """Second hostile pass: read1 reads below requests, so urllib3's own errors came through (exit 70)."""
+    with hostile(lambda c: c.sendall(body)) as (url, _):
+        with pytest.raises(LoadError) as e:
+            _sample(url)
+    assert e.value.transient is transient
+
+
+def test_lines_ending_in_a_lone_cr_are_events() -> None:
+    ev = b"".join(b'data: {"choices": [{"delta": {"content": "w "}}]}\r\r' for _ in range(4))
+    with hostile(lambda c: c.sendall(HEAD + ev + b"data: [DONE]\r\r")) as (url, _):
+        _metrics, timings = _sample(url)
+    assert timings[0].tokens == 4

@@ -1,7 +1,7 @@
 """Issue 39 on the real thing: a planted slowdown in vLLM's Python code, named with the built-in load.
 
 Images (``tests/vllm/images.py``): the real vLLM CPU build in the suite's Debian image and a history
-over vLLM's real Python tree whose c3 plants a slowdown (:data:`tests.vllm.images.SLOW_EDITS`: 25 ms
+over vLLM's real Python tree whose c3 plants a slowdown (:data:`tests.vllm.images.SLOW_EDITS`: 100 ms
 more per forward step of the CPU attention backend; c1, c2, c4 harmless), one nightly per commit
 (N0..N4 = c0..c4) in the local registry. ``bisectbot run`` with the container runner, ``regress:
 slower`` and ``reproducer.kind: load`` (output throughput of streamed requests, samples drawn in one
@@ -55,8 +55,8 @@ def test_a_planted_2x_slowdown_is_named_verified_within_6_server_starts(
     data["bisect"].pop("components")
     data["regress"] = "slower"
     data["reproducer"] = {"kind": "load", "load": {"requests": 4, "concurrency": 2, "prompt_tokens": 128,
-                                                   "output_tokens": 24},
-                          "measure": {"metric": "output_throughput", "samples": 5, "max_samples": 15}}
+                                                   "output_tokens": 16},
+                          "measure": {"metric": "output_throughput", "samples": 5, "max_samples": 20}}
     path = rn.write_recipe(tmp_path / "recipe.yaml", data)
     t0 = time.monotonic()
     ran = rn.run_night(path, state, out, timeout=1800)
