@@ -27,7 +27,10 @@ def history(kit, path: Path, n: int, k: int, delay_s: float, broken: set[int] = 
     shas = []
     for i in range(n):
         cfg = json.loads((path / "engine.json").read_text())
-        cfg.update({"threshold": None, "delay_s": delay_s if i >= k else 0.0, "seed": 100 + i})
+        # every commit waits (the good ones delay_s / 3): a reply's time is then mostly the wait, not CPU, so
+        # the suite's other worker loading the CPU moves it little (a CI run measured a delay-free good end
+        # at 2,403 tok/s and its good neighbours at 3,000-3,900 beside a busier moment: skips, inconclusive)
+        cfg.update({"threshold": None, "delay_s": delay_s if i >= k else delay_s / 3, "seed": 100 + i})
         if i in broken:
             cfg["broken"] = True
         else:
@@ -58,7 +61,7 @@ def recipe(path: Path, repo: Path, good: str, bad: str, out: Path, **measure) ->
 
 @pytest.mark.parametrize("metric", ["output_throughput", "ttft_p50"])
 def test_a_planted_slowdown_is_named_with_one_server_start_per_probe(tmp_path, kit, starts_file, metric) -> None:
-    shas = history(kit, tmp_path / "repo", 10, 6, 0.08)
+    shas = history(kit, tmp_path / "repo", 10, 6, 0.15)
     out = tmp_path / "out"
     r = recipe(tmp_path / "r.yaml", tmp_path / "repo", shas[0], shas[-1], out, metric=metric)
     p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
@@ -77,7 +80,7 @@ def test_a_planted_slowdown_is_named_with_one_server_start_per_probe(tmp_path, k
 
 
 def test_a_server_that_dies_is_never_a_slow_verdict(tmp_path, kit, starts_file) -> None:
-    shas = history(kit, tmp_path / "repo", 8, 4, 0.08, broken={4, 5})
+    shas = history(kit, tmp_path / "repo", 8, 4, 0.15, broken={4, 5})
     out = tmp_path / "out"
     r = recipe(tmp_path / "r.yaml", tmp_path / "repo", shas[0], shas[-1], out)
     p = kit.run_cli("--state", str(tmp_path / "s"), "run", str(r))
