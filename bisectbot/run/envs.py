@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import BadInput
 
-__all__ = ["COMPLETE", "EnvFailed", "env_bin", "release_env"]
+__all__ = ["COMPLETE", "EnvFailed", "env_bin", "release_env", "safe_name"]
 
 #: The marker an environment holds once its install finished: the wheel's file name and sha256.
 COMPLETE = ".bisectbot-complete"
@@ -43,6 +43,12 @@ REASON_CHARS = 1500
 class EnvFailed(Exception):
     """The release could not be installed (no wheel for this platform, a dependency without a
     wheel, an index that refuses): the candidate is untestable, a skip with this reason."""
+
+
+def safe_name(text: str, limit: int) -> str:
+    """``text`` as one file-name component: letters, digits and ``._-`` kept, anything else ``_``, cut at
+    ``limit`` characters (release versions and distribution names in directory names)."""
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text)[:limit]
 
 
 def env_bin(env: Path) -> Path:
@@ -109,7 +115,7 @@ def release_env(wheel: Path, sha256: str, dist: str, version: str, cache: Path, 
     if not re.fullmatch(r"[0-9a-f]{64}", sha256 or ""):
         raise BadInput(f"{wheel.name}: {sha256!r} is not the SHA-256 of its content")
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{dist}-{version}")[:80]
+    safe = safe_name(f"{dist}-{version}", 80)
     env = cache / "envs" / f"{safe}-{sha256[:24]}-py{py}"
     marker = f"{wheel.name} {sha256}\n"
     with _locked(env.with_name(env.name + ".lock")):

@@ -209,7 +209,7 @@ class ReleaseRunner:
     def _install(self, candidate: Candidate) -> Prepared | PrepareFailed:
         """Run mode: the release's wheel in its cached environment, and a fresh work directory."""
         from ..sources import releases
-        from .envs import EnvFailed, release_env
+        from .envs import EnvFailed, release_env, safe_name
 
         t0 = time.monotonic()
         rf = self._release_file(candidate.ref)
@@ -228,7 +228,7 @@ class ReleaseRunner:
         except (EnvFailed, BadInput) as e:
             info["error"] = str(e)
             return PrepareFailed(candidate, f"{rf.filename}: {e}", self._log(candidate, info))
-        work = Path(tempfile.mkdtemp(prefix=f"release-{_safe(candidate.ref)}-", dir=self.workdir))
+        work = Path(tempfile.mkdtemp(prefix=f"release-{safe_name(candidate.ref, 40)}-", dir=self.workdir))
         info.update(env=str(env), installed_now=made, duration_s=round(time.monotonic() - t0, 3))
         return Prepared(candidate, self.build_key(candidate), source=work, log_paths=self._log(candidate, info),
                         meta={"root": str(work), "env": str(env), "file": rf.filename, "installed_now": made})
@@ -289,10 +289,6 @@ def installable_wheel(files: list[Any]) -> Any:
         if r is not None and r < best_rank:
             best, best_rank = f, r
     return best
-
-
-def _safe(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text)[:40]
 
 
 def _extract(path: Path, kind: str, dest: Path, members: list[str]) -> tuple[Path, list[str]]:
