@@ -76,6 +76,11 @@ def _prefix() -> str:
     return f"probe {p[0]} [{fmt_s(time.monotonic() - p[1])}]: "
 
 
+def note(text: str) -> None:
+    """One line about the probe this thread works on (its label and elapsed time first)."""
+    emit(f"{_prefix()}{text}")
+
+
 @contextlib.contextmanager
 def phase(name: str, detail: str = "") -> Iterator[None]:
     """A phase (``pull``, ``build``, ``server start``, ``requests``): a line when it starts and one

@@ -62,6 +62,22 @@ class PyPISource(_Model):
     include_prereleases: bool = False
 
 
+class CommitWheels(_Model):
+    """Prebuilt wheels per commit (issue 40): a commit stage installs a commit's wheel instead of building
+    it from source, as cargo-bisect-rustc installs CI artefacts. The layout is vLLM's
+    (``docs/real-vllm.md``): a PEP 503 index per commit, ``https://wheels.vllm.ai/{commit}/`` (CUDA, CPU)
+    or ``https://wheels.vllm.ai/rocm/{commit}/rocm721/`` (ROCm), whose project page ``<index>/<package>/``
+    lists that commit's wheels. A commit without one (the index answers 404, or no wheel this Python can
+    install) is built from source as before, and the probe says which."""
+
+    index: str = Field(..., pattern=r"^(https?|file)://[^\s]*\{commit\}[^\s]*$",
+                       description="per-commit PEP 503 index URL with {commit} (the full 40-hex SHA)")
+    package: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                         description="the distribution to install from it (vllm)")
+    dependencies_index: str | None = Field(
+        None, description="where the wheel's dependencies come from (uv's --index-url; unset: uv's default)")
+
+
 class GitSource(_Model):
     """Commits of a git repository (first-parent between good and bad).
 
@@ -82,6 +98,9 @@ class GitSource(_Model):
         description="other names other repositories pin this component under (a pip name such as amd-aiter, a "
                     "Dockerfile ARG prefix such as AITER, a submodule path such as 3rdparty/composable_kernel); "
                     "the component name itself and bisectbot.pins.ALIASES always count (issue 26)")
+    wheels: CommitWheels | None = Field(
+        None, description="prebuilt wheels per commit, installed instead of a source build where a commit has one "
+                          "(the local runner; issue 40)")
     github: GitHubTarget | None = Field(
         None, description="where an issue naming a culprit in this component is filed (an aiter culprit found "
                           "through a vLLM pin bump goes to aiter's repository); default: report.github")
@@ -477,6 +496,13 @@ class BisectSpec(_Model):
     flake: FlakeRates | None = Field(
         None, description="per-probe flake rates; unset: exact, or with reproducer.repeats > 1 derived "
                           "from the bad end's hit rate")
+    flake_unit: Literal["start", "request"] = Field(
+        "start", description="what a flaky verdict is independent across: 'start' (default: a build can be bad for a "
+        "whole server start or not at all, e.g. kernels autotuned at start-up, so requests of one start are one "
+        "measurement) or 'request' (each request, or each run of a command, is its own draw). An exact search "
+        "verifies a role (culprit bad, predecessor good) by two agreeing measurements: with 'request', two "
+        "agreeing requests of the probe the search made (GARBAGE on two prompts; OK on every prompt the bad end "
+        "failed, two or more) are those two, and no second server start is spent on it (issue 40)")
     confidence: float = Field(0.99, gt=0.5, lt=1)
     max_rounds: int = Field(40, ge=1, le=1000, description="hard cap on the rounds of one round session "
                             "(bisect.executor: actions); 'round plan' fails past it (issue 24)")
@@ -585,7 +611,23 @@ class Recipe(_Model):
                              f"'regress: slower', not '{self.regress}'")
         if self.source.kind == "pypi" and self.regress.mode not in ("patch-upstream", "patch-conflict"):
             self._releases()
+        self._commit_wheels()
         return self
+
+    def _commit_wheels(self) -> None:
+        """What per-commit wheels cannot do (issue 40, :mod:`bisectbot.run.commit_wheels`): carry the
+        patch stack (it is applied to a source tree), or stand for a component's commits (a component
+        of ``bisect.components`` is overlaid on an image or checked out beside the source)."""
+        for name, comp in self.bisect.components.items():
+            if comp.wheels is not None:
+                raise FieldError(("bisect", "components", name, "wheels"), "per-commit wheels are installed for "
+                                 "the recipe's own git source (source.wheels), not for a component")
+        wheels = getattr(self.source, "wheels", None)
+        if wheels is not None and self.patches:
+            raise FieldError(("patches",), "a commit installed from its prebuilt wheel (source.wheels) cannot carry "
+                             "the patch stack, which is applied to a source tree: drop source.wheels or patches")
+        if wheels is not None and self.regress.mode in ("patch-upstream", "patch-conflict"):
+            raise FieldError(("source", "wheels"), "a patch question reads the source tree: drop source.wheels")
 
     def _releases(self) -> None:
         """What a release run cannot do (issue 39; :mod:`bisectbot.run.release`'s run mode): apply

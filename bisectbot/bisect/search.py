@@ -116,6 +116,9 @@ class Step:
     note: str = ""
     #: ``(hits, runs)`` of the probe's repeats (:meth:`Bisection.attach_runs`), None when not counted
     runs: tuple[int, int] | None = None
+    #: independent measurements this one verdict holds (:meth:`Bisection.feed`): 1 for a server
+    #: start; with ``bisect.flake_unit: request`` the agreeing requests of the probe
+    measurements: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "verdict": self.verdict.value, "effective": self.effective.value,
@@ -243,6 +246,10 @@ class Bisection:
         self._bad_cache: dict[tuple[int, int], np.ndarray] = {}
         self._h_min = 0.0
         self._repeats = 1
+        #: True when a probe's verdict may carry two agreeing measurements itself (``bisect.flake_unit:
+        #: request``, :meth:`feed`'s ``measurements``): verification re-probes are then not folded into
+        #: the last search round ahead of the verdicts that may make them unneeded
+        self.in_probe_verification = False
         self._advance()
 
     # ------------------------------------------------------------------ posterior views
@@ -432,7 +439,7 @@ class Bisection:
                     out.append(focus if focus is not None else int(np.flatnonzero(ig >= best - _TIE)[0]))
             else:
                 out += self._quantile_picks(k - len(out), set(out))
-        if self.verify and len(out) < k and out and not self._ends_left:
+        if self.verify and len(out) < k and out and not self._ends_left and not self.in_probe_verification:
             out += self._folded_verification(out, k - len(out))
         return out
 
@@ -521,12 +528,20 @@ class Bisection:
 
     # ------------------------------------------------------------------ feeding verdicts
     def feed(self, index: int, verdict: Verdict | str, signature: Signature | str | None = None,
-             note: str = "", runs: tuple[int, int] | None = None) -> Verdict:
+             note: str = "", runs: tuple[int, int] | None = None, measurements: int = 1) -> Verdict:
         """Record the verdict of a probe of candidate ``index``; returns the verdict the search used.
 
         A ``bad`` whose ``signature`` does not match the reference (the first bad's) is
-        used as ``skip``. Raises ``ValueError`` for an index out of range or after the end.
+        used as ``skip``. ``measurements``: how many independent measurements agree on this one
+        verdict (1: one server start; more where the recipe's flake unit is the request and the
+        probe's requests agree, :func:`bisectbot.verdict.agreement.agreeing`); verification counts
+        them (:meth:`measurements_of`) and needs no re-probe of a role that already holds two. It
+        does not enter the posterior (an exact search's verdicts are certain; a noisy search's
+        per-probe rates already hold its requests). Raises ``ValueError`` for an index out of
+        range, a count below 1, or after the end.
         """
+        if measurements < 1:
+            raise ValueError(f"a verdict holds at least one measurement, got {measurements}")
         if not 0 <= index < self.n:
             raise ValueError(f"candidate index {index} out of range 0..{self.n - 1}")
         if self._result is not None:
@@ -550,7 +565,8 @@ class Bisection:
         phase = ("boundary" if index in self._ends_left else "verify" if index in self._verify_targets
                  else "search")
         ok = runs is not None and 0 <= runs[0] <= runs[1] and runs[1] >= 1
-        self.history.append(Step(index, v, eff, _sig_str(sig), phase, note, runs if ok else None))
+        self.history.append(Step(index, v, eff, _sig_str(sig), phase, note, runs if ok else None,
+                                 int(measurements)))
         if index in self._ends_left:
             self._ends_left.remove(index)
             if eff is Verdict.SKIP:
@@ -1017,11 +1033,19 @@ class Bisection:
             raise ValueError(f"candidate index {index} outside 0..{self.n - 1}")
         self._before[index] = Verdict(verdict)
 
+    def measurements_of(self, index: int, want: Verdict) -> int:
+        """Independent measurements of candidate ``index`` that read ``want``: the one measured before
+        this search (:meth:`measured_before`) and each of this search's verdicts with its
+        ``measurements`` (:meth:`feed`); 0 while this search's own verdicts hold none (a role is
+        verified by the search's evidence, never by an earlier stage's alone)."""
+        own = sum(st.measurements for st in self.history
+                  if st.index == index and st.effective is want and st.phase != "extra")
+        return own + (1 if own and self._before.get(index) is want else 0)
+
     def _measured_twice(self, index: int, want: Verdict) -> bool:
-        """True when ``index`` was measured ``want`` before this search and this search's own verdict
-        for it is ``want`` too."""
-        return self._before.get(index) is want and any(
-            st.index == index and st.effective is want and st.phase != "extra" for st in self.history)
+        """True when ``index`` holds two agreeing measurements of ``want`` (:meth:`measurements_of`):
+        the standard of verification (issue 40: a re-probe is spent only where it would be the second)."""
+        return self.measurements_of(index, want) >= 2
 
     def _finish(self, status: Status, first_bad: int | None = None, last_good: int | None = None,
                 culprits: Sequence[int] = (), confidence: float = 0.0, verified: bool = False,

@@ -144,10 +144,17 @@ def _make_runner(ctx: Ctx, recipe, recipe_path: Path, kind: str,
         if not repos:
             raise BadInput(f"{recipe_path}: the local runner needs a git source or bisect.components")
         state = ctx.ledger().state_dir
-        return LocalRunner(recipe, repos, workdir=workdir or state / "worktrees" / recipe.name,
-                           log_dir=state / "logs" / recipe.name,
-                           profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]),
-                           stack_path=_stack_path(recipe, recipe_path))
+        local = LocalRunner(recipe, repos, workdir=workdir or state / "worktrees" / recipe.name,
+                            log_dir=state / "logs" / recipe.name,
+                            profile_env=load_profile_env(recipe.runner, [recipe_path.parent, recipe_path.parent.parent]),
+                            stack_path=_stack_path(recipe, recipe_path))
+        wheels = getattr(recipe.source, "wheels", None)
+        if wheels is None:
+            return local
+        from ..run.commit_wheels import CommitWheelRunner
+
+        # issue 40: a commit's prebuilt wheel, else its source build
+        return CommitWheelRunner(local, wheels, next(iter(repos)))
     from ..patches import default_stack_path
     from ..run.container import ContainerRunner
     from ..runner_profile import load_profile

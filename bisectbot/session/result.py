@@ -72,17 +72,36 @@ def _last_probes(final: StageResult, ends: dict[str, Candidate | None]) -> dict[
             for role, c in ends.items()}
 
 
+def _in_start(final: StageResult, c: Candidate | None) -> str:
+    """What verified ``c``'s verdict inside its one probe of this run (``bisect.flake_unit: request``:
+    its agreeing requests, ``extra["agreeing"]`` set by the round loop), or ``""`` when it was not so
+    verified (re-probed, measured once, or from the ledger)."""
+    if c is None:
+        return ""
+    mine = [p for p in final.probes if p.candidate.ref == c.ref]
+    if len(mine) != 1:
+        return ""
+    agree = mine[0].extra.get("agreeing") if isinstance(mine[0].extra, dict) else None
+    return str(agree.get("what") or "") if isinstance(agree, dict) and int(agree.get("count") or 0) >= 2 else ""
+
+
 def verification_words(final: StageResult) -> str:
     """What verified the culprit (issue 23: a verdict claims only what was tested): :data:`REPROBED`
-    when the last probes of the first bad and the last good were measured in this run; else which of
-    them came from the ledger cache and when (``the culprit and its predecessor were verified from
-    cached verdicts of 2026-12-02 05:05:03 UTC (session 84601e0d964f), not re-probed in this run``)."""
+    when the last probes of the first bad and the last good were measured in this run and re-probed;
+    a role verified by agreeing requests of its one probe (``bisect.flake_unit: request``, issue 40)
+    is named with them (``the culprit was re-probed; the predecessor was verified by OK on all 2
+    prompts the bad end failed, in one start (bisect.flake_unit: request), not re-probed``); else
+    which of them came from the ledger cache and when (``the culprit and its predecessor were
+    verified from cached verdicts of 2026-12-02 05:05:03 UTC (session 84601e0d964f), not re-probed
+    in this run``)."""
     from ..provenance import when_text
     from ..verdict.record import verification
 
     last = _last_probes(final, {"culprit": final.first_bad, "predecessor": final.last_good})
     cached = verification(last).cached  # "verified", defined once (issue 35)
-    if not cached:
+    inside = {role: w for role, w in (("culprit", _in_start(final, final.first_bad)),
+                                      ("predecessor", _in_start(final, final.last_good))) if w and role not in cached}
+    if not cached and not inside:
         return REPROBED
 
     def of(ms: list[dict[str, str]]) -> str:
@@ -93,10 +112,15 @@ def verification_words(final: StageResult) -> str:
     if len(cached) == 2:
         return (f"the culprit and its predecessor were verified from cached verdicts of {of(list(cached.values()))}, "
                 "not re-probed in this run")
-    (role, m), = cached.items()
-    other = "predecessor" if role == "culprit" else "culprit"
-    return (f"the {other} was re-probed in this run; the {role} was verified from the cached verdict of {of([m])}, "
-            "not re-probed")
+    parts = []
+    for role in ("culprit", "predecessor"):
+        if role in cached:
+            parts.append(f"the {role} was verified from the cached verdict of {of([cached[role]])}, not re-probed")
+        elif role in inside:
+            parts.append(f"the {role} was verified by {inside[role]} (bisect.flake_unit: request), not re-probed")
+        else:
+            parts.append(f"the {role} was re-probed in this run")
+    return "; ".join(parts)
 
 
 def verified_ends(final: StageResult) -> str:

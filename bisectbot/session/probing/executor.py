@@ -162,6 +162,8 @@ def _run_probe(ctx: ProbeContext, job: ProbeJob) -> ProbeResult:
                 break
             res.log_paths = list(prepared.log_paths)
             res.extra["build_key"] = prepared.build_key
+            if prepared.meta.get("built_from"):  # issue 40: a prebuilt wheel or a source build, said
+                res.extra["built_from"] = str(prepared.meta["built_from"])
             if prepared.meta.get("pins_rewritten"):  # issue 38: the holding tree's pin set to this candidate
                 res.extra["pins_rewritten"] = list(prepared.meta["pins_rewritten"])
     finally:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...ledger import Ledger
 from ...models import Candidate, ProbeResult, PromptKey, Verdict
-from ...provenance import CACHED_KEY, HOST_KEY, SESSION_KEY, host_facts, mark_cached
+from ...provenance import CACHED_KEY, HOST_KEY, SESSION_KEY, cached_from, host_facts, mark_cached
 from ...recipe import Recipe, TriageToggle
 from ...run.base import CandidateRunner
 from ...run.probe import ProbeContext, ProbeJob
@@ -33,6 +33,11 @@ from .executor import (
     run_probe,
 )
 from .prefetch import Prefetcher
+
+#: Host facts a cached verdict is not compared on (:meth:`Prober._other_host`): the bot's version
+#: (it changes no measurement; the verdict is decided again from the row's evidence) and the
+#: server environment's package versions (the build's own, fixed by the probe key).
+_UNCOMPARED_FACTS = ("bisectbot", "packages")
 
 
 class Prober:
@@ -107,6 +112,7 @@ class Prober:
         #: (a resumed run starts the same ones: its finished probes stay answered)
         self._sessions: set[str] = set()
         self._to_skip_logging = 0
+        self._other_host_said: set[str] = set()  # probe keys whose other-host row was said (once each)
 
     # ------------------------------------------------------------------ keys and ids
     def _build_key(self, c: Candidate) -> str:
@@ -135,6 +141,17 @@ class Prober:
         self.session_id = hashlib.sha256(blob.encode()).hexdigest()[:12]
         self._sessions.add(self.session_id)
         return self.session_id
+
+    def measured_by_this_run(self, res: ProbeResult) -> bool:
+        """True when ``res`` was measured by this run: fresh, or a ledger row of one of this run's stage
+        sessions (an interrupted run being resumed) or of the round session it replays; False for a
+        row another run measured and for a verdict given without a measurement (a maintainer's, the
+        replay log's)."""
+        if res.extra.get(GIVEN_KEY):
+            return False
+        if cached_from(res) is None or self.answered_here(res):
+            return True
+        return bool(res.extra.get(SESSION_KEY)) and str(res.extra.get(SESSION_KEY)) in self._sessions
 
     def _measured_elsewhere(self, res: ProbeResult, attempt: int) -> bool:
         """True when the cached ``res`` may not answer probe number ``attempt`` of its candidate: a
@@ -181,7 +198,8 @@ class Prober:
             return None, "cache", key
         stored = self._stored(key, c)
         cached = stored[0] if stored is not None else None
-        if cached is not None and (self._retry(cached, key) or (not toggle and self._measured_elsewhere(cached, attempt))):
+        if cached is not None and (self._retry(cached, key) or (not toggle and self._measured_elsewhere(cached, attempt))
+                                   or self._other_host(cached, key)):
             return None, "cache", key
         if stored is not None and cached is not None:  # same ref and build: the verdict holds, the label is this stage's
             cached.candidate = c
@@ -211,6 +229,35 @@ class Prober:
                           f"contradicts its own record: {why}; dropped, probing it again")
             return None
         return stored
+
+    def _other_host(self, cached: ProbeResult, key: str, say: bool = True) -> bool:
+        """True when the ledger's ``cached`` row was measured on another host (issue 40:
+        a verdict is taken from the ledger only where the same build -- the probe key holds its build
+        key: image digest, overlay, patch stack -- was probed on this host): its recorded host facts
+        (:func:`bisectbot.provenance.host_facts`: runner profile, host name, Python, kernel) differ from
+        this host's, or it recorded none. The bot's own version and the server's package versions are
+        not compared (the package versions are the build's, which the key already fixes). Said once
+        per key (``say``). A row of the round session this prober replays is exempt: the fan-out's
+        probes run on other runners by design (``round import``)."""
+        if self.answered_here(cached) or cached.extra.get(GIVEN_KEY):
+            return False
+        from ...provenance import facts_diff
+
+        theirs = cached.extra.get(HOST_KEY) if isinstance(cached.extra, dict) else None
+        mine = host_facts(self.recipe.runner)
+        if isinstance(theirs, dict):
+            diff = facts_diff({k: v for k, v in theirs.items() if k not in _UNCOMPARED_FACTS},
+                              {k: v for k, v in mine.items() if k not in _UNCOMPARED_FACTS})
+            if not diff:
+                return False
+            why = "measured on another host (" + "; ".join(diff)[:200] + ")"
+        else:
+            why = "its host was not recorded"
+        if say and key not in self._other_host_said:
+            self._other_host_said.add(key)
+            self.echo(f"{cached.candidate.ref[:12]}: its cached verdict {cached.verdict.value} was {why}: "
+                      "probing it here")
+        return True
 
     def _retry(self, cached: ProbeResult, key: str) -> bool:
         """True when a cached skip is probed again (``retry_errors``, once per key and run)."""
@@ -251,7 +298,7 @@ class Prober:
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), "", attempt)
         stored = self._stored(key, c, say=False)
         cached = stored[0] if stored is not None else None
-        return (cached is None or self._measured_elsewhere(cached, attempt)
+        return (cached is None or self._measured_elsewhere(cached, attempt) or self._other_host(cached, key, say=False)
                 or (self.retry_errors and cached.verdict is Verdict.SKIP and key not in self._retried))
 
     # ------------------------------------------------------------------ probing

@@ -25,6 +25,7 @@ from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
 from ...recipe import Recipe
 from ...reproduce.search import counted_by
+from ...verdict.agreement import Agreement, agreeing
 from ...verdict.badend import clean, sequential_end, sequential_good_end, shows_bug
 from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
 from ...verdict.measured import measured_words
@@ -176,6 +177,7 @@ class RoundLoop:
                 "stage": name, "component": component, "n": len(candidates), "good": good.ref, "bad": bad.ref,
                 "noisy": noisy})
         b = Bisection(len(candidates), check_boundary=check_boundary, **settings)
+        b.in_probe_verification = bs.flake_unit == "request"
         self.last_bisection = b  # for the stages that follow (drift search)
         for i, res in (measured or {}).items():
             b.measured_before(i, res.verdict)
@@ -280,8 +282,13 @@ class RoundLoop:
                 else:
                     scoped_out = res.reason.split(": not tested", 1)[0] if "scope" in res.extra else ""
                     counted = (int(res.extra.get("hits") or 0), int(res.extra.get("runs") or 0))
+                    # issue 40: agreeing requests of one probe verify its role where a request is a flake's unit
+                    agree = (agreeing(r, res, scope, this_run=prober.measured_by_this_run(res))
+                             if b.exact and r.bisect.verify else Agreement())
                     eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
-                                 runs=counted if counted[1] > 0 else None)
+                                 runs=counted if counted[1] > 0 else None, measurements=agree.count)
+                    if agree.count > 1:
+                        res.extra["agreeing"] = {"count": agree.count, "what": agree.what}
                     note = b.history[-1].note
                     adapt_rates(r, b, i, res, self.echo)
                 prober.event("probe", {

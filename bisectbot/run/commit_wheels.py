@@ -1,0 +1,169 @@
+"""Commits installed from prebuilt per-commit wheels, else built from source (issue 40).
+
+A commit stage builds every candidate from source (``server.build_command`` in its worktree), the
+slowest part of a candidate after the server start. vLLM publishes wheels for every main-branch
+commit (``docs/real-vllm.md``: ``https://wheels.vllm.ai/{commit}/`` for CUDA and CPU,
+``https://wheels.vllm.ai/rocm/{commit}/rocm721/`` for ROCm), as the CI artefacts cargo-bisect-rustc
+installs. With ``source.wheels`` (:class:`bisectbot.recipe.CommitWheels`) the
+:class:`CommitWheelRunner` reads the commit's PEP 503 project page ``<index>/<package>/`` (the
+index URL with ``{commit}`` the full SHA) and:
+
+* **a wheel this Python can install**: downloads it (verified against the index's sha256, cached by
+  content, :func:`bisectbot.sources.releases.download`) into its own cached environment
+  (:func:`bisectbot.run.envs.release_env`: uv, ``--no-build``; no code of the candidate runs at
+  install) and runs the recipe's command or ``server.command`` in the sandbox with that
+  environment's ``bin`` first on ``PATH`` and a fresh work directory as ``{source}``, as the release
+  runner does; no worktree, no build;
+* **none** (the commit's index answers 404, or lists no wheel for this Python): the commit is built
+  from source by the :class:`bisectbot.run.local.LocalRunner` as before.
+
+Either way the probe says which (``extra["built_from"]`` and a progress line): a wheel and a source
+build of one commit are different builds (the build key differs: ``wheel|<dist>:<sha256>`` against
+the local runner's key ``|source``), so the ledger never answers one with the other. An index that
+cannot be reached is an error (:class:`bisectbot.sources.releases.SourceError`), never a source
+build in its place: the environment decides no build. ``recipe.patches`` cannot be carried by an
+installed wheel and are refused by the recipe's validation.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from ..models import Candidate
+from ..recipe import CommitWheels
+from .base import CommandRun, Prepared, PrepareFailed, Server
+from .local import LocalRunner
+
+__all__ = ["CommitWheelRunner"]
+
+
+class CommitWheelRunner:
+    """:class:`bisectbot.run.base.CandidateRunner` over commits of ``component`` (see the module doc):
+    the commit's prebuilt wheel from ``wheels.index`` where it has one, else ``local``'s source build.
+    ``cache_dir``: downloads and environments (default ``$BISECTBOT_CACHE`` or ``~/.cache/bisectbot``).
+    Every other attribute is ``local``'s (work and log directories, ``commits_of``, ``cleanup_stale``)."""
+
+    supports_prefetch = False  # preparing a commit may download its wheel: only what the search visits
+
+    def __init__(self, local: LocalRunner, wheels: CommitWheels, component: str, *, cache_dir: Path | None = None):
+        self.local = local
+        self.wheels = wheels
+        self.component = component
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        #: full SHA -> (the wheel's release file or None, why none): one listing per commit and run
+        self._found: dict[str, tuple[Any, str]] = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.local, name)
+
+    # ------------------------------------------------------------------ the index
+    def _sha(self, c: Candidate) -> str:
+        commits = self.local.commits_of(c)
+        return commits.get(self.component) or next(iter(commits.values()))
+
+    def index_of(self, sha: str) -> str:
+        """The per-commit index URL of commit ``sha`` (``wheels.index`` with ``{commit}`` filled)."""
+        return self.wheels.index.replace("{commit}", sha)
+
+    def wheel_of(self, sha: str) -> tuple[Any, str]:
+        """``(release file, "")`` of commit ``sha``'s installable wheel, or ``(None, why)``. Raises
+        :class:`bisectbot.sources.releases.SourceError` when the index cannot be read (not a 404)."""
+        from ..sources.releases import list_releases
+        from .release import installable_wheel
+
+        with self._lock:
+            if sha in self._found:
+                return self._found[sha]
+        url = self.index_of(sha)
+        try:
+            files = [f for rel in list_releases(self.wheels.package, url) for f in rel.files]
+        except BadInput:  # the project page answered 404: this commit has no wheels
+            found: tuple[Any, str] = (None, f"{url} has no {self.wheels.package} wheels for this commit")
+        else:
+            w = installable_wheel(files)
+            found = (w, "") if w is not None else (None, f"{url} lists {len(files)} file(s) of {self.wheels.package}, "
+                                                         f"none a wheel this Python can install")
+        with self._lock:
+            self._found[sha] = found
+        return found
+
+    # ------------------------------------------------------------------ runner contract
+    def build_key(self, c: Candidate) -> str:
+        """``wheel|<dist>:<sha256>+py<X.Y>`` for a commit with a wheel (the index's sha256, else the
+        file's URL), else the local runner's key with ``|source``."""
+        sha = self._sha(c)
+        w, _ = self.wheel_of(sha)
+        if w is None:
+            return self.local.build_key(c) + "|source"
+        return (f"wheel|{self.wheels.package}:{w.sha256 or w.url}+py{sys.version_info.major}."
+                f"{sys.version_info.minor}|deps:{self.wheels.dependencies_index or ''}")
+
+    def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
+        """The commit's wheel in its cached environment and a fresh work directory; else the source build."""
+        from .. import progress
+        from ..sources import releases
+        from .envs import EnvFailed, release_env, safe_name
+
+        sha = self._sha(candidate)
+        w, why = self.wheel_of(sha)
+        if w is None:
+            progress.note(f"no prebuilt wheel ({why}): building from source")
+            p = self.local.prepare(candidate)
+            if isinstance(p, Prepared):
+                p.meta["built_from"] = f"source build ({why})"
+            return p
+        t0 = time.monotonic()
+        with progress.phase("install", f"prebuilt wheel {w.filename}"):
+            try:
+                path = releases.download(w, self.cache_dir)
+                cache = self.cache_dir or releases.cache_dir_default()
+                env, made = release_env(path, (w.sha256 or path.parent.name).lower(), self.wheels.package,
+                                        sha[:12], cache, index_url=self.wheels.dependencies_index,
+                                        timeout_s=self.local.recipe.server.build_timeout_s)
+            except (EnvFailed, BadInput) as e:
+                return PrepareFailed(candidate, f"prebuilt wheel {w.filename} of {sha[:12]}: {e}")
+        work = Path(tempfile.mkdtemp(prefix=f"wheel-{safe_name(sha[:12], 20)}-", dir=self.local.workdir))
+        return Prepared(candidate, self.build_key(candidate), source=work,
+                        meta={"root": str(work), "env": str(env), "commits": {self.component: sha},
+                              "built_from": f"prebuilt wheel {w.filename} from {self.index_of(sha)}"
+                                            + (" (installed now" if made else " (environment cached")
+                                            + f", {time.monotonic() - t0:.1f} s)"})
+
+    def _env(self, prepared: Prepared, env: dict[str, str] | None) -> dict[str, str] | None:
+        """A wheel's candidate: its environment's ``bin`` first on ``PATH``; a source build: ``env``."""
+        import os
+
+        from .envs import env_bin
+
+        if not prepared.meta.get("env"):
+            return env
+        venv = Path(prepared.meta["env"])
+        path = os.pathsep.join([str(env_bin(venv)), os.environ.get("PATH", os.defpath)])
+        return {"PATH": path, "VIRTUAL_ENV": str(venv), **(env or {})}
+
+    def server(self, prepared: Prepared, env: dict[str, str] | None = None,
+               args: list[str] | None = None) -> AbstractContextManager[Server]:
+        """``server.command`` from the wheel's environment or the source build (:meth:`LocalRunner.server`)."""
+        return self.local.server(prepared, env=self._env(prepared, env), args=args)
+
+    def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float,
+                    env: dict[str, str] | None = None) -> CommandRun:
+        """``argv`` in the wheel's environment or the source build (:meth:`LocalRunner.run_command`)."""
+        return self.local.run_command(prepared, argv, timeout_s, env=self._env(prepared, env))
+
+    def release(self, prepared: Prepared) -> None:
+        """A wheel's work directory is removed (its environment stays cached); a source build's worktrees
+        as the local runner removes them."""
+        if prepared.meta.get("env"):
+            shutil.rmtree(prepared.meta["root"], ignore_errors=True)
+            return
+        self.local.release(prepared)

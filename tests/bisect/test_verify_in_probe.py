@@ -1,0 +1,98 @@
+"""Issue 40: a verification server start only where the search's own evidence is not already two
+agreeing measurements -- through the installed CLI, the reference engine and real server starts.
+
+Kind: *a re-probe that would measure a role a second time when its one probe already held two
+agreeing measurements of the recipe's flake unit*. Parameters an input fixes, each varied here: the
+flake unit (``start``: every role re-probed; ``request``: none where its probe agrees with itself),
+where the culprit sits (next to the good end, inside, the bad end itself), the history's length, and
+whether a ledger row came from this host (the ends from the ledger only where the host facts match).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bisectbot.ledger import Ledger
+
+
+def _run(kit, tmp_path: Path, n: int, k: int, unit: str | None, state: Path | None = None):
+    repo = tmp_path / "repo"
+    r = kit.make_engine_repo(repo, n, k) if not repo.exists() else None
+    shas = r.shas if r is not None else json.loads((tmp_path / "shas.json").read_text())
+    if r is not None:
+        (tmp_path / "shas.json").write_text(json.dumps(r.shas))
+        r_obj = r
+    else:
+        r_obj = type("R", (), {"path": repo, "shas": shas})()
+    bisect = {"flake_unit": unit} if unit else {}
+    recipe = kit.write_recipe(tmp_path / "recipe.yaml", r_obj, tmp_path / "out", bisect=bisect)
+    state = state or tmp_path / "state"
+    p = kit.run_cli("--state", str(state), "--json", "run", str(recipe), "--good", shas[0], "--bad", shas[-1],
+                    "--out", str(tmp_path / "out"), timeout=600)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    return json.loads(p.stdout), p.stderr, shas
+
+
+def _starts(kit, starts_file: Path) -> Counter:
+    return Counter(int(v.split("-")[1]) for _, v in kit.read_starts(starts_file))
+
+
+@pytest.mark.parametrize("n,k", [(20, 1), (20, 11), (20, 19), (9, 4)])
+def test_the_request_unit_verifies_each_role_by_its_own_probe(kit, tmp_path: Path, starts_file: Path,
+                                                             n: int, k: int) -> None:
+    """Under ``flake_unit: request`` the predecessor answered OK both of the bad end's failing prompts
+    and the culprit GARBAGE on two or more: neither is started again, and the culprit is right."""
+    result, err, shas = _run(kit, tmp_path, n, k, "request")
+    final = result["stages"][-1]
+    assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[k], err[-2000:]
+    starts = _starts(kit, starts_file)
+    total = sum(starts.values())
+    # the ends (2) and plain binary search over the n - 1 hypotheses; no verification start
+    assert total <= math.ceil(math.log2(n - 1)) + 2, (total, starts)
+    assert starts[k] == 1 and starts[k - 1] == 1, starts
+    notes = " ".join(result.get("notes") or [])
+    assert "the culprit was verified by GARBAGE on" in notes and "the predecessor was verified by OK on all 2 prompts" \
+        in notes and "(bisect.flake_unit: request), not re-probed" in notes, notes
+    assert "were re-probed" not in notes
+
+
+@pytest.mark.parametrize("n,k", [(20, 11), (9, 4)])
+def test_the_start_unit_still_starts_each_role_twice(kit, tmp_path: Path, starts_file: Path, n: int, k: int) -> None:
+    """The default (``start``: requests of one start are one measurement) re-probes both roles, as before."""
+    result, err, shas = _run(kit, tmp_path, n, k, None)
+    final = result["stages"][-1]
+    assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[k], err[-2000:]
+    starts = _starts(kit, starts_file)
+    assert starts[k] == 2 and starts[k - 1] == 2, starts
+    assert "the culprit and its predecessor were re-probed" in " ".join(result.get("notes") or [])
+
+
+def test_a_ledger_row_from_another_host_is_probed_again(kit, tmp_path: Path, starts_file: Path) -> None:
+    """A second run answers every first probe from the ledger -- unless the row was measured on another
+    host: then the build is probed here, and the run says why."""
+    n, k = 9, 4
+    result, _, shas = _run(kit, tmp_path, n, k, "request")
+    first = sum(_starts(kit, starts_file).values())
+    starts_file.write_text("")
+    result2, err2, _ = _run(kit, tmp_path, n, k, "request")
+    assert sum(_starts(kit, starts_file).values()) == 0, "the same host's rows answer a second run"
+    # the rows now say another machine measured them (another runner of the pool, another kernel)
+    led = Ledger(tmp_path / "state")
+    rows = list(led.probes())
+    assert rows
+    for res in rows:
+        res.extra["host"] = {**(res.extra.get("host") or {}), "host": "gpu-runner-7", "kernel": "6.8.0-other"}
+    led.put_probes(rows)
+    led.close()
+    result3, err3, _ = _run(kit, tmp_path, n, k, "request")
+    third = _starts(kit, starts_file)
+    assert third[0] >= 1 and third[n - 1] >= 1, third  # both ends measured here again
+    assert sum(third.values()) == first, (first, third)
+    assert "measured on another host (" in err3 and "gpu-runner-7" in err3, err3[-3000:]
+    final = result3["stages"][-1]
+    assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[k]

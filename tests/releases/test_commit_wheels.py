@@ -1,0 +1,181 @@
+"""Issue 40: a commit stage over per-commit prebuilt wheels probes without a source build.
+
+A real local index (pytest-httpserver) in vLLM's per-commit layout -- ``/wheels/<full sha>/`` is a
+PEP 503/691 root whose ``toypkg/`` page lists that commit's wheel (version ``0.1.devN+g<sha>``, as
+vLLM's ``0.11.1rc6.dev16+g933cdea44``) -- over a real git history whose ``toypkg`` answers wrong from
+commit k. ``build.py`` (the recipe's source build) writes a line per run to a file the sandbox lets
+it write, so a test sees every source build.
+
+Kind: *a candidate that has a prebuilt artefact of its own commit*. Members: every commit has a
+wheel (no source build at all); some commits, the culprit among them, have none (those and only
+those are built from source, and the probe says so); the index unreachable (an error, never a source
+build in its place); a recipe that asks what a wheel cannot carry (the patch stack; a component's
+wheels), refused with the field named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pytest_httpserver import HTTPServer
+
+from tests.releases.test_release_runs import ROOT, wheel
+
+CHECK = ("import sys, toypkg; print('toypkg', toypkg.VERSION, 'at', toypkg.__file__); "
+         "sys.exit(0 if toypkg.answer() == 42 else 1)")
+BUILD = ("import os, sys\n"
+         "with open(os.path.join(os.environ['BUILDS_DIR'], 'builds.txt'), 'a') as fh:\n"
+         "    fh.write(open('VERSION').read().strip() + '\\n')\n"
+         "print('built from source')\n")
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def history(path: Path, n: int, k: int) -> list[str]:
+    """``n`` commits of ``toypkg`` (source tree: ``toypkg/__init__.py``, ``build.py``, ``VERSION``); wrong from ``k``."""
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "main")
+    (path / "build.py").write_text(BUILD)
+    shas = []
+    for i in range(n):
+        (path / "toypkg").mkdir(exist_ok=True)
+        (path / "toypkg" / "__init__.py").write_text(_module(i, k))
+        (path / "VERSION").write_text(f"c{i}\n")
+        _git(path, "add", "-A")
+        _git(path, "commit", "-q", "-m", f"change {i}")
+        shas.append(_git(path, "rev-parse", "HEAD"))
+    return shas
+
+
+def _module(i: int, k: int) -> str:
+    return f"VERSION = 'c{i}'\n\ndef answer():\n    return {41 if i >= k else 42}\n"
+
+
+def publish_commits(httpserver: HTTPServer, shas: list[str], k: int, missing: set[int]) -> str:
+    """Each commit's wheel under ``/wheels/<sha>/toypkg/`` (JSON simple API); ``missing`` commits: 404."""
+    for i, sha in enumerate(shas):
+        page = f"/wheels/{sha}/toypkg/"
+        if i in missing:
+            httpserver.expect_request(page).respond_with_data("Not Found", status=404)
+            continue
+        name, data = wheel("toypkg", f"0.1.dev{i}+g{sha[:9]}", {"toypkg/__init__.py": _module(i, k)})
+        httpserver.expect_request(f"/files/{sha}/{name}").respond_with_data(data)
+        import hashlib
+
+        files = [{"filename": name, "url": f"/files/{sha}/{name}", "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}]
+        httpserver.expect_request(page).respond_with_data(
+            json.dumps({"meta": {"api-version": "1.1"}, "name": "toypkg", "files": files}),
+            content_type="application/vnd.pypi.simple.v1+json")
+    return httpserver.url_for("/wheels/") + "{commit}/"
+
+
+def recipe(tmp: Path, repo: Path, shas: list[str], index: str, **extra) -> Path:
+    data = {"name": "toy-commits",
+            "source": {"kind": "git", "repo": str(repo), "wheels": {"index": index, "package": "toypkg"}},
+            "server": {"build_command": [sys.executable, "build.py"]},
+            "reproducer": {"kind": "command", "command": ["python", "-c", CHECK], "command_timeout_s": 60},
+            "regress": "command",
+            "bisect": {"good": shas[0], "bad": shas[-1]}, "report": {"dir": str(tmp / "out")},
+            "env_passthrough": ["BUILDS_DIR"], **extra}
+    p = tmp / "r.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def run(tmp: Path, r: Path, *args: str) -> subprocess.CompletedProcess:
+    builds = tmp / "builds"
+    builds.mkdir(exist_ok=True)
+    env = dict(os.environ, BISECTBOT_CACHE=str(tmp / "cache"), BUILDS_DIR=str(builds),
+               BISECTBOT_SANDBOX_WRITABLE=str(builds))
+    return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp / "state"), "run", str(r), *args],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+
+
+def source_builds(tmp: Path) -> list[str]:
+    f = tmp / "builds" / "builds.txt"
+    return f.read_text().split() if f.is_file() else []
+
+
+def probes(tmp: Path) -> list[dict]:
+    return json.loads((tmp / "out" / "result.json").read_text())["stages"][-1]["probes"]
+
+
+def test_every_commit_with_a_wheel_is_probed_without_a_source_build(httpserver: HTTPServer, tmp_path: Path) -> None:
+    n, k = 12, 7
+    shas = history(tmp_path / "repo", n, k)
+    r = recipe(tmp_path, tmp_path / "repo", shas, publish_commits(httpserver, shas, k, set()))
+    p = run(tmp_path, r)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    st = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
+    assert st["status"] == "culprit" and st["first_bad"]["ref"] == shas[k]
+    assert source_builds(tmp_path) == [], "a commit with a wheel is never built from source"
+    said = [pr["extra"].get("built_from", "") for pr in probes(tmp_path)]
+    assert said and all(s.startswith("prebuilt wheel toypkg-0.1.dev") for s in said), said
+    assert "install prebuilt wheel toypkg-0.1.dev" in p.stderr
+    # the wheel's module ran, not a worktree's: the command printed where it imported toypkg from
+    for pr in probes(tmp_path):
+        out = pr["extra"].get("stdout_tail", "")
+        assert "/envs/toypkg-" in out and "/site-packages/toypkg/__init__.py" in out, out
+
+
+@pytest.mark.parametrize("missing", [{7}, {3, 6, 7, 8}])
+def test_a_commit_without_a_wheel_is_built_from_source_and_says_so(httpserver: HTTPServer, tmp_path: Path,
+                                                                  missing: set[int]) -> None:
+    n, k = 12, 7
+    shas = history(tmp_path / "repo", n, k)
+    r = recipe(tmp_path, tmp_path / "repo", shas, publish_commits(httpserver, shas, k, missing))
+    p = run(tmp_path, r)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    st = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
+    assert st["status"] == "culprit" and st["first_bad"]["ref"] == shas[k]
+    probed = {pr["candidate"]["ref"]: pr["extra"].get("built_from", "") for pr in probes(tmp_path)}
+    built = set(source_builds(tmp_path))
+    for i, sha in enumerate(shas):
+        if sha not in probed:
+            continue
+        if i in missing:
+            assert probed[sha].startswith("source build (") and "has no toypkg wheels for this commit" in probed[sha]
+            assert f"c{i}" in built
+        else:
+            assert probed[sha].startswith("prebuilt wheel"), (i, probed[sha])
+            assert f"c{i}" not in built
+    assert "no prebuilt wheel (" in p.stderr and "building from source" in p.stderr
+
+
+def test_an_unreachable_index_is_an_error_never_a_source_build(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    shas = history(tmp_path / "repo", 6, 3)
+    r = recipe(tmp_path, tmp_path / "repo", shas, f"http://127.0.0.1:{port}/wheels/{{commit}}/")
+    p = run(tmp_path, r)
+    assert p.returncode not in (0, 1, 70), p.returncode
+    assert source_builds(tmp_path) == []
+    assert f"127.0.0.1:{port}" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("extra,field", [
+    ({"patches": ["vllm-sparse-mla-workspace"]}, "patches"),
+    ({"bisect": {"components": {"aiter": {"kind": "git", "repo": "/x",
+                                          "wheels": {"index": "https://w/{commit}/", "package": "amd-aiter"}}}}},
+     "bisect.components.aiter.wheels"),
+])
+def test_what_a_wheel_cannot_carry_is_refused_with_its_field(tmp_path: Path, extra: dict, field: str) -> None:
+    shas = ["a" * 40, "b" * 40]
+    r = recipe(tmp_path, tmp_path / "repo", shas, "https://wheels.example/{commit}/", **extra)
+    p = subprocess.run([sys.executable, "-m", "bisectbot", "recipe", "validate", str(r)], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert field in p.stdout + p.stderr and "r.yaml:" in p.stdout + p.stderr
