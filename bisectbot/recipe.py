@@ -157,6 +157,11 @@ class ServerSpec(_Model):
         "killed and the candidate is a skip ('build failed (timed out after N s, server.build_timeout_s)'); "
         "default 4 hours: a from-source vLLM build takes from ~10 minutes (ROCm, vllm#8336) to over 3 hours "
         "(with its flash-attention kernels, vllm#13281)")
+    keyed_caches: bool = Field(
+        True, description="give each candidate the compile and JIT caches of its own key (vLLM's torch.compile "
+        "cache, Inductor, Triton, aiter's JIT modules: bisectbot.run.caches), writable to it and unseen by every "
+        "other key's candidates, so a later start of the same build (or, for aiter, of the same nightly) skips the "
+        "compile (issue 40); false: none")
     network: Literal["loopback", "host"] = Field(
         "loopback", description="network of the local runner's sandboxed candidate processes (build command, "
         "server, command reproducer): 'loopback' (default), their own network namespace with only a private lo "
@@ -699,6 +704,7 @@ class Recipe(_Model):
             data["reproducer"].pop("stream", None)
         if data.get("server", {}).get("network") == "loopback":  # likewise the sandbox's default network
             data["server"].pop("network", None)
+        data.get("server", {}).pop("keyed_caches", None)  # caches keyed by content change no verdict
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

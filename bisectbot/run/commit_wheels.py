@@ -134,6 +134,7 @@ class CommitWheelRunner:
         work = Path(tempfile.mkdtemp(prefix=f"wheel-{safe_name(sha[:12], 20)}-", dir=self.local.workdir))
         return Prepared(candidate, self.build_key(candidate), source=work,
                         meta={"root": str(work), "env": str(env), "commits": {self.component: sha},
+                              "cache_base": f"wheel|{self.wheels.package}|deps:{self.wheels.dependencies_index or ''}",
                               "built_from": f"prebuilt wheel {w.filename} from {self.index_of(sha)}"
                                             + (" (installed now" if made else " (environment cached")
                                             + f", {time.monotonic() - t0:.1f} s)"})

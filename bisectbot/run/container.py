@@ -273,8 +273,10 @@ def health_path_of(url: str) -> str:
 
 def run_in_container(image: str, argv: list[str], profile: RunnerProfile, timeout_s: float,
                      env: dict[str, str] | None = None, client: Any = None,
-                     lock_dir: Path | None = None, entrypoint: list[str] | None = None) -> CommandRun:
+                     lock_dir: Path | None = None, entrypoint: list[str] | None = None,
+                     mounts: list[str] | None = None) -> CommandRun:
     """Run ``argv`` in a fresh container of ``image`` (``timeout_s`` seconds), always removed.
+    ``mounts``: extra ``HOST:CONTAINER[:ro|rw]`` binds beside the profile's (merged by container path).
 
     Returns :class:`CommandRun` (``returncode`` None when killed by the timeout)."""
     import docker
@@ -287,11 +289,15 @@ def run_in_container(image: str, argv: list[str], profile: RunnerProfile, timeou
             try:
                 run_kw: dict[str, Any] = {} if entrypoint is None else {"entrypoint": entrypoint}
                 name = f"bisectbot-{uuid.uuid4().hex[:12]}"
+                kw = docker_run_kwargs(profile, slot)
+                if mounts:
+                    plan = merge_mounts(profile, mounts)
+                    kw["volumes"] = [b.spec() for b in plan.binds]
                 try:
                     container = client.containers.run(
                         image, command=argv, detach=True, name=name, environment=container_env(profile, slot, env),
                         labels=container_labels("command"),
-                        **run_kw, **docker_run_kwargs(profile, slot),
+                        **run_kw, **kw,
                     )
                 except docker.errors.APIError:
                     _remove_named(client, name)  # created but not started
@@ -441,23 +447,51 @@ class ContainerRunner:
                  "source": str(prepared.source or "")}
         return [a.format(**subst) for a in s.command] + list(args or [])
 
+    def keyed_caches(self, prepared: Prepared) -> tuple[dict[str, str], list[str]]:
+        """``(environment, mounts)`` that give ``prepared``'s container its compile/JIT caches
+        (:mod:`bisectbot.run.caches`): each key's host directory bound at ``/var/cache/bisectbot/<name>``
+        and its variable pointing there. The base of the component-keyed caches is the nightly's digest;
+        an overlay's component commit is the candidate's own. Empty with ``server.keyed_caches: false``;
+        a cache is left out where a recipe mount takes its container path or the profile or recipe sets
+        its variable (theirs wins)."""
+        if not self.recipe.server.keyed_caches:
+            return {}, []
+        from .caches import CONTAINER_ROOT, KEYED_CACHES, keyed_dirs
+
+        c = prepared.candidate
+        commits = {c.component: c.ref} if c.kind == CandidateKind.COMMIT and c.meta.get("base") else {}
+        dirs = keyed_dirs(prepared.build_key, str(prepared.meta.get("base_digest") or prepared.build_key), commits)
+        taken = {m.split(":")[1].rstrip("/") for m in self.recipe.server.mounts if ":" in m}
+        env: dict[str, str] = {}
+        mounts: list[str] = []
+        for cache in KEYED_CACHES:
+            inside = f"{CONTAINER_ROOT}/{cache.name}"
+            if inside in taken or cache.env in self.profile.env or cache.env in self.recipe.server.env:
+                continue  # the recipe's mount, or a variable the profile or the recipe sets, wins
+            env[cache.env] = inside
+            mounts.append(f"{dirs[cache.env]}:{inside}:rw")
+        return env, mounts
+
     @contextlib.contextmanager
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,
                args: list[str] | None = None) -> Iterator[Server]:
         s = self.recipe.server
         log_path = self.log_dir / f"server-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.log"
         prepared.log_paths.append(str(log_path))
+        kenv, kmounts = self.keyed_caches(prepared)
         with server_container(
             prepared.image or "", self._command(prepared, args), self.profile, port=s.port,
-            env={**passthrough_env(self.recipe.env_passthrough), **s.env, **(env or {})}, mounts=s.mounts, log_path=log_path,
+            env={**kenv, **passthrough_env(self.recipe.env_passthrough), **s.env, **(env or {})},
+            mounts=[*s.mounts, *kmounts], log_path=log_path,
             health_timeout_s=s.health_timeout_s, client=self.client, lock_dir=self.lock_dir,
         ) as srv:
             yield srv
 
     def run_command(self, prepared: Prepared, argv: list[str], timeout_s: float) -> CommandRun:
-        env = {**passthrough_env(self.recipe.env_passthrough), **self.recipe.server.env}
+        kenv, kmounts = self.keyed_caches(prepared)
+        env = {**kenv, **passthrough_env(self.recipe.env_passthrough), **self.recipe.server.env}
         return run_in_container(prepared.image or "", argv, self.profile, timeout_s, env=env,
-                                client=self.client, lock_dir=self.lock_dir)
+                                client=self.client, lock_dir=self.lock_dir, mounts=kmounts)
 
     def release(self, prepared: Prepared) -> None:
         if self.keep_images or not prepared.image or not prepared.image.startswith("bisectbot/"):

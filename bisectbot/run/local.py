@@ -468,13 +468,36 @@ class LocalRunner:
             out.append(a)
         return out
 
+    def cache_base(self) -> str:
+        """What every candidate of this runner shares beside its component trees (the build key without
+        them): the base of the caches keyed by components (:func:`bisectbot.run.caches.cache_key`)."""
+        _, sh = self._stack_and_hash()
+        env = json.dumps(self.profile_env, sort_keys=True)
+        return f"local|patches:{sh}|build:{' '.join(self.recipe.server.build_command or [])}|env:{env}"
+
+    def keyed_caches(self, prepared: Prepared) -> dict[str, Path]:
+        """``{variable: host directory}`` of ``prepared``'s compile/JIT caches (:mod:`bisectbot.run.caches`),
+        made once per prepared candidate; empty with ``server.keyed_caches: false``."""
+        if not self.recipe.server.keyed_caches:
+            return {}
+        if "keyed_caches" not in prepared.meta:
+            from .caches import keyed_dirs
+
+            prepared.meta["keyed_caches"] = keyed_dirs(
+                prepared.build_key, str(prepared.meta.get("cache_base") or self.cache_base()),
+                dict(prepared.meta.get("commits") or {}))
+        return dict(prepared.meta["keyed_caches"])
+
     def env(self, prepared: Prepared, extra: dict[str, str] | None = None) -> dict[str, str]:
         """Allow-listed environment of a candidate process (:func:`bisectbot.secrets.candidate_env`):
-        never the bot's tokens, only what the profile, recipe and triage toggle set."""
+        never the bot's tokens, only what the profile, recipe and triage toggle set, and the variables
+        that point its compilers at its keyed caches (:meth:`keyed_caches`; a variable the profile or the
+        recipe sets wins)."""
         own = {"BISECTBOT_SOURCE": str(prepared.source or "")}
         for comp, wt in (prepared.meta.get("worktrees") or {}).items():
             own[f"BISECTBOT_SOURCE_{comp.upper().replace('-', '_')}"] = str(wt)
-        return candidate_env(self.profile_env, self.recipe.server.env, extra, own,
+        keyed = {k: str(v) for k, v in self.keyed_caches(prepared).items()}  # the profile and recipe may override
+        return candidate_env(keyed, self.profile_env, self.recipe.server.env, extra, own,
                              passthrough=self.recipe.env_passthrough)
 
     def sandboxed(self, argv: list[str], prepared: Prepared, env: dict[str, str],
@@ -490,7 +513,8 @@ class LocalRunner:
         tree = prepared.meta.get("root") or prepared.source or self.workdir
         root = prepared.meta.get("root")
         return sandbox.wrap(argv, tree=tree, env=env, cwd=prepared.source,
-                            readonly=[self.workdir, self.log_dir], network=self.recipe.server.network,
+                            readonly=[self.workdir, self.log_dir], writable=list(self.keyed_caches(prepared).values()),
+                            network=self.recipe.server.network,
                             bridge=bridge, home=Path(root) / ".home" if root else None, launch=launch)
 
     @contextmanager

@@ -72,27 +72,40 @@ def test_the_start_unit_still_starts_each_role_twice(kit, tmp_path: Path, starts
     assert "the culprit and its predecessor were re-probed" in " ".join(result.get("notes") or [])
 
 
-def test_a_ledger_row_from_another_host_is_probed_again(kit, tmp_path: Path, starts_file: Path) -> None:
+@pytest.mark.parametrize("edit,reprobed,says", [
+    ({"host": "gpu-runner-7", "kernel": "6.8.0-other"}, True, "gpu-runner-7"),  # another machine of the pool
+    ({"runner": "mi355x"}, True, "runner: mi355x"),  # another runner profile on this machine
+    (None, True, "its host was not recorded"),  # a row from before host facts were recorded
+    ({"bisectbot": "0.0.1", "packages": {"vllm": "0.1"}}, False, ""),  # the bot's version, the build's packages
+])
+def test_a_ledger_row_from_another_host_is_probed_again(kit, tmp_path: Path, starts_file: Path, edit, reprobed,
+                                                        says) -> None:
     """A second run answers every first probe from the ledger -- unless the row was measured on another
-    host: then the build is probed here, and the run says why."""
+    host (or says nothing of its host): then the build is probed here, and the run says why. The bot's
+    own version and the server's packages are not the host."""
     n, k = 9, 4
     result, _, shas = _run(kit, tmp_path, n, k, "request")
     first = sum(_starts(kit, starts_file).values())
     starts_file.write_text("")
     result2, err2, _ = _run(kit, tmp_path, n, k, "request")
     assert sum(_starts(kit, starts_file).values()) == 0, "the same host's rows answer a second run"
-    # the rows now say another machine measured them (another runner of the pool, another kernel)
     led = Ledger(tmp_path / "state")
     rows = list(led.probes())
     assert rows
     for res in rows:
-        res.extra["host"] = {**(res.extra.get("host") or {}), "host": "gpu-runner-7", "kernel": "6.8.0-other"}
+        if edit is None:
+            res.extra.pop("host", None)
+        else:
+            res.extra["host"] = {**(res.extra.get("host") or {}), **edit}
     led.put_probes(rows)
     led.close()
     result3, err3, _ = _run(kit, tmp_path, n, k, "request")
     third = _starts(kit, starts_file)
-    assert third[0] >= 1 and third[n - 1] >= 1, third  # both ends measured here again
-    assert sum(third.values()) == first, (first, third)
-    assert "measured on another host (" in err3 and "gpu-runner-7" in err3, err3[-3000:]
     final = result3["stages"][-1]
     assert final["status"] == "culprit" and final["first_bad"]["ref"] == shas[k]
+    if not reprobed:
+        assert sum(third.values()) == 0, third
+        return
+    assert third[0] >= 1 and third[n - 1] >= 1, third  # both ends measured here again
+    assert sum(third.values()) == first, (first, third)
+    assert says in err3 and "probing it here" in err3, err3[-3000:]
