@@ -1042,6 +1042,15 @@ class Bisection:
                   if st.index == index and st.effective is want and st.phase != "extra")
         return own + (1 if own and self._before.get(index) is want else 0)
 
+    def single_measurements(self) -> None:
+        """From now on every verdict counts as one measurement, those fed before included (the run saw
+        its requests disagree where the flake unit says they are independent draws of one answer:
+        :func:`bisectbot.verdict.agreement.mixed`); verification re-probes where that leaves a role
+        with one."""
+        self.in_probe_verification = False
+        for st in self.history:
+            st.measurements = 1
+
     def _measured_twice(self, index: int, want: Verdict) -> bool:
         """True when ``index`` holds two agreeing measurements of ``want`` (:meth:`measurements_of`):
         the standard of verification (issue 40: a re-probe is spent only where it would be the second)."""

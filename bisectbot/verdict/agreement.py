@@ -92,4 +92,20 @@ def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run:
     return Agreement(n, f"OK on all {n} prompts the bad end failed, in one start")
 
 
-__all__ = ["Agreement", "agreeing"]
+def mixed(res: ProbeResult, scope: Scope | None) -> str:
+    """Why ``res`` shows its requests disagreeing on the prompts on which the bad end failed (GARBAGE on
+    one, OK on another), or ``""``. Under ``flake_unit: request`` that is a request-level draw deciding
+    the answer (a flaky bug, or a threshold that moved between those prompts): two agreeing requests of
+    one probe are then no verification, and the round loop re-probes every role
+    (:meth:`bisectbot.bisect.Bisection.single_measurements`)."""
+    if scope is None or res.verdict is Verdict.SKIP:
+        return ""
+    got = scope.answers(res)
+    outcomes = {k.text(): d.get("outcome") for k, d in got.items()}
+    if Outcome.GARBAGE.value in outcomes.values() and Outcome.OK.value in outcomes.values():
+        said = ", ".join(f"{k} -> {v}" for k, v in outcomes.items())
+        return f"{res.candidate.label or res.candidate.ref[:12]} answered the bad end's failing prompts both ways ({said})"
+    return ""
+
+
+__all__ = ["Agreement", "agreeing", "mixed"]

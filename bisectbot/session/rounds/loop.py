@@ -25,7 +25,7 @@ from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
 from ...recipe import Recipe
 from ...reproduce.search import counted_by
-from ...verdict.agreement import Agreement, agreeing
+from ...verdict.agreement import Agreement, agreeing, mixed
 from ...verdict.badend import clean, sequential_end, sequential_good_end, shows_bug
 from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
 from ...verdict.measured import measured_words
@@ -283,8 +283,13 @@ class RoundLoop:
                     scoped_out = res.reason.split(": not tested", 1)[0] if "scope" in res.extra else ""
                     counted = (int(res.extra.get("hits") or 0), int(res.extra.get("runs") or 0))
                     # issue 40: agreeing requests of one probe verify its role where a request is a flake's unit
+                    why = mixed(res, scope) if b.in_probe_verification else ""
+                    if why:
+                        b.single_measurements()
+                        self.echo(f"{why}: two requests of one probe are no verification in this run; "
+                                  "each role is re-probed (bisect.flake_unit: request)")
                     agree = (agreeing(r, res, scope, this_run=prober.measured_by_this_run(res))
-                             if b.exact and r.bisect.verify else Agreement())
+                             if b.exact and r.bisect.verify and b.in_probe_verification else Agreement())
                     eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
                                  runs=counted if counted[1] > 0 else None, measurements=agree.count)
                     if agree.count > 1:
