@@ -8,8 +8,8 @@ culprit positions (uniform, seeded, the ends' neighbours always included), an ex
 probe right) is bisected four ways:
 
 * **git bisect run**: the user declares both ends; plain binary search, no verification;
-* **ends in the ledger**: the nightly job probed both ends, the bot searches and verifies
-  (``Bisection(check_boundary=False)``);
+* **ends in the ledger**: the nightly job of this run probed both ends (their verdicts and requests
+  are this run's measurements; their starts are not the bisection's), the bot searches and verifies;
 * **ends probed**: the bot probes both ends, searches and verifies (``Bisection()``);
 * **a commit stage after a nightly stage**: ends probed, the good end's build measured before in
   the same run (:meth:`bisectbot.bisect.Bisection.measured_before`: an empty overlay on the
@@ -51,11 +51,12 @@ def bot(n: int, first_bad: int, *, ends_known: bool, measured_good_end: bool = F
         in_probe: tuple[int, int] = (1, 1)) -> tuple[int, bool]:
     """``(starts, right)`` of an exact bisection by :class:`Bisection` (one start per probe).
 
-    ``in_probe``: the agreeing measurements one probe's ``(good, bad)`` verdict holds -- ``(1, 1)``
-    under ``bisect.flake_unit: start``; under ``request`` a threshold probe's good verdict answered
-    OK the bad end's two failing prompts (2) and a bad one GARBAGE on its prompts (2; 1 when only
-    one prompt failed), as the round loop counts them (:func:`bisectbot.verdict.agreement.agreeing`)."""
-    b = Bisection(n, check_boundary=not ends_known)
+    ``in_probe``: the agreeing measurements one probe's ``(good, bad)`` verdict holds, as the round loop
+    counts them (:func:`bisectbot.verdict.agreement.agreeing`): a size-less command, ``(1, 1)``; a threshold
+    probe under ``bisect.flake_unit: start``, ``(1, 2)`` (a bad verdict showing the bad end's failure --
+    two GARBAGE prompts, the same threshold -- is what a start-level flake cannot make; a good one is
+    what it makes); under ``request``, ``(2, 2)`` (OK on the bad end's two failing prompts; GARBAGE on two)."""
+    b = Bisection(n)
     b.in_probe_verification = in_probe != (1, 1)
     if measured_good_end:
         b.measured_before(0, Verdict.GOOD)
@@ -64,18 +65,20 @@ def bot(n: int, first_bad: int, *, ends_known: bool, measured_good_end: bool = F
             bad = i >= first_bad
             b.feed(i, Verdict.BAD if bad else Verdict.GOOD, measurements=in_probe[bad])
     r = b.result()
-    return b.probes, r.status is Status.CULPRIT and r.first_bad == first_bad and r.verified
+    # ends in the ledger: the nightly job of this run probed both (its starts, not the bisection's)
+    starts = b.probes - (2 if ends_known else 0)
+    return starts, r.status is Status.CULPRIT and r.first_bad == first_bad and r.verified
 
 
 #: The ways the bot is measured, with :func:`bot`'s keywords.
 WAYS: list[tuple[str, dict[str, object]]] = [
-    ("ends in the ledger", {"ends_known": True}),
-    ("ends probed", {"ends_known": False}),
-    ("commit stage after nightlies", {"ends_known": False, "measured_good_end": True}),
-    ("ends in the ledger, flake_unit request", {"ends_known": True, "in_probe": (2, 2)}),
-    ("ends probed, flake_unit request", {"ends_known": False, "in_probe": (2, 2)}),
-    ("ends in the ledger, request, one failing prompt", {"ends_known": True, "in_probe": (2, 1)}),
-    ("ends probed, request, one failing prompt", {"ends_known": False, "in_probe": (2, 1)}),
+    ("ends in the ledger, threshold, start", {"ends_known": True, "in_probe": (1, 2)}),
+    ("ends probed, threshold, start", {"ends_known": False, "in_probe": (1, 2)}),
+    ("commit stage after nightlies", {"ends_known": False, "measured_good_end": True, "in_probe": (1, 2)}),
+    ("ends in the ledger, threshold, request", {"ends_known": True, "in_probe": (2, 2)}),
+    ("ends probed, threshold, request", {"ends_known": False, "in_probe": (2, 2)}),
+    ("ends in the ledger, size-less command", {"ends_known": True}),
+    ("ends probed, size-less command", {"ends_known": False}),
 ]
 
 

@@ -504,10 +504,11 @@ class BisectSpec(_Model):
     flake_unit: Literal["start", "request"] = Field(
         "start", description="what a flaky verdict is independent across: 'start' (default: a build can be bad for a "
         "whole server start or not at all, e.g. kernels autotuned at start-up, so requests of one start are one "
-        "measurement) or 'request' (each request, or each run of a command, is its own draw). An exact search "
-        "verifies a role (culprit bad, predecessor good) by two agreeing measurements: with 'request', two "
-        "agreeing requests of the probe the search made (GARBAGE on two prompts; OK on every prompt the bad end "
-        "failed, two or more) are those two, and no second server start is spent on it (issue 40)")
+        "measurement, and such a flake hides a bug but never shows one: a culprit whose probe showed the bad end's "
+        "failure is not re-probed, the predecessor is) or 'request' (each request, or each run of a command, is "
+        "its own draw: two agreeing requests of the probe the search made -- GARBAGE on two prompts; OK on every "
+        "prompt the bad end failed, two or more -- verify its role without a second server start). Issue 40; "
+        "bisectbot.verdict.agreement")
     confidence: float = Field(0.99, gt=0.5, lt=1)
     max_rounds: int = Field(40, ge=1, le=1000, description="hard cap on the rounds of one round session "
                             "(bisect.executor: actions); 'round plan' fails past it (issue 24)")

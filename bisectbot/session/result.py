@@ -117,7 +117,7 @@ def verification_words(final: StageResult) -> str:
         if role in cached:
             parts.append(f"the {role} was verified from the cached verdict of {of([cached[role]])}, not re-probed")
         elif role in inside:
-            parts.append(f"the {role} was verified by {inside[role]} (bisect.flake_unit: request), not re-probed")
+            parts.append(f"the {role} was verified by {inside[role]}, not re-probed")
         else:
             parts.append(f"the {role} was re-probed in this run")
     return "; ".join(parts)
@@ -307,8 +307,8 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
     if bs.verify and b.exact:  # issue 40: what a verification costs
         lines.append("verify: a role (culprit, predecessor) whose probe held two agreeing requests needs no "
                      "re-probe (bisect.flake_unit: request); ~2 probes fewer when both do" if bs.flake_unit == "request"
-                     else "verify: the culprit and its predecessor each re-probed in a server start of its own "
-                     "(bisect.flake_unit: start), unless already measured twice in this run")
+                     else "verify: the predecessor re-probed in a server start of its own, the culprit too unless its "
+                     "probe showed the bad end's failure (bisect.flake_unit: start)")
     wheels = getattr(recipe.source, "wheels", None)
     if wheels is not None:
         lines.append(f"candidates: the prebuilt {wheels.package} wheel of each commit from {wheels.index} where it "

@@ -21,6 +21,13 @@ asked twice can be answered from a cache and is one draw):
 * a command's repeats (``hits`` of ``runs``): the failing runs of a bad verdict, all runs of a good
   one without a failing run.
 
+Under ``start``, one more case needs no second start: a **bad** threshold verdict that shows the bad
+end's failure (GARBAGE on two or more distinct prompts, its first GARBAGE size within
+:data:`bisectbot.bisect.REPROBE_BAND` of the bad end's). The flake a start makes hides a bug -- a
+build bad for a whole start or not at all -- and never shows a good build the bad end's failure, so
+that verdict's re-probe would measure nothing a flake could have changed; the predecessor's good,
+which such a flake does fake, is still re-probed (:func:`_bad_end_failure`).
+
 Everything else is one measurement: a verdict taken from the ledger or given by a maintainer (a
 re-probe is a new measurement of *this* run's question, issue 35), a fix bisection, patch states,
 a measured-value verdict (a statistical test over its samples), a skip. No constant enters: the
@@ -51,14 +58,61 @@ def _rows(res: ProbeResult) -> list[dict[str, Any]]:
             if isinstance(d, dict)]
 
 
-def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run: bool) -> Agreement:
+def _garbage_keys(recipe: Recipe, res: ProbeResult) -> set[Any]:
+    """Identities of the distinct prompts ``res`` answered GARBAGE (under ``threshold-below: N`` only
+    those below N tokens)."""
+    seed = recipe.reproducer.seed if recipe.reproducer.kind == "prefill" else None
+    below = recipe.regress.arg if recipe.regress.mode == "threshold-below" else None
+    keys: set[Any] = set()
+    for d in _rows(res):
+        if d.get("outcome") != Outcome.GARBAGE.value:
+            continue
+        size = d.get("prompt_tokens") or d.get("requested")
+        if isinstance(below, int) and not (isinstance(size, int) and size < below):
+            continue
+        key = PromptKey.of_row(d, seed)
+        if key is not None:
+            keys.add(key.identity)
+    return keys
+
+
+def _bad_end_failure(recipe: Recipe, res: ProbeResult, scope: Scope | None, bad_end_ref: str) -> Agreement:
+    """``flake_unit: start``: a bad threshold verdict that shows the bad end's failure -- GARBAGE on two or
+    more distinct prompts, its first GARBAGE size within :data:`bisectbot.bisect.REPROBE_BAND` of the bad
+    end's (the band within which an exact search takes two thresholds of one build for one measurement;
+    the bad end's own probe: that failure itself) -- is what a flake of a start cannot make: a start-level flake hides a bug (a build bad for a whole
+    start or not at all), it never shows a good build the bad end's failure. Its re-probe would measure
+    that failure once more; the predecessor's good, which such a flake does fake, is still re-probed."""
+    from ..bisect import REPROBE_BAND
+
+    if res.verdict is not Verdict.BAD or recipe.regress.mode not in SCOPED_MODES:
+        return Agreement()
+    n = len(_garbage_keys(recipe, res))
+    if res.candidate.ref == bad_end_ref and n >= 2:  # the failure itself, measured in this run
+        return Agreement(2, f"GARBAGE on {n} distinct prompts, the bad end's own failure: a flake of a server "
+                            "start hides a bug, it does not show one (bisect.flake_unit: start)")
+    if scope is None or res.candidate.ref == bad_end_ref or not res.threshold or res.threshold[1] is None:
+        return Agreement()
+    lo, hi = sorted((int(res.threshold[1]), int(scope.failing_size)))
+    if n < 2 or lo <= 0 or hi > lo * REPROBE_BAND:
+        return Agreement()
+    return Agreement(2, f"GARBAGE on {n} distinct prompts from {res.threshold[1]} tokens, the bad end's failure "
+                        f"(from {scope.failing_size} tokens): a flake of a server start hides a bug, it does not "
+                        "show one (bisect.flake_unit: start)")
+
+
+def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run: bool,
+             bad_end_ref: str = "") -> Agreement:
     """The independent measurements ``res``'s verdict holds under ``recipe.bisect.flake_unit`` (module
     docstring); ``scope``: the bad end's failing prompts once known; ``this_run``: ``res`` was measured
-    by this run (or the interrupted run it resumes), not taken from another run's ledger rows. Always
-    at least one."""
-    if (recipe.bisect.flake_unit != "request" or res.verdict is Verdict.SKIP or not this_run
+    by this run (or the interrupted run it resumes), not taken from another run's ledger rows;
+    ``bad_end_ref``: the search's bad end (its own probe is never a second measurement of itself).
+    Always at least one."""
+    if (res.verdict is Verdict.SKIP or not this_run
             or recipe.regress.is_fix or recipe.regress.mode == "slower" or is_patch_mode(recipe.regress)):
         return Agreement()
+    if recipe.bisect.flake_unit != "request":
+        return _bad_end_failure(recipe, res, scope, bad_end_ref)
     extra = res.extra if isinstance(res.extra, dict) else {}
     hits, runs = extra.get("hits"), extra.get("runs")
     if not res.table and isinstance(hits, int) and isinstance(runs, int) and 0 <= hits <= runs:
@@ -67,21 +121,10 @@ def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run:
         return Agreement(n, f"{n} {what} of one start") if n >= 2 else Agreement()
     if recipe.regress.mode not in SCOPED_MODES:
         return Agreement()
-    seed = recipe.reproducer.seed if recipe.reproducer.kind == "prefill" else None
     if res.verdict is Verdict.BAD:
-        below = recipe.regress.arg if recipe.regress.mode == "threshold-below" else None
-        keys: set[Any] = set()
-        for d in _rows(res):
-            if d.get("outcome") != Outcome.GARBAGE.value:
-                continue
-            size = d.get("prompt_tokens") or d.get("requested")
-            if isinstance(below, int) and not (isinstance(size, int) and size < below):
-                continue
-            key = PromptKey.of_row(d, seed)
-            if key is not None:
-                keys.add(key.identity)
-        n = len(keys)
-        return Agreement(n, f"GARBAGE on {n} distinct prompts in one start") if n >= 2 else Agreement()
+        n = len(_garbage_keys(recipe, res))
+        return (Agreement(n, f"GARBAGE on {n} distinct prompts in one start (bisect.flake_unit: request)")
+                if n >= 2 else Agreement())
     if scope is None:
         return Agreement()
     got = scope.answers(res)
@@ -89,7 +132,7 @@ def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run:
     n = len({k.identity for k in ok})
     if n < 2 or len(ok) != len(scope.failing):
         return Agreement()
-    return Agreement(n, f"OK on all {n} prompts the bad end failed, in one start")
+    return Agreement(n, f"OK on all {n} prompts the bad end failed, in one start (bisect.flake_unit: request)")
 
 
 def mixed(res: ProbeResult, scope: Scope | None) -> str:

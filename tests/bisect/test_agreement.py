@@ -33,8 +33,8 @@ def row(size: int, words: int, outcome: str, seed: int = 0) -> dict:
             "evidence": {"prompt_words": words, "prompt_seed": seed}}
 
 
-def res(verdict: Verdict, rows: list[dict], **extra) -> ProbeResult:
-    return ProbeResult(C, verdict, table=rows, extra=dict(extra))
+def res(verdict: Verdict, rows: list[dict], threshold: tuple | None = None, **extra) -> ProbeResult:
+    return ProbeResult(C, verdict, table=rows, threshold=threshold, extra=dict(extra))
 
 
 SCOPE = Scope((PromptKey(8000, 0, 6000), PromptKey(9000, 0, 6800)), 8000)
@@ -125,3 +125,24 @@ def test_a_search_re_probes_each_role_once_it_forgets_its_in_probe_counts(n: int
 def test_a_measurement_count_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one"):
         Bisection(5).feed(4, Verdict.BAD, measurements=0)
+
+
+@pytest.mark.parametrize("first,rows,bad_end,count", [
+    (8000, [row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE")], "e" * 40, 2),  # the bad end's failure
+    (6500, [row(6500, 4900, "GARBAGE"), row(8000, 6000, "GARBAGE")], "e" * 40, 2),  # 8000 / 6500 < 1.25
+    (6000, [row(6000, 4500, "GARBAGE"), row(8000, 6000, "GARBAGE")], "e" * 40, 1),  # 8000 / 6000 > 1.25: moved
+    (8000, [row(8000, 6000, "GARBAGE")], "e" * 40, 1),  # one prompt
+    (8000, [row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE")], C.ref, 2),  # the bad end's own failure
+    (8000, [row(8000, 6000, "GARBAGE")], C.ref, 1),  # the bad end, one prompt
+])
+def test_the_start_unit_takes_the_bad_ends_failure_as_decisive_for_a_bad_verdict(first, rows, bad_end, count) -> None:
+    """A start-level flake hides a bug, it does not show one: a bad verdict with the bad end's failure
+    (two prompts, a threshold within REPROBE_BAND of the bad end's) needs no second start; a good one
+    always does."""
+    got = agreeing(recipe("start"), res(Verdict.BAD, rows, (first - 100, first)), SCOPE, this_run=True,
+                   bad_end_ref=bad_end)
+    assert got.count == count, got
+    if count == 2:
+        assert "the bad end's" in got.what and "bisect.flake_unit: start" in got.what
+    good = [row(8000, 6000, "OK"), row(9000, 6800, "OK")]
+    assert agreeing(recipe("start"), res(Verdict.GOOD, good), SCOPE, this_run=True).count == 1

@@ -118,6 +118,7 @@ class RoundLoop:
         self.last_bisection: Bisection | None = None
         #: what the known-failing end's sequential test found in the current search (issue 23)
         self.end_notes: list[str] = []
+        self._mixed = ""  # issue 40: why one probe's requests are no verification in this search ("" while none)
         self.t0 = time.monotonic()
         from ...progress import Eta
 
@@ -194,6 +195,7 @@ class RoundLoop:
         scope: Scope | None = None
         prober.focus = ()
         self.end_notes = []
+        self._mixed = ""  # issue 40: a probe answered the bad end's failing prompts both ways (said once)
         watch = RequiredPatchWatch(name)  # a required patch that applies nowhere is said now (issue 25)
         try:
             with prober.executor_for(self.prefetch_enabled) as executor:
@@ -283,13 +285,15 @@ class RoundLoop:
                     scoped_out = res.reason.split(": not tested", 1)[0] if "scope" in res.extra else ""
                     counted = (int(res.extra.get("hits") or 0), int(res.extra.get("runs") or 0))
                     # issue 40: agreeing requests of one probe verify its role where a request is a flake's unit
-                    why = mixed(res, scope) if b.in_probe_verification else ""
-                    if why:
+                    why = mixed(res, scope) if b.exact and r.bisect.verify and not self._mixed else ""
+                    if why:  # the answer is a request-level draw: one probe's agreement proves nothing
+                        self._mixed = why
                         b.single_measurements()
-                        self.echo(f"{why}: two requests of one probe are no verification in this run; "
-                                  "each role is re-probed (bisect.flake_unit: request)")
-                    agree = (agreeing(r, res, scope, this_run=prober.measured_by_this_run(res))
-                             if b.exact and r.bisect.verify and b.in_probe_verification else Agreement())
+                        self.echo(f"{why}: one probe's requests are no verification in this run; each role is "
+                                  "re-probed")
+                    agree = (agreeing(r, res, scope, this_run=prober.measured_by_this_run(res),
+                                      bad_end_ref=candidates[-1].ref)
+                             if b.exact and r.bisect.verify and not self._mixed else Agreement())
                     eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
                                  runs=counted if counted[1] > 0 else None, measurements=agree.count)
                     if agree.count > 1:
