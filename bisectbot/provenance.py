@@ -42,15 +42,19 @@ def host_facts(runner_profile: str, versions: dict[str, str] | None = None) -> d
 
 
 def facts_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """``key: A -> B`` for each host fact that differs between two probes' :func:`host_facts`."""
+    """``key: A -> B`` for each host fact that differs between two probes' :func:`host_facts` (values shown
+    at most 80 characters; a ledger row's facts of any other shape compared as they are, never a crash)."""
     out = []
-    for k in sorted(set(a) | set(b)):
-        if k == "packages":
-            pa, pb = a.get(k) or {}, b.get(k) or {}
-            out += [f"{n}: {pa.get(n, '-')} -> {pb.get(n, '-')}" for n in sorted(set(pa) | set(pb))
-                    if pa.get(n) != pb.get(n)]
-        elif a.get(k) != b.get(k):
-            out.append(f"{k}: {a.get(k, '-')} -> {b.get(k, '-')}")
+    a = a if isinstance(a, dict) else {}
+    b = b if isinstance(b, dict) else {}
+    for k in sorted(set(map(str, a)) | set(map(str, b))):
+        pa, pb = a.get(k), b.get(k)
+        if k == "packages" and isinstance(pa or {}, dict) and isinstance(pb or {}, dict):
+            pa, pb = pa or {}, pb or {}
+            out += [f"{n}: {str(pa.get(n, '-'))[:80]} -> {str(pb.get(n, '-'))[:80]}"
+                    for n in sorted(set(map(str, pa)) | set(map(str, pb))) if pa.get(n) != pb.get(n)]
+        elif pa != pb:  # any other value (a row's odd type included) compared as it is, shown short
+            out.append(f"{k}: {str(pa if k in a else '-')[:80]} -> {str(pb if k in b else '-')[:80]}")
     return out
 
 

@@ -70,8 +70,9 @@ class CommitWheels(_Model):
     lists that commit's wheels. A commit without one (the index answers 404, or no wheel this Python can
     install) is built from source as before, and the probe says which."""
 
-    index: str = Field(..., pattern=r"^(https?|file)://[^\s]*\{commit\}[^\s]*$",
-                       description="per-commit PEP 503 index URL with {commit} (the full 40-hex SHA)")
+    index: str = Field(..., pattern=r"^(https?|file)://[^\s?#]*\{commit\}[^\s?#]*$",
+                       description="per-commit PEP 503 index URL with {commit} (the full 40-hex SHA) in its path; "
+                                   "no query or fragment (the project's page is appended to the path)")
     package: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                          description="the distribution to install from it (vllm)")
     dependencies_index: str | None = Field(

@@ -618,7 +618,7 @@ def _launcher_python() -> str:
 def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | Path | None = None,
          readonly: Iterable[str | Path] = (), writable: Iterable[str | Path] = (), network: str = "loopback",
          bridge: ServerBridge | None = None, home: str | Path | None = None,
-         launch: Launch | None = None) -> tuple[list[str], dict[str, str]]:
+         launch: Launch | None = None, hidden: Iterable[str | Path] = ()) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` that run ``argv`` inside the sandbox (module docstring), its tree ``tree``
     writable. ``env`` is the candidate's (allow-listed) environment; ``TMPDIR`` becomes ``/tmp``
     unless it lies in a writable path. ``readonly``: more paths seen read-only (the bot's work and
@@ -630,7 +630,10 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     (``~/.triton``, ``pip install --user``) is there for its server; without it a fresh tmpfs per
     process. ``launch``: the process starts through the launcher (:data:`_LAUNCH`; with ``bridge``
     the bridge's wrapper) that reports on ``launch``'s pipe whether the sandbox was set up -- start it
-    with ``pass_fds=launch.pass_fds`` (:func:`launched`). Returns them unchanged when :func:`enabled` is
+    with ``pass_fds=launch.pass_fds`` (:func:`launched`). ``hidden``: more directories the process does not
+    see (an empty read-only directory in their place; a writable path below one is still bound there:
+    the keyed caches of :mod:`bisectbot.run.caches`, whose root hides every other key's). Returns them
+    unchanged when :func:`enabled` is
     False. Raises :class:`SandboxUnavailable` (see :func:`require`), ``ValueError`` for another
     ``network``, and ``FileNotFoundError`` / ``PermissionError`` when ``argv[0]`` cannot be run
     (as ``Popen`` would)."""
@@ -649,7 +652,7 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
     elif shutil.which(prog, path=env.get("PATH")) is None:
         raise FileNotFoundError(2, "No such file or directory", prog)
     rw = writable_paths(Path(tree), writable)
-    hide = hidden_paths()
+    hide = hidden_paths() + [Path(h).resolve() for h in hidden if os.path.isdir(h)]
     named = [p for p in named_paths(argv, cwd, env, untrusted=rw) if not _under(p, rw)]
     if launch is not None or (bridge is not None and network == "loopback"):  # the bot's own interpreter
         named += [p for p in named_paths([_launcher_python()], None, env, untrusted=rw) if not _under(p, rw)]

@@ -250,6 +250,9 @@ class Bisection:
         #: request``, :meth:`feed`'s ``measurements``): verification re-probes are then not folded into
         #: the last search round ahead of the verdicts that may make them unneeded
         self.in_probe_verification = False
+        #: verification re-probes :meth:`steps_left` expects (2: culprit and predecessor; fewer where the
+        #: recipe's verdicts can verify a role inside its probe, :func:`bisectbot.verdict.agreement.expected_reprobes`)
+        self.expected_reprobes = 2
         self._advance()
 
     # ------------------------------------------------------------------ posterior views
@@ -1152,7 +1155,8 @@ class Bisection:
             return 0
         ids = self._class_ids()
         mass = np.bincount(ids, weights=self.posterior)
-        extra = len(self._ends_left) + (2 if self.verify and not self._verify_targets else len(self._verify_targets))
+        extra = len(self._ends_left) + (self.expected_reprobes if self.verify and not self._verify_targets
+                                        else len(self._verify_targets))
         if self.exact:
             live = int(np.count_nonzero(mass > 0)) - len(self._ends_left)
             return extra + (math.ceil(math.log2(live)) if live > 1 else 0)

@@ -468,8 +468,15 @@ class ReferenceProbe:
         return res
 
     def confirm(self, size: int) -> SizeResult:
-        """The inner probe's boundary confirmation (another prompt), compared as well."""
-        return self._compare(size, self.inner.confirm(size))
+        """The inner probe's boundary confirmation (another prompt), compared as well; its progress line
+        printed here (the outcome that decides)."""
+        from .. import progress
+
+        t0 = time.monotonic()
+        res = self._compare(size, self.inner.confirm(size))
+        progress.request(size, f"{res.outcome.value} (confirmation)", time.monotonic() - t0,
+                         measured=res.prompt_tokens, counted_by=res.counted_by)
+        return res
 
     def ask(self, key: PromptKey) -> SizeResult:
         """The inner probe's exact prompt ``key`` (issue 35), compared as well."""

@@ -318,7 +318,11 @@ class HttpProbe:
         """``SizeResult`` of a second prompt at about ``size`` tokens: another filler seed and
         other needle codes (:meth:`PromptBuilder.sibling`: sized with ``/tokenize`` when the
         server has a trusted one, else from this probe's usage calibration); the prompt aims a
-        hair above ``size`` so its measured size is not below it."""
+        hair above ``size`` so its measured size is not below it. Its progress line says it is the
+        confirmation (a request counted as evidence is always shown)."""
+        from .. import progress
+
+        t0 = time.monotonic()
         try:
             if self._alt is None or self._alt.seed != self.spec.seed + 1:
                 self._alt = self.builder.sibling(self.spec.seed + 1)
@@ -326,10 +330,14 @@ class HttpProbe:
             prompt = self._alt.build(size + slack)
             res = self._ask(size, prompt, self.spec.max_tokens)
             res.evidence["confirmation"] = f"seed {self.spec.seed + 1}"
-            return self._truncated(prompt, res) or self._finish(size, prompt, res)
+            res = self._truncated(prompt, res) or self._finish(size, prompt, res)
         except Exception as e:  # noqa: BLE001 - never a traceback
-            return SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
-                              error_kind="bad-response")
+            res = SizeResult(size, None, Outcome.ERROR, [f"probe failed: {type(e).__name__}: {e}"[:300]],
+                             error_kind="bad-response")
+        if self.report_progress:
+            progress.request(size, f"{res.outcome.value} (confirmation, filler seed {self.spec.seed + 1})",
+                             time.monotonic() - t0, measured=res.prompt_tokens, counted_by=res.counted_by)
+        return res
 
     def ask(self, key: PromptKey) -> SizeResult:
         """``SizeResult`` of exactly the prompt ``key`` names (its filler seed and words: the text

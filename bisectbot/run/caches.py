@@ -10,10 +10,11 @@ which only aiter's sources and the toolchain decide -- every vLLM commit overlai
 **The boundary** (the sandbox issue's): a cache directory belongs to one *key*; a candidate gets the
 directories of its own keys, writable, and no other (the sandbox and the container see nothing else of
 them), so an entry is written only by a candidate of its key and read by no other. The key of a
-cache (:func:`cache_key`) is SHA-256 over what writes it: ``writers`` None -- the candidate's whole
-build key (image digest or trees, overlay, patch stack, build command, runner profile); a tuple of
-component names -- the candidate's *base* (the nightly's digest, or the local runner's build minus
-its components) and the commits of those components the candidate has of its own.
+cache (:func:`cache_key`) is SHA-256 over what writes it: by default the candidate's whole build key
+(image digest or trees, overlay, patch stack, build command, runner profile); for a cache whose
+``shared_across`` names components known not to write it, the candidate's *base* (the nightly's digest,
+or the local runner's build minus its components) and the commits of every *other* component it has of
+its own (an unknown component name keys it: sharing is only ever across a known non-writer).
 
 The caches (:data:`KEYED_CACHES`), each pointed at by the variable its tool reads:
 
@@ -21,7 +22,7 @@ The caches (:data:`KEYED_CACHES`), each pointed at by the variable its tool read
 * ``inductor`` -- ``TORCHINDUCTOR_CACHE_DIR`` (PyTorch Inductor's FX-graph and kernel cache);
 * ``triton`` -- ``TRITON_CACHE_DIR`` (compiled Triton kernels);
 * ``aiter`` -- ``AITER_JIT_DIR`` (aiter's JIT guide: the HIP modules its JIT builds on first use),
-  keyed by the base and aiter's own commit only.
+  keyed by the base and every component's commit but vLLM's (vLLM's code does not build aiter's modules).
 
 What is **not** shared here, and why: model weights are the runner's (``HF_HOME``, staged by a step that
 runs no candidate code, mounted by the runner profile); image layers are Docker's (a derived image
@@ -43,19 +44,22 @@ __all__ = ["CONTAINER_ROOT", "KEYED_CACHES", "KeyedCache", "cache_key", "keyed_d
 
 @dataclass(frozen=True)
 class KeyedCache:
-    """One cache: its ``name`` (a directory), the variable ``env`` its tool reads, and ``writers``: the
-    components whose code decides its content (None: the whole build)."""
+    """One cache: its ``name`` (a directory), the variable ``env`` its tool reads, and ``shared_across``:
+    the components known **not** to write it, across whose commits it is shared (empty: the whole build
+    keys it). Every other component's commit keys it -- a component under a name the bot does not know
+    (a repository directory ``aiter-src``, the pip name ``amd-aiter``) never shares, so an unknown name
+    costs a compile, never a stale module."""
 
     name: str
     env: str
-    writers: tuple[str, ...] | None = None
+    shared_across: tuple[str, ...] = ()
 
 
 KEYED_CACHES: tuple[KeyedCache, ...] = (
     KeyedCache("vllm", "VLLM_CACHE_ROOT"),
     KeyedCache("inductor", "TORCHINDUCTOR_CACHE_DIR"),
     KeyedCache("triton", "TRITON_CACHE_DIR"),
-    KeyedCache("aiter", "AITER_JIT_DIR", ("aiter",)),
+    KeyedCache("aiter", "AITER_JIT_DIR", ("vllm",)),
 )
 """The caches a candidate gets (module docstring)."""
 
@@ -73,12 +77,13 @@ def keyed_root() -> Path:
 
 def cache_key(cache: KeyedCache, build_key: str, base: str, commits: Mapping[str, str]) -> str:
     """24 hex characters of SHA-256 over what decides ``cache``'s content: the whole ``build_key`` when
-    its writers are the whole build, else ``base`` (the candidate's build without its own components:
-    a nightly's digest) and the commits in ``commits`` of ``cache.writers`` (``{component: sha}``)."""
-    if cache.writers is None:
+    nothing is known not to write it (``shared_across`` empty), else ``base`` (the candidate's build without
+    its own components: a nightly's digest) and the commits in ``commits`` (``{component: sha}``) of every
+    component not in ``cache.shared_across``."""
+    if not cache.shared_across:
         blob = json.dumps({"cache": cache.name, "build": build_key}, sort_keys=True)
     else:
-        own = {c: commits[c] for c in cache.writers if c in commits}
+        own = {c: sha for c, sha in commits.items() if c not in cache.shared_across}
         blob = json.dumps({"cache": cache.name, "base": base, "commits": own}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 

@@ -8,14 +8,15 @@ installs. With ``source.wheels`` (:class:`bisectbot.recipe.CommitWheels`) the
 :class:`CommitWheelRunner` reads the commit's PEP 503 project page ``<index>/<package>/`` (the
 index URL with ``{commit}`` the full SHA) and:
 
-* **a wheel this Python can install**: downloads it (verified against the index's sha256, cached by
+* **a wheel this Python can install whose version names the commit** (``+g<sha>``, :func:`names_commit`):
+  downloads it (verified against the index's sha256, cached by
   content, :func:`bisectbot.sources.releases.download`) into its own cached environment
   (:func:`bisectbot.run.envs.release_env`: uv, ``--no-build``; no code of the candidate runs at
   install) and runs the recipe's command or ``server.command`` in the sandbox with that
   environment's ``bin`` first on ``PATH`` and a fresh work directory as ``{source}``, as the release
   runner does; no worktree, no build;
-* **none** (the commit's index answers 404, or lists no wheel for this Python): the commit is built
-  from source by the :class:`bisectbot.run.local.LocalRunner` as before.
+* **none** (the commit's index answers 404, lists no wheel for this Python, or only wheels of other
+  commits): the commit is built from source by the :class:`bisectbot.run.local.LocalRunner` as before.
 
 Either way the probe says which (``extra["built_from"]`` and a progress line): a wheel and a source
 build of one commit are different builds (the build key differs: ``wheel|<dist>:<sha256>`` against
@@ -42,7 +43,27 @@ from ..recipe import CommitWheels
 from .base import CommandRun, Prepared, PrepareFailed, Server
 from .local import LocalRunner
 
-__all__ = ["CommitWheelRunner"]
+__all__ = ["CommitWheelRunner", "names_commit"]
+
+
+def names_commit(filename: str, sha: str) -> bool:
+    """True when the wheel ``filename``'s version names commit ``sha`` in its local label, as vLLM's per-commit
+    wheels do (``0.11.1rc6.dev16+g933cdea44.cu129``: a ``g`` and at least 7 hex digits, a prefix of ``sha``).
+    A per-commit index page can serve another commit's wheel (a stale copy, a redirect, an alias): installed
+    as this commit it would stand for a build it is not, and name a wrong culprit."""
+    import re
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        version = parse_wheel_filename(filename)[1]
+    except InvalidWheelFilename:
+        return False
+    for part in (version.local or "").split("."):
+        m = re.fullmatch(r"g([0-9a-f]{7,40})", part)
+        if m and sha.lower().startswith(m.group(1)):
+            return True
+    return False
 
 
 class CommitWheelRunner:
@@ -89,9 +110,16 @@ class CommitWheelRunner:
         except BadInput:  # the project page answered 404: this commit has no wheels
             found: tuple[Any, str] = (None, f"{url} has no {self.wheels.package} wheels for this commit")
         else:
-            w = installable_wheel(files)
-            found = (w, "") if w is not None else (None, f"{url} lists {len(files)} file(s) of {self.wheels.package}, "
-                                                         f"none a wheel this Python can install")
+            own = [f for f in files if names_commit(f.filename, sha)]
+            w = installable_wheel(own)
+            if w is not None:
+                found = (w, "")
+            elif files and not own:
+                found = (None, f"{url} lists {len(files)} file(s) of {self.wheels.package}, none naming commit "
+                               f"{sha[:12]} in its version (+g<sha>): another commit's wheel is no build of this one")
+            else:
+                found = (None, f"{url} lists {len(files)} file(s) of {self.wheels.package}, none a wheel this Python "
+                               "can install")
         with self._lock:
             self._found[sha] = found
         return found

@@ -461,15 +461,22 @@ class ContainerRunner:
         c = prepared.candidate
         commits = {c.component: c.ref} if c.kind == CandidateKind.COMMIT and c.meta.get("base") else {}
         dirs = keyed_dirs(prepared.build_key, str(prepared.meta.get("base_digest") or prepared.build_key), commits)
-        taken = {m.split(":")[1].rstrip("/") for m in self.recipe.server.mounts if ":" in m}
+        from ..runner_profile import container_path
+
+        taken = {container_path(m.split(":")[1]) for m in [*self.recipe.server.mounts, *self.profile.mounts]
+                 if ":" in m}
         env: dict[str, str] = {}
         mounts: list[str] = []
         for cache in KEYED_CACHES:
             inside = f"{CONTAINER_ROOT}/{cache.name}"
+            host = str(dirs[cache.env])
             if inside in taken or cache.env in self.profile.env or cache.env in self.recipe.server.env:
-                continue  # the recipe's mount, or a variable the profile or the recipe sets, wins
+                continue  # the recipe's or profile's mount, or a variable the profile or the recipe sets, wins
+            if ":" in host or "," in host:  # a bind spec cannot hold it (HOST:CONTAINER:MODE): no cache, not a wrong bind
+                log.warning("keyed cache %s not bound: its host path %r holds ':' or ','", cache.name, host)
+                continue
             env[cache.env] = inside
-            mounts.append(f"{dirs[cache.env]}:{inside}:rw")
+            mounts.append(f"{host}:{inside}:rw")
         return env, mounts
 
     @contextlib.contextmanager

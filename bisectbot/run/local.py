@@ -512,8 +512,12 @@ class LocalRunner:
         ``argv[0]`` cannot be run, ``OSError`` (as ``Popen``)."""
         tree = prepared.meta.get("root") or prepared.source or self.workdir
         root = prepared.meta.get("root")
+        keyed = self.keyed_caches(prepared)
+        from .caches import keyed_root
+
         return sandbox.wrap(argv, tree=tree, env=env, cwd=prepared.source,
-                            readonly=[self.workdir, self.log_dir], writable=list(self.keyed_caches(prepared).values()),
+                            readonly=[self.workdir, self.log_dir], writable=list(keyed.values()),
+                            hidden=[keyed_root()] if keyed else [],
                             network=self.recipe.server.network,
                             bridge=bridge, home=Path(root) / ".home" if root else None, launch=launch)
 

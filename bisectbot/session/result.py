@@ -126,7 +126,8 @@ def verification_words(final: StageResult) -> str:
 def verified_ends(final: StageResult) -> str:
     """Which of the first bad and the last good were measured in this run, by
     :func:`bisectbot.verdict.record.verification` (the one definition of "verified", issue 35):
-    ``verified in this run: first bad X and last good Y re-measured`` when both were, else
+    ``verified in this run: first bad X and last good Y measured in this run`` when both were (how: the
+    exact search's note, :func:`verification_words`), else
     ``first bad X measured in this run; last good Y taken from the ledger cache (measured WHEN in
     session S), not re-measured`` (and so on): the note never says "verified" for a verdict this run
     did not measure."""
@@ -141,7 +142,7 @@ def verified_ends(final: StageResult) -> str:
         return f"{role} {(c.label or c.ref[:12]) if c is not None else '-'}"
 
     if v.all_measured and len(v.measured) == 2:
-        return f"verified in this run: {name('first bad')} and {name('last good')} re-measured"
+        return f"verified in this run: {name('first bad')} and {name('last good')} measured in this run"
     parts = [f"{name(role)} measured in this run" for role in v.measured]
     parts += [f"{name(role)} taken from the ledger cache (measured {when_text(m['measured_at'])}"
               f"{' in session ' + m['session'] if m.get('session') else ''}), not re-measured"
@@ -294,7 +295,10 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
     """The ``--dry-run`` plan: range size, search mode, the first probes and what comes next; with
     ``ledger``, how long those probes should take (:func:`bisectbot.session.estimate.estimate`)."""
     bs = recipe.bisect
+    from ..verdict.agreement import expected_reprobes
+
     b = Bisection(len(candidates), **search_settings(bs, len(candidates)))
+    b.expected_reprobes = expected_reprobes(recipe)
     steps = b.steps_left()  # before the plan feeds it the ends' expected verdicts
     noisy = not b.exact
     derived = None if noisy else derived_rates_note(recipe)
@@ -305,10 +309,12 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
              f"search: {how}, {k} at a time" + measured_words(recipe),
              f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
     if bs.verify and b.exact:  # issue 40: what a verification costs
-        lines.append("verify: a role (culprit, predecessor) whose probe held two agreeing requests needs no "
-                     "re-probe (bisect.flake_unit: request); ~2 probes fewer when both do" if bs.flake_unit == "request"
-                     else "verify: the predecessor re-probed in a server start of its own, the culprit too unless its "
-                     "probe showed the bad end's failure (bisect.flake_unit: start)")
+        lines.append(f"verify: ~{b.expected_reprobes} re-probe(s), up to 2 (bisect.flake_unit: {bs.flake_unit}): "
+                     + ("a role (culprit, predecessor) whose probe held two agreeing requests needs none"
+                        if bs.flake_unit == "request" else
+                        "the predecessor in a server start of its own, the culprit too unless its probe showed the "
+                        "bad end's failure" if b.expected_reprobes == 1 else
+                        "the culprit and its predecessor, each in a server start of its own"))
     wheels = getattr(recipe.source, "wheels", None)
     if wheels is not None:
         lines.append(f"candidates: the prebuilt {wheels.package} wheel of each commit from {wheels.index} where it "

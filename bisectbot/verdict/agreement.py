@@ -135,6 +135,46 @@ def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run:
     return Agreement(n, f"OK on all {n} prompts the bad end failed, in one start (bisect.flake_unit: request)")
 
 
+#: The plausibility flag (:data:`bisectbot.bisect.blame.FLAG_TEXT`) of a culprit and predecessor built two ways.
+MIXED_BUILDS_FLAG = "mixed-builds"
+
+
+def _built_kind(text: str) -> str:
+    return "wheel" if text.startswith("prebuilt wheel") else "source" if text.startswith("source build") else ""
+
+
+def mixed_builds(probes: list[ProbeResult], first_bad: str, last_good: str) -> str:
+    """Why the culprit ``first_bad`` and its predecessor ``last_good`` (refs) cannot be compared as two
+    commits: one installed from a prebuilt wheel, the other built from source (their last probes'
+    ``extra["built_from"]``, :mod:`bisectbot.run.commit_wheels`); ``""`` when both came the same way. A wheel
+    and a source build differ beyond the commit (compiler, flags, bundled libraries), so the step between
+    them may be the build's, not the change's."""
+    def kind(ref: str) -> tuple[str, str]:
+        p = next((p for p in reversed(probes) if p.candidate.ref == ref), None)
+        text = str(p.extra.get("built_from") or "") if p is not None and isinstance(p.extra, dict) else ""
+        return _built_kind(text), text
+
+    (kb, tb), (kg, tg) = kind(first_bad), kind(last_good)
+    if not kb or not kg or kb == kg:
+        return ""
+    return (f"the culprit was {'installed from a prebuilt wheel' if kb == 'wheel' else 'built from source'} and its "
+            f"predecessor {'installed from a prebuilt wheel' if kg == 'wheel' else 'built from source'} ({tb[:120]}; "
+            f"{tg[:120]}): the two differ beyond the commit, so the change between them may be the build's")
+
+
+def expected_reprobes(recipe: Recipe) -> int:
+    """Verification re-probes an exact search of ``recipe`` expects when every probe agrees with itself
+    (for the plan's and the progress lines' estimate; the search decides per role): a threshold search
+    under ``flake_unit: request`` none, under ``start`` one (the predecessor), anything else two."""
+    from .scope import scoped
+
+    if not recipe.bisect.verify:
+        return 0
+    if not scoped(recipe):
+        return 2
+    return 0 if recipe.bisect.flake_unit == "request" else 1
+
+
 def mixed(res: ProbeResult, scope: Scope | None) -> str:
     """Why ``res`` shows its requests disagreeing on the prompts on which the bad end failed (GARBAGE on
     one, OK on another), or ``""``. Under ``flake_unit: request`` that is a request-level draw deciding
@@ -151,4 +191,4 @@ def mixed(res: ProbeResult, scope: Scope | None) -> str:
     return ""
 
 
-__all__ = ["Agreement", "agreeing", "mixed"]
+__all__ = ["MIXED_BUILDS_FLAG", "Agreement", "agreeing", "expected_reprobes", "mixed", "mixed_builds"]

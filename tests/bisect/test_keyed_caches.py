@@ -32,6 +32,7 @@ for var in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "A
         with open(os.path.join(d, v + "-" + str(time.time_ns())), "w") as fh:
             fh.write(v)
 d = os.environ.get("VLLM_CACHE_ROOT")
+rec["siblings"] = sorted(os.listdir(os.path.dirname(d))) if d and os.path.isdir(os.path.dirname(d)) else None
 if d:  # another key's directory: a sibling of this key's
     other = os.path.join(os.path.dirname(d), "0" * 24)
     try:
@@ -52,7 +53,8 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def _night(tmp: Path, n: int, k: int, **server) -> tuple[list[dict], list[str], subprocess.CompletedProcess]:
+def _night(tmp: Path, n: int, k: int, component: str = "", **server) -> tuple[list[dict], list[str],
+                                                                             subprocess.CompletedProcess]:
     repo = tmp / "repo"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
@@ -65,7 +67,8 @@ def _night(tmp: Path, n: int, k: int, **server) -> tuple[list[dict], list[str], 
         shas.append(_git(repo, "rev-parse", "HEAD"))
     records = tmp / "records"
     records.mkdir()
-    recipe = {"name": "keyed", "source": {"kind": "git", "repo": str(repo)},
+    recipe = {"name": "keyed", "source": {"kind": "git", "repo": str(repo), **({"component": component}
+                                                                               if component else {})},
               "server": server,
               "reproducer": {"kind": "command", "command": [sys.executable, "check.py"], "command_timeout_s": 60},
               "regress": "command", "bisect": {"good": shas[0], "bad": shas[-1]},
@@ -98,11 +101,12 @@ def test_a_build_started_again_finds_its_own_compile_cache_and_no_other_builds(t
                 assert r[var + "_seen"] and {_owner(e) for e in r[var + "_seen"]} == {v}, (v, var, r)
     # the whole-build caches of two commits are two directories
     assert len({r["VLLM_CACHE_ROOT"] for r in recs}) == len(by_version)
-    # aiter's JIT cache is keyed by the base and aiter's commit: every commit of this stage shares it
-    assert len({r["AITER_JIT_DIR"] for r in recs}) == 1
-    assert {_owner(e) for e in recs[-1]["AITER_JIT_DIR_seen"]} >= {r["v"] for r in recs[:-1]}
-    # another key's directory cannot be written: the candidate sees only its own keys
+    # aiter's JIT cache is shared only across commits of a component known not to write it (vLLM): this
+    # history's component ("repo") is not known, so each commit has its own (an unknown name never shares)
+    assert len({r["AITER_JIT_DIR"] for r in recs}) == len(by_version)
+    # another key's directory cannot be written, nor seen: the candidate sees only its own keys
     assert all(r["planted"] is False for r in recs), recs
+    assert all(r["siblings"] == [os.path.basename(r["VLLM_CACHE_ROOT"])] for r in recs), [r["siblings"] for r in recs]
     assert not list((tmp_path / "cache").rglob("planted"))
 
 
@@ -116,16 +120,29 @@ def test_a_variable_the_recipe_sets_wins_and_keyed_caches_can_be_turned_off(tmp_
     assert all(r["VLLM_CACHE_ROOT"] is None and r["AITER_JIT_DIR"] is None for r in recs), recs
 
 
-@pytest.mark.parametrize("writers,commits,same", [
-    (None, ({"vllm": "a"}, {"vllm": "b"}), False),
-    (("aiter",), ({"vllm": "a"}, {"vllm": "b"}), True),
-    (("aiter",), ({"aiter": "a"}, {"aiter": "b"}), False),
+@pytest.mark.parametrize("shared,commits,same", [
+    ((), ({"vllm": "a"}, {"vllm": "b"}), False),
+    (("vllm",), ({"vllm": "a"}, {"vllm": "b"}), True),  # vLLM commits on one nightly share aiter's JIT
+    (("vllm",), ({"aiter": "a"}, {"aiter": "b"}), False),
+    (("vllm",), ({"aiter-src": "a"}, {"aiter-src": "b"}), False),  # an unknown name keys it (hostile pass)
+    (("vllm",), ({"amd-aiter": "a"}, {"amd-aiter": "b"}), False),
+    (("vllm",), ({"vllm": "a", "aiter": "x"}, {"vllm": "b", "aiter": "y"}), False),
 ])
-def test_cache_keys_follow_their_writers(writers, commits, same) -> None:
+def test_cache_keys_are_shared_only_across_known_non_writers(shared, commits, same) -> None:
     from bisectbot.run.caches import KeyedCache, cache_key
 
-    c = KeyedCache("x", "X_DIR", writers)
+    c = KeyedCache("x", "X_DIR", shared)
     k1 = cache_key(c, f"build-{commits[0]}", "sha256:base", commits[0])
     k2 = cache_key(c, f"build-{commits[1]}", "sha256:base", commits[1])
     assert (k1 == k2) is same
-    assert cache_key(c, "b", "sha256:base", commits[0]) != cache_key(c, "b", "sha256:other", commits[0]) or writers is None
+    if shared:
+        assert cache_key(c, "b", "sha256:base", commits[0]) != cache_key(c, "b", "sha256:other", commits[0])
+
+
+def test_vllm_commits_share_aiters_jit_cache_and_nothing_else(tmp_path: Path) -> None:
+    """The history's component is vLLM, known not to build aiter's modules: every commit of the stage shares
+    the aiter JIT directory (one compile for the night), while vLLM's own caches stay per build."""
+    recs, _, _ = _night(tmp_path, 10, 6, component="vllm")
+    assert len({r["AITER_JIT_DIR"] for r in recs}) == 1
+    assert {_owner(e) for e in recs[-1]["AITER_JIT_DIR_seen"]} >= {r["v"] for r in recs[:-1]}
+    assert len({r["VLLM_CACHE_ROOT"] for r in recs}) == len({r["v"] for r in recs})

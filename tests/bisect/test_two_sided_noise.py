@@ -87,7 +87,7 @@ def test_verified_says_which_end_was_measured_now_and_which_came_from_the_cache(
     p = kit.run_cli("--state", str(state), "run", str(r))
     first = result(tmp_path)
     note = next(n for n in first["notes"] if n.startswith("may blame"))
-    assert re.search(r"verified in this run: first bad \S* ?c7 and last good \S* ?c6 re-measured", note), note
+    assert re.search(r"verified in this run: first bad \S* ?c7 and last good \S* ?c6 measured in this run", note), note
     assert _rewrite_verdicts(state, shas[7], "good") >= 1
     p = kit.run_cli("--state", str(state), "run", str(r))
     res = result(tmp_path)

@@ -61,18 +61,24 @@ def _module(i: int, k: int) -> str:
     return f"VERSION = 'c{i}'\n\ndef answer():\n    return {41 if i >= k else 42}\n"
 
 
-def publish_commits(httpserver: HTTPServer, shas: list[str], k: int, missing: set[int]) -> str:
-    """Each commit's wheel under ``/wheels/<sha>/toypkg/`` (JSON simple API); ``missing`` commits: 404."""
+def publish_commits(httpserver: HTTPServer, shas: list[str], k: int, missing: set[int],
+                    serves: dict[int, list[int]] | None = None) -> str:
+    """Each commit's wheel under ``/wheels/<sha>/toypkg/`` (JSON simple API); ``missing`` commits: 404;
+    ``serves``: commit -> the commits whose wheels its page lists instead (a stale copy, an alias)."""
+    import hashlib
+
+    blobs = {}
+    for i, sha in enumerate(shas):
+        name, data = wheel("toypkg", f"0.1.dev{i}+g{sha[:9]}", {"toypkg/__init__.py": _module(i, k)})
+        httpserver.expect_request(f"/files/{sha}/{name}").respond_with_data(data)
+        blobs[i] = {"filename": name, "url": f"/files/{sha}/{name}",
+                    "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
     for i, sha in enumerate(shas):
         page = f"/wheels/{sha}/toypkg/"
         if i in missing:
             httpserver.expect_request(page).respond_with_data("Not Found", status=404)
             continue
-        name, data = wheel("toypkg", f"0.1.dev{i}+g{sha[:9]}", {"toypkg/__init__.py": _module(i, k)})
-        httpserver.expect_request(f"/files/{sha}/{name}").respond_with_data(data)
-        import hashlib
-
-        files = [{"filename": name, "url": f"/files/{sha}/{name}", "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}]
+        files = [blobs[j] for j in (serves or {}).get(i, [i])]
         httpserver.expect_request(page).respond_with_data(
             json.dumps({"meta": {"api-version": "1.1"}, "name": "toypkg", "files": files}),
             content_type="application/vnd.pypi.simple.v1+json")
@@ -135,7 +141,7 @@ def test_a_commit_without_a_wheel_is_built_from_source_and_says_so(httpserver: H
     shas = history(tmp_path / "repo", n, k)
     r = recipe(tmp_path, tmp_path / "repo", shas, publish_commits(httpserver, shas, k, missing))
     p = run(tmp_path, r)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert p.returncode in (0, 3), p.stdout[-2000:] + p.stderr[-3000:]
     st = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
     assert st["status"] == "culprit" and st["first_bad"]["ref"] == shas[k]
     probed = {pr["candidate"]["ref"]: pr["extra"].get("built_from", "") for pr in probes(tmp_path)}
@@ -150,6 +156,38 @@ def test_a_commit_without_a_wheel_is_built_from_source_and_says_so(httpserver: H
             assert probed[sha].startswith("prebuilt wheel"), (i, probed[sha])
             assert f"c{i}" not in built
     assert "no prebuilt wheel (" in p.stderr and "building from source" in p.stderr
+    # the culprit c7 came from source: with a wheel predecessor the pair differs beyond the commit -- said,
+    # and never blamed (exit 3); with both built from source the culprit stands
+    st_flags = st.get("flags") or []
+    if 6 in missing:
+        assert "mixed-builds" not in st_flags and p.returncode == 0
+    else:
+        assert "mixed-builds" in st_flags and "differ beyond the commit" in st["message"], st
+
+
+@pytest.mark.parametrize("serves,built", [
+    ({5: [4], 6: [4]}, {5, 6}),  # stale copies of c4's wheel on c5's and c6's pages (hostile pass)
+    ({i: [0, i] for i in range(1, 12)}, set()),  # every page lists c0's wheel beside its own: its own is taken
+    ({7: [8]}, {7}),  # the culprit's page serves the next commit's wheel
+])
+def test_a_wheel_of_another_commit_is_never_installed_as_this_one(httpserver: HTTPServer, tmp_path: Path,
+                                                                  serves: dict, built: set) -> None:
+    """Kind: *an artefact a commit's page serves that is not that commit's build*. A wheel whose version does
+    not name the commit (+g<sha>) is no build of it: the commit is built from source (said), and the
+    culprit is the commit that changed."""
+    n, k = 12, 7
+    shas = history(tmp_path / "repo", n, k)
+    r = recipe(tmp_path, tmp_path / "repo", shas, publish_commits(httpserver, shas, k, set(), serves))
+    p = run(tmp_path, r)
+    assert p.returncode in (0, 3), p.stdout[-2000:] + p.stderr[-3000:]
+    st = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
+    assert st["status"] == "culprit" and st["first_bad"]["ref"] == shas[k], st["message"]
+    probed = {pr["candidate"]["ref"]: pr["extra"].get("built_from", "") for pr in probes(tmp_path)}
+    for i in built & {i for i, sha in enumerate(shas) if sha in probed}:
+        assert probed[shas[i]].startswith("source build (") and "none naming commit" in probed[shas[i]], probed
+    for i, sha in enumerate(shas):
+        if sha in probed and i not in built:
+            assert f"+g{sha[:9]}" in probed[sha], (i, probed[sha])
 
 
 def test_an_unreachable_index_is_an_error_never_a_source_build(tmp_path: Path) -> None:
@@ -168,6 +206,8 @@ def test_an_unreachable_index_is_an_error_never_a_source_build(tmp_path: Path) -
 
 @pytest.mark.parametrize("extra,field", [
     ({"patches": ["vllm-sparse-mla-workspace"]}, "patches"),
+    ({"source": {"kind": "git", "repo": "/x", "wheels": {"index": "https://w/{commit}/?token=x", "package": "p"}}},
+     "source.wheels.index"),
     ({"bisect": {"components": {"aiter": {"kind": "git", "repo": "/x",
                                           "wheels": {"index": "https://w/{commit}/", "package": "amd-aiter"}}}}},
      "bisect.components.aiter.wheels"),

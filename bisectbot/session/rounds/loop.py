@@ -25,7 +25,14 @@ from ...patch_watch import RequiredPatchWatch
 from ...provenance import cached_from, measured_text
 from ...recipe import Recipe
 from ...reproduce.search import counted_by
-from ...verdict.agreement import Agreement, agreeing, mixed
+from ...verdict.agreement import (
+    MIXED_BUILDS_FLAG,
+    Agreement,
+    agreeing,
+    expected_reprobes,
+    mixed,
+    mixed_builds,
+)
 from ...verdict.badend import clean, sequential_end, sequential_good_end, shows_bug
 from ...verdict.honesty import adapt_rates, check_runnable, derived_rates_note
 from ...verdict.measured import measured_words
@@ -179,6 +186,7 @@ class RoundLoop:
                 "noisy": noisy})
         b = Bisection(len(candidates), check_boundary=check_boundary, **settings)
         b.in_probe_verification = bs.flake_unit == "request"
+        b.expected_reprobes = expected_reprobes(r)
         self.last_bisection = b  # for the stages that follow (drift search)
         for i, res in (measured or {}).items():
             b.measured_before(i, res.verdict)
@@ -390,6 +398,12 @@ class RoundLoop:
                 st.flags = flags_fn(st.first_bad, st.last_good)
             except Exception as e:  # flags are advisory
                 log.warning("plausibility flags failed: %s", e)
+        if st.status is Status.CULPRIT and st.first_bad and st.last_good:
+            mixed_how = mixed_builds(probes, st.first_bad.ref, st.last_good.ref)
+            if mixed_how:  # issue 40: a prebuilt wheel against a source build differs beyond the commit
+                st.flags = [*st.flags, MIXED_BUILDS_FLAG]
+                st.message = f"{st.message}; {mixed_how}" if st.message else mixed_how
+                self.echo(mixed_how)
         self.prober.log("result", {
             "stage": name, "status": st.status.value, "culprits": [c.ref for c in st.culprits],
             "confidence": st.confidence, "message": st.message, "flags": st.flags})
@@ -460,8 +474,9 @@ def contradiction_text(probes: list[ProbeResult], session: str, across_runs: boo
         if not goods or not bads:
             continue
         a, b = (goods[0], bads[-1]) if ps.index(goods[0]) < ps.index(bads[-1]) else (bads[0], goods[-1])
-        fa = a.extra.get(HOST_KEY) or {}
-        fb = b.extra.get(HOST_KEY) or (host_facts(str(fa.get("runner", ""))) if cached_from(b) is None else {})
+        fa = a.extra.get(HOST_KEY) if isinstance(a.extra.get(HOST_KEY), dict) else {}  # a row's odd host is none
+        fb = b.extra.get(HOST_KEY) if isinstance(b.extra.get(HOST_KEY), dict) else {}
+        fb = fb or (host_facts(str(fa.get("runner", ""))) if cached_from(b) is None else {})
         diff = facts_diff(fa, fb) if fa and fb else []
         name = a.candidate.label or a.candidate.ref[:12]
         facts = ("; host facts that differ: " + ", ".join(diff) if diff else
