@@ -1040,9 +1040,13 @@ class Bisection:
         """Independent measurements of candidate ``index`` that read ``want``: the one measured before
         this search (:meth:`measured_before`) and each of this search's verdicts with its
         ``measurements`` (:meth:`feed`); 0 while this search's own verdicts hold none (a role is
-        verified by the search's evidence, never by an earlier stage's alone)."""
+        verified by the search's evidence, never by an earlier stage's alone). A noisy search counts its own
+        verdicts of a candidate as one however many it made (they are weighed in the posterior, and its
+        verification re-probe is a fresh measurement, as before issue 40)."""
         own = sum(st.measurements for st in self.history
                   if st.index == index and st.effective is want and st.phase != "extra")
+        if not self.exact:  # a noisy search weighs its repeated probes in the posterior; its verification stays fresh
+            own = min(own, 1)
         return own + (1 if own and self._before.get(index) is want else 0)
 
     def single_measurements(self) -> None:

@@ -1,4 +1,5 @@
-"""Session logs and replay files: ``good|bad|skip REF [sig=SIGNATURE]  # comment`` lines.
+"""Session logs and replay files: ``good|bad|skip REF [sig=SIGNATURE] [agree=N]  # comment`` lines
+(``agree=N``: the probe's verdict held N agreeing measurements, issue 40).
 
 :func:`format_log` writes a session's events as such a log (``bisectbot bisect log``);
 :func:`parse_replay` reads one back (``--replay``, maintainers' verdicts).
@@ -14,6 +15,9 @@ from typing import Any
 from ..errors import BadInput
 from ..models import Candidate, Verdict
 
+#: ``ProbeResult.extra`` key of a replayed verdict's ``agree=N`` (:attr:`LogLine.measurements`).
+REPLAY_MEASUREMENTS = "replay_measurements"
+
 
 @dataclass
 class LogLine:
@@ -23,6 +27,9 @@ class LogLine:
     ref: str
     signature: str = ""
     note: str = ""  # why this verdict is forced (e.g. "maintainer verdict by alice in #12")
+    #: agreeing measurements the logged probe held (``agree=N``, issue 40: a role verified inside its probe);
+    #: a replay feeds the search the same count, so it makes the same decisions without probing
+    measurements: int = 1
 
     def matches(self, c: Candidate) -> bool:
         """True when this line names candidate ``c``: its full ref, a SHA prefix (>= 7 characters)
@@ -80,7 +87,10 @@ def parse_replay(text: str, name: str = "<replay>") -> list[LogLine]:
         if parts[0] not in ("good", "bad", "skip") or len(parts) < 2:
             raise BadInput(f"{name}:{no}: expected 'good|bad|skip REF [sig=SIGNATURE]', got {raw.strip()!r}")
         sig = next((p[4:] for p in parts[2:] if p.startswith("sig=")), "")
-        out.append(LogLine(Verdict(parts[0]), parts[1], sig))
+        agree = next((p[6:] for p in parts[2:] if p.startswith("agree=")), "1")
+        if not agree.isdigit() or not 1 <= int(agree) <= 1000:
+            raise BadInput(f"{name}:{no}: agree={agree!r}: expected the number of agreeing measurements (1-1000)")
+        out.append(LogLine(Verdict(parts[0]), parts[1], sig, measurements=int(agree)))
     return out
 
 
@@ -103,6 +113,8 @@ def format_log(session: dict[str, Any] | None, events: list[dict[str, Any]]) -> 
             thr_s = (f" threshold {'-' if thr[0] is None else thr[0]}..{'-' if thr[1] is None else thr[1]}"
                      if thr else "")  # "-": that end was not measured (as the progress lines write it)
             eff = f" (used as {d['effective']})" if d.get("effective") and d["effective"] != d["verdict"] else ""
+            n = d.get("measurements")
+            sig += f" agree={n}" if isinstance(n, int) and n > 1 else ""
             lines.append(f"{d['verdict']} {d['ref']}{sig}  # [{d.get('phase', '')}] {d.get('label', '')}: "
                          f"{d.get('reason', '')}{thr_s}{eff} ({d.get('duration_s', 0):.1f}s)")
         elif kind == "prefetch":

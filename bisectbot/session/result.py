@@ -98,10 +98,11 @@ def verification_words(final: StageResult) -> str:
     from ..verdict.record import verification
 
     last = _last_probes(final, {"culprit": final.first_bad, "predecessor": final.last_good})
-    cached = verification(last).cached  # "verified", defined once (issue 35)
+    v = verification(last)  # "verified", defined once (issue 35)
+    cached, given = v.cached, v.given
     inside = {role: w for role, w in (("culprit", _in_start(final, final.first_bad)),
                                       ("predecessor", _in_start(final, final.last_good))) if w and role not in cached}
-    if not cached and not inside:
+    if not cached and not inside and not given:
         return REPROBED
 
     def of(ms: list[dict[str, str]]) -> str:
@@ -112,9 +113,16 @@ def verification_words(final: StageResult) -> str:
     if len(cached) == 2:
         return (f"the culprit and its predecessor were verified from cached verdicts of {of(list(cached.values()))}, "
                 "not re-probed in this run")
+    def source(src: str) -> str:
+        return "the log" if src == "the replay log" else src
+
+    if set(given) == {"culprit", "predecessor"} and len(set(given.values())) == 1:
+        return f"the culprit's and its predecessor's verdicts come from {source(given['culprit'])} (not re-probed)"
     parts = []
     for role in ("culprit", "predecessor"):
-        if role in cached:
+        if role in given:
+            parts.append(f"the {role}'s verdict comes from {source(given[role])} (not re-probed)")
+        elif role in cached:
             parts.append(f"the {role} was verified from the cached verdict of {of([cached[role]])}, not re-probed")
         elif role in inside:
             parts.append(f"the {role} was verified by {inside[role]}, not re-probed")

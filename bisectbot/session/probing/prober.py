@@ -21,7 +21,7 @@ from ...recipe import Recipe, TriageToggle
 from ...run.base import CandidateRunner
 from ...run.probe import ProbeContext, ProbeJob
 from ...verdict.record import GIVEN_KEY
-from ..replay import LogLine
+from ..replay import REPLAY_MEASUREMENTS, LogLine
 from .executor import (
     Echo,
     Executor,
@@ -189,8 +189,11 @@ class Prober:
                                 extra={GIVEN_KEY: "a maintainer's verdict"}), "human", "")
         if not toggle and self.replay.get(c.ref):
             ln = self.replay[c.ref].pop(0)
+            extra: dict[str, Any] = {GIVEN_KEY: "the replay log"}
+            if ln.measurements > 1:
+                extra[REPLAY_MEASUREMENTS] = ln.measurements
             return (ProbeResult(c, ln.verdict, reason="from the replay log", signature=ln.signature,
-                                extra={GIVEN_KEY: "the replay log"}), "replay", "")
+                                extra=extra), "replay", "")
         key = probe_key(c.ref, self._build_key(c), self._repro_key(), tname, attempt)
         if self.replayed and not toggle and c.ref not in self.fresh_refs:
             # a candidate the log lacks (a line dropped from it) is probed again, never answered by

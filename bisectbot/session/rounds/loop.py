@@ -40,6 +40,7 @@ from ...verdict.scope import Scope, learn
 from ..probing.executor import Echo
 from ..probing.prefetch import next_candidates
 from ..probing.prober import Prober
+from ..replay import REPLAY_MEASUREMENTS
 
 log = logging.getLogger(__name__)
 
@@ -299,9 +300,15 @@ class RoundLoop:
                         b.single_measurements()
                         self.echo(f"{why}: one probe's requests are no verification in this run; each role is "
                                   "re-probed")
-                    agree = (agreeing(r, res, scope, this_run=prober.measured_by_this_run(res),
-                                      bad_end_ref=candidates[-1].ref)
-                             if b.exact and r.bisect.verify and not self._mixed else Agreement())
+                    if not (b.exact and r.bisect.verify) or self._mixed:
+                        agree = Agreement()
+                    elif origin == "replay":  # the replayed log's own count: the same decisions, nothing probed
+                        n = int(res.extra.get(REPLAY_MEASUREMENTS) or 1)
+                        agree = Agreement(n, f"{n} agreeing measurements in its one probe, as the replayed log "
+                                             "recorded them") if n > 1 else Agreement()
+                    else:
+                        agree = agreeing(r, res, scope, this_run=prober.measured_by_this_run(res),
+                                         bad_end_ref=candidates[-1].ref)
                     eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
                                  runs=counted if counted[1] > 0 else None, measurements=agree.count)
                     if agree.count > 1:
@@ -313,7 +320,9 @@ class RoundLoop:
                     "verdict": res.verdict.value, "effective": eff.value, "reason": res.reason + (
                         f"; {note}" if note else ""),
                     "signature": res.signature, "threshold": list(res.threshold) if res.threshold else None,
-                    "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase})
+                    "duration_s": round(res.duration_s, 3), "origin": origin, "phase": phase,
+                    **({"measurements": b.history[-1].measurements}
+                       if phase != "extra" and b.history and b.history[-1].measurements > 1 else {})})
                 self._progress(b, candidates[i], res, eff, origin)
                 for line in watch.see(candidates[i].label or candidates[i].ref, res.patches):
                     self.echo(line)
