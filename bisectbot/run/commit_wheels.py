@@ -169,15 +169,9 @@ class CommitWheelRunner:
 
     def _env(self, prepared: Prepared, env: dict[str, str] | None) -> dict[str, str] | None:
         """A wheel's candidate: its environment's ``bin`` first on ``PATH``; a source build: ``env``."""
-        import os
+        from .envs import activated
 
-        from .envs import env_bin
-
-        if not prepared.meta.get("env"):
-            return env
-        venv = Path(prepared.meta["env"])
-        path = os.pathsep.join([str(env_bin(venv)), os.environ.get("PATH", os.defpath)])
-        return {"PATH": path, "VIRTUAL_ENV": str(venv), **(env or {})}
+        return activated(Path(prepared.meta["env"]), env) if prepared.meta.get("env") else env
 
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,
                args: list[str] | None = None) -> AbstractContextManager[Server]:

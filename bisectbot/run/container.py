@@ -35,7 +35,7 @@ from ..components import container_labels
 from ..confine import check_mount
 from ..errors import BisectbotError, HostFailure, ServerError
 from ..models import Candidate, CandidateKind
-from ..runner_profile import RunnerProfile, docker_run_kwargs, merge_mounts
+from ..runner_profile import RunnerProfile, container_path, docker_run_kwargs, merge_mounts
 from ..secrets import host_env, passthrough_env
 from ..slots import gpu_slot
 from ..sources.git import local_repo
@@ -461,8 +461,6 @@ class ContainerRunner:
         c = prepared.candidate
         commits = {c.component: c.ref} if c.kind == CandidateKind.COMMIT and c.meta.get("base") else {}
         dirs = keyed_dirs(prepared.build_key, str(prepared.meta.get("base_digest") or prepared.build_key), commits)
-        from ..runner_profile import container_path
-
         taken = {container_path(m.split(":")[1]) for m in [*self.recipe.server.mounts, *self.profile.mounts]
                  if ":" in m}
         env: dict[str, str] = {}

@@ -56,6 +56,13 @@ def env_bin(env: Path) -> Path:
     return env / ("Scripts" if os.name == "nt" else "bin")
 
 
+def activated(env: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables that run a candidate from the environment ``env``: its ``bin`` first on ``PATH``,
+    ``VIRTUAL_ENV``; then ``extra`` (the caller's own variables win)."""
+    path = os.pathsep.join([str(env_bin(env)), os.environ.get("PATH", os.defpath)])
+    return {"PATH": path, "VIRTUAL_ENV": str(env), **(extra or {})}
+
+
 @contextmanager
 def _locked(path: Path):  # -> Iterator[None]
     path.parent.mkdir(parents=True, exist_ok=True)

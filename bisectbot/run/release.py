@@ -235,13 +235,9 @@ class ReleaseRunner:
 
     def _env(self, prepared: Prepared, env: dict[str, str] | None) -> dict[str, str]:
         """The candidate's extra environment in run mode: its environment's ``bin`` first on ``PATH``."""
-        import os
+        from .envs import activated
 
-        from .envs import env_bin
-
-        venv = Path(prepared.meta["env"])
-        path = os.pathsep.join([str(env_bin(venv)), os.environ.get("PATH", os.defpath)])
-        return {"PATH": path, "VIRTUAL_ENV": str(venv), **(env or {})}
+        return activated(Path(prepared.meta["env"]), env)
 
     def server(self, prepared: Prepared, env: dict[str, str] | None = None,
                args: list[str] | None = None) -> AbstractContextManager[Server]:

@@ -113,6 +113,7 @@ class Prober:
         self._sessions: set[str] = set()
         self._to_skip_logging = 0
         self._other_host_said: set[str] = set()  # probe keys whose other-host row was said (once each)
+        self._host: dict[str, Any] | None = None  # this host's facts (provenance.host_facts), read once
 
     # ------------------------------------------------------------------ keys and ids
     def _build_key(self, c: Candidate) -> str:
@@ -247,7 +248,9 @@ class Prober:
         from ...provenance import facts_diff
 
         theirs = cached.extra.get(HOST_KEY) if isinstance(cached.extra, dict) else None
-        mine = host_facts(self.recipe.runner)
+        if self._host is None:  # this host's facts do not change during a run: read once
+            self._host = host_facts(self.recipe.runner)
+        mine = self._host
         if isinstance(theirs, dict):
             diff = facts_diff({k: v for k, v in theirs.items() if k not in _UNCOMPARED_FACTS},
                               {k: v for k, v in mine.items() if k not in _UNCOMPARED_FACTS})
