@@ -9,8 +9,8 @@ Chromium's Pinpoint compares samples):
 
 * **bad** -- told apart from the good end (p < alpha), on the worse side, and not from the bad end;
 * **good** -- told apart from the bad end, on the better side, and not from the good end;
-* otherwise -- told apart from neither end, from both (a value between them), or from one on its
-  far side -- ``samples`` more are drawn, up to ``max_samples``, since one look's p-value below
+* otherwise -- told apart from neither end, from both (a value between them, or beyond one of
+  them), or from one on its far side -- ``samples`` more are drawn, up to ``max_samples``, since one look's p-value below
   alpha may be chance; when the budget is spent it is a **skip** saying which of the three it was
   (between the ends: a second change, or a drift the ends did not show).
 
@@ -125,9 +125,14 @@ def decide(x: list[float], good: list[float], bad: list[float], better: str, alp
                         f"({g})"), comps
     if not final:  # anything else may be chance at this look: more samples decide it
         return Decision(None, ""), comps
-    if dg and db:
+    if dg and db and vs_good.worse and not vs_bad.worse:
         return Decision(Verdict.SKIP, f"told apart from both ends within {len(x)} samples (a value between "
                         f"them: a second change, or a drift the ends did not show): {g}; {b}"), comps
+    if dg and db:  # outside the ends' range: on the far side of one of them
+        side = "the good end" if not vs_good.worse else "the bad end"
+        return Decision(Verdict.SKIP, f"told apart from both ends within {len(x)} samples, beyond {side} "
+                        f"(not between them: the host's speed drifted since the ends were measured, or "
+                        f"a change between them moved the metric the other way): {g}; {b}"), comps
     if dg or db:  # told apart from one end but on the far side of it
         return Decision(Verdict.SKIP, f"beyond the ends' range within {len(x)} samples: {g}; {b}"), comps
     return Decision(Verdict.SKIP, f"not told apart from either end within {len(x)} samples "

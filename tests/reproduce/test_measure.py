@@ -74,6 +74,20 @@ def test_a_value_between_the_ends_draws_more_then_is_a_skip() -> None:
     assert d.verdict is Verdict.SKIP and "between" in d.reason
 
 
+@pytest.mark.parametrize("better, good_mean, bad_mean, outside, beyond", [
+    ("higher", 100, 80, 300, "beyond the good end"),  # CI, issue 39's lane test: the host sped up
+    ("higher", 100, 80, 20, "beyond the bad end"),
+    ("lower", 50, 100, 10, "beyond the good end"),
+    ("lower", 50, 100, 400, "beyond the bad end"),
+])
+def test_a_value_outside_both_ends_is_a_skip_that_says_beyond_not_between(
+        better, good_mean, bad_mean, outside, beyond) -> None:
+    rng = random.Random(4)
+    g, b = _draw(rng, good_mean, 10, 0.01), _draw(rng, bad_mean, 10, 0.01)
+    d = decide(_draw(rng, outside, 10, 0.01), g, b, better, 0.01, final=True)[0]
+    assert d.verdict is Verdict.SKIP and beyond in d.reason and "(a value between" not in d.reason
+
+
 def test_identical_samples_have_no_rank_information() -> None:
     c = compare([5.0] * 10, [5.0] * 10)
     assert c.p == 1.0 and c.shift_pct == 0.0

@@ -23,7 +23,10 @@ from tests.containers.conftest import REGISTRY
 from tests.vllm import images
 from tests.vllm import real_night as rn
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
+#: ``quiet``: run alone (scripts/test-all.sh): the good end's throughput measured while a neighbour's
+#: tests loaded the 2 cores read 55 tok/s, the same builds' later probes 200-560, so every later
+#: candidate was "beyond the good end" and the night inconclusive (CI on 7a90bac).
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.quiet, pytest.mark.timeout(2400)]
 
 #: The done-when's budget (issue 39): server starts of the whole run.
 MAX_SERVER_STARTS = 6
