@@ -117,6 +117,9 @@ class BuildRequest:
     patch_fn: PatchFn | None = None
     build_command: list[str] | None = None
     log_dir: Path | None = None
+    #: a change under test (issue 42; :class:`bisectbot.change.Change`): applied after the patch
+    #: stack, only to files under the staged package directories
+    change: Any = None
 
 
 @dataclass
@@ -167,13 +170,17 @@ def changed_paths(repo: Path, a: str, b: str) -> list[str]:
 
 
 def build_key(base_digest: str, overlay: Overlay | None, stack_hash: str, recipe_hash: str,
-              build_command: list[str] | None) -> str:
-    """16 hex characters of SHA-256 over what defines the derived image's content."""
+              build_command: list[str] | None, change: str = "") -> str:
+    """16 hex characters of SHA-256 over what defines the derived image's content (``change``: the
+    change's :meth:`bisectbot.change.Change.key`, ``""`` for none)."""
     ov = None
     if overlay is not None:
         ov = {"component": overlay.component, "commit": _full_commit(overlay), "path": overlay.path_in_repo}
-    blob = json.dumps({"base": base_digest, "overlay": ov, "stack": stack_hash, "recipe": recipe_hash,
-                       "build_command": build_command}, sort_keys=True)
+    doc: dict[str, Any] = {"base": base_digest, "overlay": ov, "stack": stack_hash, "recipe": recipe_hash,
+                           "build_command": build_command}
+    if change:
+        doc["change"] = change
+    blob = json.dumps(doc, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -312,7 +319,8 @@ def build_image(req: BuildRequest, client: Any = None, ledger: Any = None) -> Bu
         img = ensure_image(req.base, client)
         if any(rd.startswith(name + "@") for rd in img.attrs.get("RepoDigests") or []):
             base_ref = f"{name}@{base_digest}"
-    key = build_key(base_digest, req.overlay, req.stack_hash, req.recipe_hash, req.build_command)
+    key = build_key(base_digest, req.overlay, req.stack_hash, req.recipe_hash, req.build_command,
+                    req.change.key() if req.change is not None else "")
     tag = f"bisectbot/{slug(req.recipe).lower()}:{key}"
     labels = {
         LABEL_PREFIX + "base": req.base,
@@ -324,6 +332,8 @@ def build_image(req: BuildRequest, client: Any = None, ledger: Any = None) -> Bu
         LABEL_PREFIX + "recipe-hash": req.recipe_hash,
         LABEL_PREFIX + "build-key": key,
     }
+    if req.change is not None:
+        labels[LABEL_PREFIX + "change"] = req.change.sha256
     reused = _existing(client, tag, key, base_digest)
     if reused is not None:
         return reused
@@ -372,6 +382,21 @@ def _build_locked(req: BuildRequest, client: Any, ledger: Any, base_ref: str, ba
             packages.add(req.overlay.package)
         if req.patch_ids:
             packages.update(p for p in ("vllm", "aiter") if (info.get(p) or {}).get("dir"))
+        change_pkgs: tuple[str, ...] = ()
+        if req.change is not None:  # the packages the change touches that this image has (issue 42)
+            from .change import units
+
+            tops = {PurePosixPath(u.path).parts[0] for u in units(req.change, "files")}
+            change_pkgs = tuple(sorted(p for p in tops & {"vllm", "aiter"} if (info.get(p) or {}).get("dir")))
+            compiled = [u.path for u in units(req.change, "files") if _matches(u.path, COMPILED_PATTERNS)]
+            if compiled and not req.build_command:
+                raise BuildError(f"the change touches compiled sources ({', '.join(compiled[:5])}): an image "
+                                 "needs a source build (server.build_command) to test it")
+            if not change_pkgs:
+                raise BuildError(f"the change touches no package this image has ({', '.join(sorted(tops))}; "
+                                 "the image has " + ", ".join(p for p in ("vllm", "aiter")
+                                                             if (info.get(p) or {}).get("dir")) + ")")
+            packages.update(change_pkgs)
         pkg_dirs: dict[str, str] = {}
         for p in sorted(packages):
             d = (info.get(p) or {}).get("dir")
@@ -412,6 +437,11 @@ def _build_locked(req: BuildRequest, client: Any, ledger: Any, base_ref: str, ba
             # (ROOT/<package> of a checkout); else the staged installed packages.
             root = full_src if full_src is not None else work
             records = req.patch_fn(root, {k: v for k, v in versions.items() if v})
+        if req.change is not None:
+            from .change import apply_change
+
+            applied = apply_change(req.change, full_src if full_src is not None else work, only_under=change_pkgs)
+            labels[LABEL_PREFIX + "change-applied"] = json.dumps(applied.to_dict())[:4000]
 
         before, after = _tree(orig), _tree(work)
         changed = sorted(p for p, h in after.items() if before.get(p) != h)

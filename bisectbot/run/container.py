@@ -31,6 +31,7 @@ import requests
 
 from .. import bounded, progress
 from ..build import BuildRequest, FullSourceBuildRequired, Overlay, _default_patch_fn, build_image, stack_file
+from ..change import ChangeConflict, change_of
 from ..components import container_labels
 from ..confine import check_mount
 from ..errors import BisectbotError, HostFailure, ServerError
@@ -349,6 +350,9 @@ class ContainerRunner:
     ``log_dir`` receives ``build-*.log`` and ``server-*.log``; ``stack_dir`` is the patch stack.
     """
 
+    #: a candidate's change under test (``meta["change"]``, issue 42) is applied before the build
+    supports_change = True
+
     def __init__(self, recipe: Any, profile: RunnerProfile, log_dir: Path, stack_dir: Path | None = None,
                  client: Any = None, ledger: Any = None, lock_dir: Path | None = None,
                  keep_images: bool = True, base_dir: Path | None = None):
@@ -394,7 +398,8 @@ class ContainerRunner:
         if self._key_tail is None:
             sh = self._patch_hash()
             self._key_tail = (f"|patches:{sh}" if sh else "") + f"|profile:{self.profile.verdict_hash()}"
-        tail = self._key_tail
+        change = change_of(c)
+        tail = self._key_tail + (change.key() if change is not None else "")
         if c.kind != CandidateKind.COMMIT or not c.meta.get("base"):
             return f"image{tail}"
         return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}{tail}"
@@ -420,7 +425,8 @@ class ContainerRunner:
                                   base_commit=candidate.meta.get("base_commit"))
             ids = list(self.recipe.patches)
             sh = self._patch_hash()
-            if overlay is None and not ids:
+            change = change_of(candidate)
+            if overlay is None and not ids and change is None:
                 from ..components import image_digest
 
                 with progress.phase("pull", base[:120]):
@@ -429,12 +435,14 @@ class ContainerRunner:
             req = BuildRequest(
                 base=base, recipe=self.recipe.name, recipe_hash=self.recipe.verdict_hash(), overlay=overlay,
                 patch_ids=ids, stack_hash=sh, patch_fn=_default_patch_fn(self.stack_dir, ids) if ids else None,
-                build_command=self.recipe.server.build_command, log_dir=self.log_dir,
+                build_command=self.recipe.server.build_command, log_dir=self.log_dir, change=change,
             )
             with progress.phase("pull + build", base[:120]):
                 res = build_image(req, client=self.client, ledger=self.ledger)
         except FullSourceBuildRequired as e:
             return PrepareFailed(candidate, str(e))
+        except ChangeConflict as e:  # a change under test that does not apply (issue 42)
+            return PrepareFailed(candidate, f"the change does not apply: {e}")
         except BisectbotError as e:
             return PrepareFailed(candidate, str(e), log_paths=[str(p) for p in self.log_dir.glob("build-*.log")][-1:])
         return Prepared(candidate, build_key=f"{res.base_digest}+{res.key}", image=res.tag,

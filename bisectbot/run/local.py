@@ -44,6 +44,7 @@ import requests
 
 from .. import bounded, gitenv, progress, sandbox
 from ..bounded import ProcessRun, run_process
+from ..change import ChangeConflict, apply_change, change_of
 from ..errors import MissingPin, PatchError, ServerError
 from ..models import Candidate
 from ..recipe import GitSource, Recipe
@@ -153,6 +154,9 @@ class LocalRunner:
     the temporary worktrees; ``log_dir`` the build/server logs. ``stack_path`` is the
     patch stack file (default: :func:`bisectbot.patches.default_stack_path`).
     """
+
+    #: a candidate's change under test (``meta["change"]``, issue 42) is applied before the build
+    supports_change = True
 
     def __init__(self, recipe: Recipe, repos: dict[str, str | Path] | None = None, *,
                  pins: dict[str, str] | None = None, workdir: str | Path | None = None,
@@ -324,7 +328,8 @@ class LocalRunner:
         if self.profile_env:
             blob = json.dumps(self.profile_env, sort_keys=True).encode()
             env = f"|env:{hashlib.sha256(blob).hexdigest()[:16]}"
-        return f"local|{trees}|patches:{sh}|build:{build}{env}"
+        change = change_of(candidate)
+        return f"local|{trees}|patches:{sh}|build:{build}{env}" + (change.key() if change else "")
 
     # ------------------------------------------------------------------ prepare / release
     def prepare(self, candidate: Candidate) -> Prepared | PrepareFailed:
@@ -363,6 +368,18 @@ class LocalRunner:
                     return PrepareFailed(candidate, f"patch conflict: {e}", patches=states)
                 d = app.to_dict()
                 prepared.patches = list(d.get("patches", [])) if isinstance(d, dict) else []
+            change = change_of(candidate)
+            if change is not None:  # a try job's patch or a subset of a culprit (issue 42): before the build
+                where = worktrees.get(change.component) if change.component else prepared.source
+                if where is None:
+                    self.release(prepared)
+                    return PrepareFailed(candidate, f"the change's component {change.component!r} is not one "
+                                         f"of this candidate's repositories ({', '.join(worktrees)})")
+                try:
+                    prepared.meta["change"] = apply_change(change, where).to_dict()
+                except ChangeConflict as e:
+                    self.release(prepared)
+                    return PrepareFailed(candidate, f"the change does not apply: {e}")
             if self.recipe.server.build_command:
                 log_path = self.log_dir / f"build-{candidate.ref[:12]}-{root.name}.log"
                 argv = self.substitute(self.recipe.server.build_command, prepared, port=0)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ... import sandbox
-from ...errors import HostFailure, ServerError
+from ...change import change_of
+from ...errors import BadInput, HostFailure, ServerError
 from ...models import Candidate, ProbeResult, Verdict
 from ...recipe import Recipe
 from ...run.base import CandidateRunner, Prepared, PrepareFailed
@@ -77,7 +78,13 @@ def focused_key(repro_key: str, focus: tuple[Any, ...] | list[Any]) -> str:
 
 
 def build_key(runner: CandidateRunner, c: Candidate) -> str:
-    """The runner's build key of ``c`` (``""`` when the runner has none): part of the probe key."""
+    """The runner's build key of ``c`` (``""`` when the runner has none): part of the probe key.
+    Raises :class:`bisectbot.errors.BadInput` for a candidate with a change under test (issue 42) on a
+    runner that cannot apply one (a release or a prebuilt wheel is installed as published): its
+    verdict would be the unchanged candidate's."""
+    if change_of(c) is not None and not getattr(runner, "supports_change", False):
+        raise BadInput(f"{type(runner).__name__} cannot apply a change to a candidate (releases and prebuilt "
+                       "wheels are installed as published): use a git source (local runner) or images")
     fn = getattr(runner, "build_key", None)
     return fn(c) if callable(fn) else ""
 
