@@ -42,6 +42,7 @@ from . import (  # noqa: F401  (modules register their commands on import)
     round_cmd,
     run_cmd,
     runner_cmd,
+    try_cmd,
 )
 from .base import Ctx, JsonOut, cli, error_document, json_anywhere, pass_ctx
 

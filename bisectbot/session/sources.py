@@ -57,6 +57,11 @@ class GitCandidates:
                 raise
             return self.repo.commits(good, bad, first_parent=False)
 
+    def candidate(self, ref: str) -> Candidate:
+        """The commit ``ref`` of the repository as one candidate (a try job's, issue 42); BadInput when
+        git does not know it."""
+        return self.repo.candidate(ref)
+
     def flags(self, culprit: Candidate, predecessor: Candidate) -> list[str]:
         inputs = self.repo.plausibility_inputs(culprit.ref, predecessor.ref)
         return plausibility_flags(runtime_paths=self.src.runtime_paths, **inputs)
@@ -141,6 +146,25 @@ class RegistryCandidates:
             if gi >= bi:
                 raise BadInput(f"good nightly {good} is not older than bad nightly {bad}") from None
             return infos[gi:bi + 1]
+
+    def candidate(self, ref: str) -> Candidate:
+        """The nightly tagged (or with the digest) ``ref`` as one candidate (a try job's, issue 42);
+        BadInput when the registry has no such nightly."""
+        from ..models import CandidateKind
+        from ..sources.registry import image_ref
+
+        nt = self.listing()
+        i = nt.index(ref)
+        if i is None:
+            raise BadInput(f"nightly {ref!r} not found among the tags of {self.src.repository} matching "  # type: ignore[union-attr]
+                           f"{self.src.tag_pattern!r}")  # type: ignore[union-attr]
+        (t,) = nt.digests(i, i)
+        if self.ledger is not None:
+            from ..sources import registry as reg
+
+            reg.record(self.ledger, [t])
+        img = image_ref(self.src.registry, self.src.repository, t.digest)  # type: ignore[union-attr]
+        return Candidate(CandidateKind.NIGHTLY, t.digest, t.tag, "image", {"image": img, "tag": t.tag})
 
     def candidates(self, good: str, bad: str) -> list[Candidate]:
         from ..models import CandidateKind

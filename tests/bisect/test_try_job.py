@@ -1,0 +1,155 @@
+"""Issue 42: ``bisectbot try`` -- does a change fix the first bad? Through the CLI, the reference engine
+and real server starts.
+
+Kind: *a change tried on a bad candidate, answered by comparing the candidate's probes with and without
+it on the same prompts*. Parameters an input fixes, each varied here: how far the change moves the
+failure (not at all, to a larger size inside the reproducer's range, beyond it), how the change comes
+(a patch file, a git ref, a format-patch mail), where the candidate comes from (``--on``, the last
+bisection's first bad in the ledger), whether the change applies at all, and the reproducer's kind (a
+prefill threshold; a size-less command).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisectbot.ledger import Ledger
+
+
+def _engine(kit, tmp_path: Path, mode: str = "prefill"):
+    repo = kit.make_engine_repo(tmp_path / "repo", 6, 3, low=4000, high=30000)
+    recipe = kit.write_recipe(tmp_path / "recipe.yaml", repo, tmp_path / "out", mode=mode)
+    return repo, recipe
+
+
+def _threshold_patch(kit, repo, tmp_path: Path, threshold: int, name: str = "fix") -> Path:
+    """A diff of engine.json on the bad end: the engine answers garbage above ``threshold`` tokens."""
+    cfg = json.loads((repo.path / "engine.json").read_text())
+    cfg["threshold"] = threshold
+    (repo.path / "engine.json").write_text(json.dumps(cfg))
+    diff = kit.git(repo.path, "diff")
+    kit.git(repo.path, "checkout", "--", "engine.json")
+    p = tmp_path / f"{name}.diff"
+    p.write_text(diff + "\n")
+    return p
+
+
+def _try(kit, tmp_path: Path, recipe: Path, *args: str, state: Path | None = None):
+    p = kit.run_cli("--state", str(state or tmp_path / "state"), "--json", "try", str(recipe), *args,
+                    "--out", str(tmp_path / "try"), timeout=600)
+    return p, (json.loads(p.stdout) if p.stdout.strip().startswith("{") else {})
+
+
+@pytest.mark.slow
+def test_a_patch_that_moves_the_threshold_is_partly_with_both_thresholds(kit, tmp_path: Path, starts_file) -> None:
+    repo, recipe = _engine(kit, tmp_path)
+    patch = _threshold_patch(kit, repo, tmp_path, 12000)
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert doc["answer"] == "partly", doc
+    before, after = doc["before"]["threshold"], doc["after"]["threshold"]
+    assert before[1] is not None and before[1] <= 8000 and after[1] is not None and after[1] > 8000, doc
+    assert f"{before[1]:,}" in doc["words"] and f"{after[1]:,}" in doc["words"], doc["words"]
+    # the same prompts: every prompt on which the bad end failed was asked of the change
+    failed = [r for r in doc["prompts"] if r["before"] == "GARBAGE"]
+    assert failed and any(r["after"] == "OK" for r in failed), doc["prompts"]
+    md = (tmp_path / "try" / "try.md").read_text()
+    assert "partly" in md and f"{before[1]:,}" in md and f"{after[1]:,}" in md and doc["session"] in md
+    # recorded in the ledger: a session of stage try whose status is the answer
+    with Ledger(tmp_path / "state") as led:
+        s = led.get_session(doc["session"])
+    assert s is not None and s["status"] == "partly" and s["state"]["stage"] == "try"
+    assert s["state"]["change"]["sha256"] == doc["change"]["sha256"]
+
+
+@pytest.mark.slow
+def test_a_fix_is_fixed_a_no_op_still_broken_and_the_unchanged_probe_is_not_repeated(
+        kit, tmp_path: Path, starts_file) -> None:
+    repo, recipe = _engine(kit, tmp_path)
+    fix = _threshold_patch(kit, repo, tmp_path, 100000, "fix")
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(fix))
+    assert p.returncode == 0 and doc["answer"] == "fixed", (p.stderr[-3000:], doc)
+    assert doc["after"]["threshold"] is None or doc["after"]["threshold"][1] is None
+    starts = [v for _, v in kit.read_starts(starts_file)]
+    assert starts.count("engine-5") == 2, starts  # once as it is, once with the change
+    # a change that does not touch the failure: still broken; the unchanged probe comes from the ledger
+    (repo.path / "NOTES").write_text("notes\n")
+    kit.git(repo.path, "add", "NOTES")
+    noop = tmp_path / "noop.diff"
+    noop.write_text(kit.git(repo.path, "diff", "--cached") + "\n")
+    kit.git(repo.path, "reset", "-q", "HEAD", "NOTES")
+    (repo.path / "NOTES").unlink()
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(noop))
+    assert p.returncode == 1 and doc["answer"] == "still broken", (p.stderr[-3000:], doc)
+    assert doc["before"]["cached_from"], doc["before"]
+    starts = [v for _, v in kit.read_starts(starts_file)]
+    assert starts.count("engine-5") == 3, starts  # only the changed probe started a server
+
+
+@pytest.mark.slow
+def test_the_first_bad_comes_from_the_last_bisection_and_a_ref_is_a_change(kit, tmp_path: Path, starts_file) -> None:
+    repo, recipe = _engine(kit, tmp_path)
+    p = kit.run_cli("--state", str(tmp_path / "state"), "--json", "run", str(recipe), "--out", str(tmp_path / "out"),
+                    timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    # a fix branch off the first bad (commit 3): two commits, the second restores the threshold
+    kit.git(repo.path, "checkout", "-q", "-b", "fix", repo.shas[3])
+    (repo.path / "NOTES").write_text("investigating\n")
+    kit.git(repo.path, "add", "NOTES")
+    kit.git(repo.path, "commit", "-q", "-m", "notes")
+    cfg = json.loads((repo.path / "engine.json").read_text())
+    cfg["threshold"] = 100000
+    (repo.path / "engine.json").write_text(json.dumps(cfg))
+    kit.git(repo.path, "commit", "-q", "-am", "fix the threshold")
+    kit.git(repo.path, "checkout", "-q", "main")
+    p, doc = _try(kit, tmp_path, recipe, "--ref", "fix")
+    assert p.returncode == 0 and doc["answer"] == "fixed", (p.stderr[-3000:], doc)
+    assert doc["candidate"]["ref"] == repo.shas[3] and "last bisection" in doc["on_from"], doc
+    assert "2 commit(s)" in doc["change"]["source"] and sorted(doc["change"]["files"]) == ["NOTES", "engine.json"]
+    assert doc["before"]["cached_from"], doc["before"]  # the bisection measured the first bad on this host
+
+
+@pytest.mark.slow
+def test_a_change_that_does_not_apply_is_untested_and_says_the_file_and_hunk(kit, tmp_path: Path, starts_file) -> None:
+    repo, recipe = _engine(kit, tmp_path)
+    bad = tmp_path / "stale.diff"
+    bad.write_text("diff --git a/engine.json b/engine.json\n--- a/engine.json\n+++ b/engine.json\n@@ -1 +1 @@\n"
+                   "-{\"threshold\": 1, \"seed\": 99}\n+{\"threshold\": 100000, \"seed\": 99}\n")
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(bad))
+    assert p.returncode == 3 and doc["answer"] == "untested", (p.stderr[-3000:], doc)
+    assert "engine.json" in doc["words"] and "hunk 1" in doc["words"] and "does not apply" in doc["words"], doc["words"]
+
+
+@pytest.mark.parametrize("content, why", [
+    ("", "no file in the diff"),
+    ("just some text\n", "no file in the diff"),
+    ("--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", "leaves the tree"),
+    ("--- a/.git/hooks/post-checkout\n+++ b/.git/hooks/post-checkout\n@@ -1 +1 @@\n-x\n+y\n", ".git"),
+])
+def test_bad_patches_are_bad_input_naming_the_file(kit, tmp_path: Path, content: str, why: str) -> None:
+    repo, recipe = _engine(kit, tmp_path)
+    patch = tmp_path / "x.diff"
+    patch.write_text(content)
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert why in doc["error"]["message"] and "x.diff" in doc["error"]["message"], doc
+
+
+@pytest.mark.slow
+def test_a_format_patch_mail_and_a_command_reproducer(kit, tmp_path: Path, starts_file) -> None:
+    repo, recipe = _engine(kit, tmp_path, mode="command")
+    kit.git(repo.path, "checkout", "-q", "-b", "fix")
+    cfg = json.loads((repo.path / "engine.json").read_text())
+    cfg["threshold"] = 20000
+    (repo.path / "engine.json").write_text(json.dumps(cfg))
+    kit.git(repo.path, "commit", "-q", "-am", "raise the threshold")
+    mail = kit.git(repo.path, "format-patch", "-1", "--stdout")
+    kit.git(repo.path, "checkout", "-q", "main")
+    patch = tmp_path / "0001-fix.patch"
+    patch.write_text(mail + "\n")
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
+    assert p.returncode == 0 and doc["answer"] == "fixed", (p.stderr[-3000:], doc)
+    assert doc["prompts"] == [] and "passes with the change" in doc["words"]
