@@ -201,7 +201,7 @@ class Unit:
     lines: int = 0
 
     def label(self) -> str:
-        """``vllm/a.py`` or ``vllm/a.py hunk 3 (@@ -10,6 +10,7 @@ def f)``."""
+        """``vllm/a.py`` or ``vllm/a.py hunk 3 (line 12: -x = 1)`` (the hunk's first changed line)."""
         if self.hunk is None:
             return self.path
         return f"{self.path} hunk {self.hunk + 1}" + (f" ({self.header})" if self.header else "")
@@ -229,9 +229,10 @@ def units(change: Change, level: str) -> list[Unit]:
             out.append(Unit(path, None, "", f.added + f.removed))
             continue
         for i, h in enumerate(f):
-            head = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
-            section = (h.section_header or "").strip()
-            out.append(Unit(path, i, (head + (" " + section if section else ""))[:120], h.added + h.removed))
+            first = next((ln for ln in h if ln.is_added or ln.is_removed), None)
+            shown = f"line {first.source_line_no or first.target_line_no}: {first.line_type}{first.value.strip()}" \
+                if first is not None else f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
+            out.append(Unit(path, i, shown[:100], h.added + h.removed))
     return out
 
 

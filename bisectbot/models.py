@@ -379,6 +379,9 @@ class RunResult:
     reproduction: dict[str, Any] = field(default_factory=dict)
     chain: list[ChainLink] = field(default_factory=list)
     pages_url: str = ""
+    #: ``run --minimize`` (issue 42): the smallest failing part of the culprit
+    #: (:class:`bisectbot.session.stages.minimize.MinimizeStage`); empty when not asked
+    minimized: dict[str, Any] = field(default_factory=dict)
 
     @property
     def final(self) -> StageResult | None:
@@ -406,6 +409,7 @@ class RunResult:
             "reproduction": self.reproduction,
             "chain": [c.to_dict() for c in self.chain],
             "pages_url": self.pages_url,
+            **({"minimized": self.minimized} if self.minimized else {}),
         })
 
 

@@ -494,6 +494,22 @@ class FlakeRates(_Model):
         return self
 
 
+class MinimizeSpec(_Model):
+    """``bisect.minimize`` (issue 42): after a verified culprit, the smallest subset of its files, then
+    hunks, that still fails on top of its predecessor (ddmin, :mod:`bisectbot.bisect.minimize`).
+    ``true`` is ``{enabled: true}``."""
+
+    enabled: bool = True
+    max_probes: int | None = Field(
+        None, ge=1, le=500, description="probe budget of each ddmin (files, then hunks); unset: "
+        "2 * ceil(log2 parts) + 2, the cost of one failing part (bisectbot.bisect.minimize.budget_for)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flag(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
+
+
 class BisectSpec(_Model):
     """Bisect range and search settings."""
 
@@ -527,6 +543,9 @@ class BisectSpec(_Model):
         "bisect.parallel probes; issue 17)")
     verify: bool = True
     second_stage: bool = True
+    minimize: MinimizeSpec | None = Field(
+        None, description="after a verified culprit, the smallest part of it that still fails (true, or "
+        "{max_probes: N}); `bisectbot run --minimize` turns it on for one run (issue 42)")
     components: dict[str, GitSource] = Field(
         default_factory=dict, description="git sources of components for the commit stage (vllm, aiter)"
     )

@@ -202,7 +202,7 @@ def _writer(ctx: Ctx, recipe_file: str, wait_lock: float, dry_run: bool = False)
 def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool, replay: str | None,
          out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, file_issue: bool = False,
          emit: bool = True, reproducible: str | None = "", retry_errors: bool = False,
-         verify: bool | None = None, commands_file: str | None = None) -> int:
+         verify: bool | None = None, commands_file: str | None = None, minimize: bool = False) -> int:
     """Run (or plan) a bisection of ``recipe_file``; returns the exit code.
 
     ``emit``: write the ``--json`` document (False when the caller writes its own, e.g. ``demo``).
@@ -220,6 +220,11 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         recipe.bisect.parallel = parallel
     if verify is not None:
         recipe.bisect.verify = verify
+    if minimize and (recipe.bisect.minimize is None or not recipe.bisect.minimize.enabled):
+        from ..recipe import MinimizeSpec
+
+        budget = recipe.bisect.minimize.max_probes if recipe.bisect.minimize is not None else None
+        recipe.bisect.minimize = MinimizeSpec(enabled=True, max_probes=budget)
     if file_issue and recipe.report.github is None:
         raise BadInput(f"{path}: --file-issue needs report.github (repo, labels, api_url) in the recipe")
     published = pages_url(recipe)  # checked before the bisection: bad input loses nothing
@@ -680,6 +685,9 @@ def _apply(opts):
 @click.option("--verify/--no-verify", "verify", default=None,
               help="Re-probe the culprit and its predecessor before naming it (default: the recipe's "
                    "bisect.verify, true). --no-verify saves two probes and says so in the report.")
+@click.option("--minimize", is_flag=True, help="After a verified culprit commit, search the smallest part of it "
+              "(files, then hunks) that still fails on top of its predecessor (ddmin; bisect.minimize turns it on "
+              "in the recipe, with its probe budget).")
 @click.option("--commands", "commands_file", type=click.Path(dir_okay=False, exists=True),
               help="Maintainer /bisectbot commands as 'bisectbot --json report commands --all' wrote them: "
                    "their good/bad verdicts and retractions apply without a token (the bisecting job holds "
@@ -688,7 +696,7 @@ def _apply(opts):
 @click.pass_context
 def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run: bool,
         out: str | None, runner_kind: str, parallel: int | None, prefetch: bool, replay: str | None,
-        file_issue: bool, retry_errors: bool, wait_lock: float, verify: bool | None,
+        file_issue: bool, retry_errors: bool, wait_lock: float, verify: bool | None, minimize: bool,
         commands_file: str | None) -> None:
     """Bisect RECIPE between a good and a bad candidate; verify; write the report.
 
@@ -708,7 +716,7 @@ def run(cctx: click.Context, ctx: Ctx, recipe_file: str, good: str | None, bad: 
     """
     with _writer(ctx, recipe_file, wait_lock, dry_run):
         code = _run(ctx, recipe_file, good, bad, dry_run, replay, out, runner_kind, parallel, prefetch, file_issue,
-                    retry_errors=retry_errors, verify=verify, commands_file=commands_file)
+                    retry_errors=retry_errors, verify=verify, commands_file=commands_file, minimize=minimize)
     cctx.exit(code)
 
 

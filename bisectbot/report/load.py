@@ -89,4 +89,5 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
         reproduction=dict(d.get("reproduction") or {}),
         chain=[ChainLink.from_dict(c) for c in d.get("chain") or []],
         pages_url=str(d.get("pages_url") or ""),
+        minimized=dict(d.get("minimized") or {}),
     )

@@ -5,6 +5,7 @@ and the Reproduce section shared with the issue (:func:`reproduce_section`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,6 +42,25 @@ from .views import (
     summary_line,
 )
 from .words import ends_words, patch_mode
+
+#: Characters of the smallest failing part's diff a report shows (a few hunks; result.json keeps it whole).
+MINIMIZED_DIFF_CHARS = 6000
+
+
+def _minimized_view(result: RunResult) -> dict[str, Any] | None:
+    """``run --minimize``'s section (issue 42): its sentence and the diff of the part found, in a code
+    fence longer than any backtick run inside it (the diff is the repository's text, shown as data)."""
+    m = result.minimized
+    if not m:
+        return None
+    from ..bisect.minimize import words
+
+    diff = str(m.get("diff") or "")[:MINIMIZED_DIFF_CHARS]
+    longest = max((len(r) for r in re.findall(r"`+", diff)), default=0)
+    tests = [{"parts": sanitize(", ".join(map(str, t.get("parts") or []))[:200], 200),
+              "verdict": sanitize(t.get("verdict"), 20), "attempt": t.get("attempt", 1)}
+             for t in (m.get("tests") or []) if isinstance(t, dict)]
+    return {"words": sanitize(words(m), 1500), "diff": diff, "fence": "`" * max(3, longest + 1), "tests": tests}
 
 
 def render_markdown(
@@ -104,6 +124,7 @@ def render_markdown(
         "reproduce": redact(result.reproduce),
         "env_rows": _env_rows(result), "patches": _patch_rows(result),
         "triage": sorted(result.triage.items()),
+        "minimized": _minimized_view(result),
         "stages": [_StageView(s.name, s.component, _status_word(result, s.status.value), s.probes, result.kind,
                               result.regress, _searched(s), result.session_id)
                    for s in result.stages],

@@ -80,6 +80,7 @@ class _Result(_Shape):
     findings: list[_Stage] = Field(default_factory=list)
     reproduction: dict[str, Any] = Field(default_factory=dict)
     pages_url: str = ""
+    minimized: dict[str, Any] = Field(default_factory=dict)
 
 
 def check_result_shape(data: Any, filename: str) -> None:

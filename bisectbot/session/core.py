@@ -33,6 +33,7 @@ from .stages.descent import DescentStage
 from .stages.drift import DriftStage
 from .stages.first import Stage1
 from .stages.merges import MergeStage
+from .stages.minimize import MinimizeStage
 from .stages.settle import settle
 from .stages.triage import Triage
 
@@ -47,7 +48,8 @@ class Session:
     download, opts out with ``supports_prefetch = False``).
 
     Collaborators: ``prober``, ``loop``, and the stages ``stage1``, ``drift``, ``merge``,
-    ``triage``, ``components``, ``descent`` (through dependency pins, issue 26).
+    ``triage``, ``components``, ``descent`` (through dependency pins, issue 26), ``minimize``
+    (inside the culprit, ``bisect.minimize``, issue 42).
     """
 
     def __init__(self, recipe: Recipe, ledger: Ledger, runner: CandidateRunner, *,
@@ -73,6 +75,7 @@ class Session:
                                     echo=self.echo)
         self.components = ComponentStage(self.prober, self.loop, recipe, echo=self.echo,
                                          repo_of=self.descent.repo_of)  # one clone per component
+        self.minimize = MinimizeStage(self.prober, recipe, echo=self.echo, base_dir=base_dir)
 
     # ------------------------------------------------------------------ what callers read and set
     @property
@@ -160,6 +163,9 @@ class Session:
         if (r.triage and not result.triage and final.first_bad is not None
                 and final.status in (Status.CULPRIT, Status.RANGE)):  # component-pair runs
             result.triage = self.triage.run(final.first_bad)
+        m = r.bisect.minimize
+        if m is not None and m.enabled and final.status is Status.CULPRIT:  # issue 42: inside the culprit
+            result.minimized = self.minimize.run(final, m.max_probes)
         p = self.prober
         result = finish_result(result, r, recipe_path=self.recipe_path, session_id=p.session_id,
                                all_cached=p.fresh_probes == 0 and not p.replayed)
