@@ -242,3 +242,79 @@ def commands_cmd(ctx: Ctx, recipe: Path | None, repo: str | None, api_url: str |
              f"{' [acknowledged]' if c.acknowledged else ''}{' error: ' + c.error if c.error else ''}"
              for c in cmds]
     ctx.emit([c.to_dict() for c in cmds], "\n".join(lines) or "(no pending commands)")
+
+
+@report.command("test-request")
+@click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Recipe whose report.github (the issues) and bisect.components (the repository of a ref) to use.")
+@click.option("--issue", "issue_number", type=click.IntRange(min=1), required=True, help="Issue of the request.")
+@click.option("--comment", "comment_id", type=click.IntRange(min=1), required=True,
+              help="Id of the /bisectbot test comment (github.event.comment.id).")
+@click.option("--component", help="Component whose GitHub repository holds a ref or pull request (default vllm).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where change.diff and request.json go.")
+@pass_ctx
+def test_request_cmd(ctx: Ctx, recipe: Path, issue_number: int, comment_id: int, component: str | None,
+                     out_dir: Path) -> None:
+    """Resolve a maintainer's /bisectbot test request into a diff pinned by SHA (runs no candidate).
+
+    The comment is read again from GitHub: an issue the bot filed, an OWNER/MEMBER/COLLABORATOR, a
+    well-formed command. A ref or pull request is resolved to its head SHA now (or the sha= the
+    maintainer named) and its diff against the default branch taken at that SHA; a patch URL is
+    fetched without a credential. Writes OUT/change.diff and OUT/request.json.
+    Token: $BISECTBOT_GITHUB_TOKEN, $GITHUB_TOKEN or $GH_TOKEN.
+    """
+    from ..recipe import load_recipe
+    from ..report.github import token_from_env
+    from ..report.try_request import component_repo, resolve_request
+
+    token = token_from_env()
+    if not token:
+        raise BadInput("resolving a request needs a token in $BISECTBOT_GITHUB_TOKEN or $GITHUB_TOKEN")
+    path = _recipe_arg(recipe)
+    assert path is not None
+    doc = resolve_request(_target(path, None, None), token, issue_number, comment_id, out_dir,
+                          repo=component_repo(load_recipe(path), component))
+    ctx.emit(doc, f"{doc['source']}: {out_dir / 'change.diff'} (sha256 {doc['sha256'][:16]})")
+
+
+@report.command("try-reply")
+@click.argument("try_file", metavar="[TRY.json]", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Recipe whose report.github to use.")
+@click.option("--issue", "issue_number", type=click.IntRange(min=1), required=True, help="Issue of the request.")
+@click.option("--comment", "comment_id", type=click.IntRange(min=1), required=True,
+              help="Id of the /bisectbot test comment.")
+@click.option("--failed", "run_url", metavar="URL", help="No answer: say the try job failed, linking this job log.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the would-be reply goes in a dry run (default: next to TRY.json).")
+@click.option("--dry-run", is_flag=True, help="Send nothing; write the would-be reply.")
+@pass_ctx
+def try_reply_cmd(ctx: Ctx, try_file: Path | None, recipe: Path, issue_number: int, comment_id: int,
+                  run_url: str | None, out_dir: Path | None, dry_run: bool) -> None:
+    """Answer a maintainer's /bisectbot test comment with the try job's TRY.json (once), or with
+    --failed URL say that the try job failed."""
+    from ..jsonio import loads
+    from ..recipe import load_recipe
+    from ..report.github import token_from_env
+    from ..report.try_request import reply_try
+    from .run_cmd import pages_url
+
+    if (try_file is None) == (run_url is None):
+        raise BadInput("give TRY.json or --failed URL (one of them)")
+    path = _recipe_arg(recipe)
+    assert path is not None
+    doc = None
+    if try_file is not None:
+        try:
+            doc = loads(try_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{try_file}: not a try job's try.json: {e}") from None
+        if not isinstance(doc, dict) or doc.get("kind") != "try":
+            raise BadInput(f"{try_file}: not a try job's try.json (no \"kind\": \"try\")")
+    site = pages_url(load_recipe(path))
+    link = f"{site.rstrip('/')}/sessions/{doc.get('session')}.html" if site and doc else ""
+    out = reply_try(_target(path, None, None), token_from_env(), issue_number, comment_id,
+                    out_dir or (try_file.parent if try_file else Path(".")), doc=doc, run_url=run_url,
+                    dry_run=dry_run, probe_link=link)
+    ctx.emit(out.to_dict(), out.message)

@@ -605,7 +605,7 @@ def _acknowledge(recipe, commands, result, filed=None) -> list[str]:
     out = []
     now = heading(result, blame_decision(result, recipe.bisect.blame_confidence))
     for c in commands:
-        if c.acknowledged or c.kind in ("bisect", "cancel"):  # bisect.yml / bisect-fanout.yml answer those
+        if c.acknowledged or c.kind in ("bisect", "cancel", "test"):  # bisect.yml, bisect-fanout.yml, try.yml answer those
             continue
         if c.kind == "retract":
             msg = f"the culprit is excluded and the search was run again. Now: {now}"

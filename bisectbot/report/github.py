@@ -684,8 +684,43 @@ def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | No
         if set(args) != {"good", "bad"} or not all(_REF_RE.match(v) for v in args.values()):
             return ("bisect", None, {}, "usage: /bisectbot bisect good=<ref> bad=<ref>")
         return ("bisect", None, args, "")
+    if kind == "test":  # a try job (issue 42): a ref, a pull request, a patch URL
+        args = test_target(rest)
+        if args is None:
+            return ("test", None, {}, "usage: /bisectbot test <ref> | pr=<number> [sha=<40 hex>] | "
+                                      "<https URL of a .diff or .patch>")
+        return ("test", args.get("ref") or args.get("url") or f"pr={args.get('pr')}", args, "")
     return (kind, None, {}, f"unknown command {kind!r}: use retract, good <ref>, bad <ref>, bisect good= bad=, "
-                            "cancel")
+                            "test <ref|pr=N|patch URL>, cancel")
+
+
+#: A patch URL of ``/bisectbot test``: https (http only to a loopback host, the tests' servers), a host,
+#: a path ending in .diff or .patch, no query, no user info, no quotes.
+PATCH_URL_RE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?|http://(?:127\.0\.0\.1|localhost)(?::[0-9]{1,5})?)"
+                          r"/[A-Za-z0-9._~%/+-]{1,300}\.(?:diff|patch)$")
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+def test_target(words: list[str]) -> dict[str, str] | None:
+    """The argument of ``/bisectbot test``: ``{"url": U}``, ``{"pr": N[, "sha": S]}`` (``pr=N`` or ``#N``,
+    ``sha=`` pinning the head the maintainer read) or ``{"ref": R}``; None when it is none of them."""
+    if not words or len(words) > 2:
+        return None
+    first = words[0]
+    m = re.fullmatch(r"(?:pr=|#)([1-9][0-9]{0,8})", first)
+    if m:
+        out = {"pr": m.group(1)}
+        if len(words) == 2:
+            sha = words[1].removeprefix("sha=")
+            if not words[1].startswith("sha=") or not _SHA_RE.fullmatch(sha):
+                return None
+            out["sha"] = sha
+        return out
+    if len(words) != 1:
+        return None
+    if first.startswith(("http://", "https://")):
+        return {"url": first} if PATCH_URL_RE.fullmatch(first) else None
+    return {"ref": first} if _REF_RE.match(first) and ".." not in first else None
 
 
 def read_commands(

@@ -21,6 +21,7 @@ import copy
 import json
 import logging
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, unquote, urlencode
 
 from openapi_core import Config, OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
@@ -129,6 +130,7 @@ class FakeGitHub:
         self._thread: threading.Thread | None = None
         self.base_url = ""
         self.bot_login = "bisectbot-app"
+        self.git_repos: dict[str, Path] = {}  # full name -> a local git repository (add_repo(git=...))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> FakeGitHub:
@@ -151,11 +153,19 @@ class FakeGitHub:
         self.stop()
 
     # ------------------------------------------------------------------ test helpers
-    def add_repo(self, full_name: str) -> RepoState:
+    def add_repo(self, full_name: str, git: Path | None = None) -> RepoState:
+        """A repository; ``git``: a local clone behind its commits and compare endpoints (issue 42:
+        ``/bisectbot test`` resolves refs and takes diffs from them)."""
         owner, name = full_name.split("/")
         st = RepoState(owner, name, id=len(self.repos) + 4242)
         self.repos[full_name] = st
+        if git is not None:
+            self.git_repos[full_name] = Path(git)
         return st
+
+    def _git(self, full_name: str, *args: str) -> tuple[int, str]:
+        p = subprocess.run(["git", "-C", str(self.git_repos[full_name]), *args], capture_output=True, text=True)
+        return p.returncode, p.stdout
 
     def fail(self, method: str, path_re: str, status: int, body: Any = None, headers: dict[str, str] | None = None,
              times: int = 1) -> None:
@@ -378,6 +388,21 @@ class FakeGitHub:
                 issue["assignees"] = [self.user(a) for a in body.get("assignees") or []]
                 issue["assignee"] = issue["assignees"][0] if issue["assignees"] else None
                 return self._json(201, issue, {"Location": issue["url"]})
+        if full_name in self.git_repos and meth == "GET":  # GET a commit / compare, text media types only
+            accept = request.headers.get("Accept", "")
+            mc = re.match(r"^/commits/(.+)$", rest)
+            if mc and "vnd.github.sha" in accept:
+                rc, out = self._git(full_name, "rev-parse", "--verify", "-q", unquote(mc.group(1)) + "^{commit}")
+                if rc != 0:
+                    return self._json(422, {"message": f"No commit found for SHA: {mc.group(1)}",
+                                            "documentation_url": "https://docs.github.com/rest", "status": "422"})
+                return Response(out.strip(), status=200, content_type="application/vnd.github.sha")
+            mcmp = re.match(r"^/compare/(.+)\.\.\.(.+)$", rest)
+            if mcmp and "vnd.github.diff" in accept:
+                rc, out = self._git(full_name, "diff", "--no-color", f"{unquote(mcmp.group(1))}...{unquote(mcmp.group(2))}")
+                if rc != 0:
+                    return self._not_found()
+                return Response(out, status=200, content_type="application/vnd.github.diff")
         m3 = re.match(r"^/actions/workflows/([^/]+)/dispatches$", rest)
         if m3 and meth == "POST":
             self.dispatches.append({"workflow": m3.group(1), **body})
