@@ -7,8 +7,8 @@ a candidate:
   again through the API -- it must be on an issue the bot filed, by an OWNER, MEMBER or COLLABORATOR,
   a ``/bisectbot test`` command -- and turns it into a diff pinned by SHA: a **ref** is resolved to its
   commit SHA now (``GET /repos/{repo}/commits/{ref}``, ``application/vnd.github.sha``); a **pull
-  request** to its head SHA now (``refs/pull/N/head``), or the ``sha=`` the maintainer named, which
-  must still be its head or an ancestor the maintainer read; the diff is
+  request** to its head SHA now (``pull/N/head``), or to the ``sha=`` the maintainer named (the
+  head they read: tested as named, whatever was pushed since); the diff is
   ``GET /repos/{repo}/compare/{default branch}...{sha}`` (``application/vnd.github.diff``: the
   commits of the head since it left the default branch), so a later push changes nothing. A **patch
   URL** is fetched with no credential (https, or http to a loopback host for tests), bounded in size
@@ -146,8 +146,10 @@ def resolve_request(target: GitHubTarget, token: str, issue_number: int, comment
             raise BadInput("a ref or pull request needs the component's GitHub repository: a github.com URL in "
                            "bisect.components (or the git source) of the recipe")
         base = f"{api}/repos/{repo}"
-        ref = f"refs/pull/{req.args['pr']}/head" if "pr" in req.args else req.args["ref"]
-        head = _get(f"{base}/commits/{quote(ref, safe='/')}", "application/vnd.github.sha", token).decode().strip()
+        # one path segment, as the contract's {ref} is (a pull request's head as GitHub's docs write a branch,
+        # heads/NAME: pull/N/head; slashes encoded)
+        ref = f"pull/{req.args['pr']}/head" if "pr" in req.args else req.args["ref"]
+        head = _get(f"{base}/commits/{quote(ref, safe='')}", "application/vnd.github.sha", token).decode().strip()
         if not re.fullmatch(r"[0-9a-f]{40}", head):
             raise GitHubError(f"{repo}: {ref} did not resolve to a commit SHA")
         if req.args.get("sha"):  # the head the maintainer read: test that one, never a later push
