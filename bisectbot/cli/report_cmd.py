@@ -312,8 +312,11 @@ def try_reply_cmd(ctx: Ctx, try_file: Path | None, recipe: Path, issue_number: i
             raise BadInput(f"{try_file}: not a try job's try.json: {e}") from None
         if not isinstance(doc, dict) or doc.get("kind") != "try":
             raise BadInput(f"{try_file}: not a try job's try.json (no \"kind\": \"try\")")
-    site = pages_url(load_recipe(path))
-    link = f"{site.rstrip('/')}/sessions/{doc.get('session')}.html" if site and doc else ""
+    from ..dashboard.views import slug
+
+    rec = load_recipe(path)
+    site = pages_url(rec)
+    link = f"{site.rstrip('/')}/r/{slug(rec.name)}.html#try-{doc.get('session')}" if site and doc else ""
     out = reply_try(_target(path, None, None), token_from_env(), issue_number, comment_id,
                     out_dir or (try_file.parent if try_file else Path(".")), doc=doc, run_url=run_url,
                     dry_run=dry_run, probe_link=link)

@@ -120,7 +120,10 @@ def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, pat
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "try.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     site = pages_url(recipe)
-    md = render_try(doc, probe_link=f"{site.rstrip('/')}/sessions/{outcome.session_id}.html" if site else "")
+    from ..dashboard.views import slug
+
+    md = render_try(doc, probe_link=f"{site.rstrip('/')}/r/{slug(recipe.name)}.html#try-{outcome.session_id}"
+                    if site else "")
     (out_dir / "try.md").write_text(md, encoding="utf-8")
     ctx.emit({**doc, "files": {"json": str(out_dir / "try.json"), "markdown": str(out_dir / "try.md")}},
              f"{outcome.verdict.words}\n(try.json and try.md in {out_dir})")

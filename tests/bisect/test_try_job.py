@@ -63,6 +63,12 @@ def test_a_patch_that_moves_the_threshold_is_partly_with_both_thresholds(kit, tm
         s = led.get_session(doc["session"])
     assert s is not None and s["status"] == "partly" and s["state"]["stage"] == "try"
     assert s["state"]["change"]["sha256"] == doc["change"]["sha256"]
+    # shown on the dashboard: the recipe page's try table, both thresholds; the nightly points untouched
+    p = kit.run_cli("--state", str(tmp_path / "state"), "dashboard", "--out", str(tmp_path / "site"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    page = (tmp_path / "site" / "r" / "engine-demo.html").read_text()
+    row = page[page.index(f'id="try-{doc["session"]}"'):].split("</tr>")[0]
+    assert ">partly<" in row and f"garbage from {before[1]} tokens" in row and f"garbage from {after[1]} tokens" in row
 
 
 @pytest.mark.slow
