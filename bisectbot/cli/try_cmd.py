@@ -67,6 +67,20 @@ def _change_from_ref(ctx: Ctx, recipe, path: Path, on: str | None, ref: str, com
                     source=f"ref {ref} ({head[:12]}, {n} commit(s) on {base[:12]})")
 
 
+def _request(path: Path) -> dict:
+    """The resolved request's document; BadInput unless it is one (a dict with a source and a SHA-256)."""
+    from ..jsonio import loads
+
+    try:
+        doc = loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path}: not a resolved request: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("source"), str) or not isinstance(doc.get("sha256"), str):
+        raise BadInput(f"{path}: not a resolved request (report test-request's request.json: source, sha256)")
+    return {k: doc[k] for k in ("kind", "source", "sha", "url", "repo", "request", "author", "link", "sha256")
+            if k in doc}
+
+
 @cli.command("try", epilog=TRY_EPILOG)
 @click.argument("recipe_file", metavar="RECIPE", type=click.Path(dir_okay=False))
 @click.option("--on", "on", metavar="REF", help="The candidate to try the change on (a commit of a git source, a "
@@ -76,6 +90,9 @@ def _change_from_ref(ctx: Ctx, recipe, path: Path, on: str | None, ref: str, com
               help="The change as a diff file (git diff / git format-patch; paths relative to the repository root).")
 @click.option("--ref", "ref", help="The change as the commits of a git ref not in the candidate (a branch, a "
               "pull request's head SHA).")
+@click.option("--request", "request_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The resolved /bisectbot test request (request.json of `report test-request`): names the change "
+              "by what was asked (a ref or pull request at its SHA, a patch URL) and goes into try.json.")
 @click.option("--component", help="With --ref on nightlies: the component repository (bisect.components) the ref "
               "is in (default vllm).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Where try.json and try.md go "
@@ -85,7 +102,8 @@ def _change_from_ref(ctx: Ctx, recipe, path: Path, on: str | None, ref: str, com
 @pass_ctx
 @click.pass_context
 def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, patch_file: Path | None,
-            ref: str | None, component: str | None, out: Path | None, runner_kind: str) -> None:
+            ref: str | None, component: str | None, out: Path | None, runner_kind: str,
+            request_file: Path | None) -> None:
     """Probe the first bad (or --on REF) with a change applied, and answer fixed / partly / still broken.
 
     The candidate is probed as it is (the ledger answers when a bisection on this host measured it)
@@ -105,8 +123,12 @@ def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, pat
         raise BadInput("give the change as --patch FILE or --ref REF (one of them)")
     path = find_recipe(recipe_file)
     recipe = load_bisection_recipe(path)
-    change = load_change(patch_file) if patch_file is not None else _change_from_ref(ctx, recipe, path, on, ref,
-                                                                                     component)
+    request = _request(request_file) if request_file is not None else None
+    if patch_file is not None:
+        change = load_change(patch_file, source=str(request["source"]) if request else "",
+                             component=str(component or ""))
+    else:
+        change = _change_from_ref(ctx, recipe, path, on, ref, component)
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
     with _writer(ctx, recipe_file, 0.0):
         preflight(ctx, recipe, path, runner_kind, echo)
@@ -116,6 +138,8 @@ def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, pat
         progress.enable(None if ctx.verbosity < 0 else echo)
         outcome = run_try(recipe, ctx.ledger(), runner, change, on=on, echo=echo, base_dir=path.parent)
     doc = outcome.to_dict()
+    if request is not None:
+        doc["request"] = request
     out_dir = Path(out) if out else Path(recipe.report.dir) / "try"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "try.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")

@@ -85,15 +85,18 @@ def test_try_answers_a_maintainer_partly_and_fixed_and_ignores_a_stranger(regist
         run, art = act(deploy, "try.yml", "issue_comment", comment_payload(fake_github, 1, member), tmp_path, state,
                        "member-partly")
         assert run.returncode == 0, run.tail()
-        assert run.jobs_started() == ["try/parse", "try/resolve", "try/try", "try/answer"], run.tail()
+        assert [j.strip() for j in run.jobs_started()] == ["try/parse", "try/resolve", "try/try", "try/answer"], \
+            run.tail()
         replies = [c["body"] for c in fake_github.comments_of(GH_REPO, 1) if f"bisectbot:ack={member['id']}" in c["body"]]
         assert len(replies) == 1, [c["body"][:200] for c in fake_github.comments_of(GH_REPO, 1)]
         body = replies[0]
         assert "**partly**" in body and "the threshold moved from" in body and TOKEN not in body, body
         answer = json.loads(next(art.glob("bisectbot-try-*/try.json")).read_text())
         lo, hi = answer["before"]["threshold"][1], answer["after"]["threshold"][1]
-        assert lo <= 3000 < hi and f"{lo:,}" in body and f"{hi:,}" in body, answer
+        assert 3000 <= lo < 3500 and 5000 <= hi < 5500 and f"{lo:,}" in body and f"{hi:,}" in body, answer
         assert answer["candidate"]["label"] == specs[3].tag and answer["on_from"] == "the newest nightly"
+        assert answer["change"]["source"].startswith(f"ref raise-limit of {COMPONENT} at ") and \
+            answer["request"]["author"] == "maint", answer
         request = json.loads(next(art.glob("bisectbot-change-*/request.json")).read_text())
         assert request["kind"] == "ref" and request["sha"] == _git(tmp_path / "vllm-src", "rev-parse", "raise-limit")
 

@@ -177,3 +177,20 @@ def test_a_nightly_culprit_is_not_searchable_and_says_why(tmp_path: Path) -> Non
     assert not m["searchable"] and "is a nightly, not a commit" in m["why"], m
     assert "could not be searched" in words(m) and said
 
+
+
+@pytest.mark.slow
+def test_an_aiter_culprit_of_the_component_stage_is_searched_in_aiter(kit, tmp_path: Path, starts_file) -> None:
+    from tests.bisect.test_components import make_repo, recipe
+
+    v = make_repo(kit, tmp_path / "vllm", "v", 3, None)
+    a = make_repo(kit, tmp_path / "aiter", "a", 10, bug_at=6)  # a6 changes v.txt, bug.txt and src/mod.py
+    r = recipe(tmp_path, tmp_path / "vllm", tmp_path / "aiter")
+    p = kit.run_cli("--state", str(tmp_path / "s"), "--json", "run", str(r), "--good", f"vllm={v[0]},aiter={a[0]}",
+                    "--bad", f"vllm={v[2]},aiter={a[9]}", "--minimize", timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    result = json.loads(p.stdout)
+    assert result["stages"][-1]["component"] == "aiter" and result["stages"][-1]["first_bad"]["ref"] == a[6]
+    m = result["minimized"]
+    assert m["component"] == "aiter" and m["culprit"] == a[6] and m["predecessor"] == a[5], m
+    assert m["subset"] == ["bug.txt"] and m["verified"] == "bad" and m["rest"] == "good", m
