@@ -121,8 +121,9 @@ def words(m: dict[str, Any]) -> str:
     one = len(subset) == 1
     found = (f"{len(subset)} of its {m.get('parts')} {level} still fail{'s' if one else ''} on top of the predecessor"
              + ("" if minimal else " (the probe budget ran out first: not known to be minimal)"))
-    ver = {"bad": "failed again in a second start", "good": "did NOT fail in a second start (a flaky part: "
-           "treat it as unconfirmed)", "skip": "could not be probed a second time"}.get(str(m.get("verified")), "")
+    by = str(m.get("verified_by") or "a second start")
+    ver = {"bad": f"verified by {by}", "good": f"did NOT fail in {by} (a flaky part: treat it as unconfirmed)",
+           "skip": "could not be probed a second time"}.get(str(m.get("verified")), "")
     them = "it" if one else "them"
     rest = {"good": f"the rest of the culprit without {them} is good: {'it is' if one else 'they are'} the whole cause",
             "bad": "the rest of the culprit fails too: a second cause is in the rest",

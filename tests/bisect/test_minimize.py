@@ -114,6 +114,8 @@ def test_one_bad_hunk_of_24_is_named_within_the_budget(kit, tmp_path: Path, star
     assert len(m["subset"]) == 1 and m["subset"][0].startswith("tuning.py hunk"), m
     assert f"-{bad} = " in m["diff"] and f"+{bad} = 1" in m["diff"], m["diff"]
     assert m["minimal"] == {"files": True, "hunks": True} and m["verified"] == "bad" and m["rest"] == "good", m
+    # its probe showed the bad end's failure on two prompts (flake_unit start, issue 40): no second start
+    assert m["verified_by"].startswith("its probe: GARBAGE on"), m
     budget = m["budget"]["files"] + m["budget"]["hunks"] + 2
     assert m["probes"] <= budget, (m["probes"], budget)
     report = (tmp_path / "out" / "report.md").read_text()
@@ -194,3 +196,4 @@ def test_an_aiter_culprit_of_the_component_stage_is_searched_in_aiter(kit, tmp_p
     m = result["minimized"]
     assert m["component"] == "aiter" and m["culprit"] == a[6] and m["predecessor"] == a[5], m
     assert m["subset"] == ["bug.txt"] and m["verified"] == "bad" and m["rest"] == "good", m
+    assert m["verified_by"] == "a second start", m  # a size-less command: no failure signature to agree on

@@ -7,9 +7,12 @@ under test (:mod:`bisectbot.change`) and probed through the run's prober -- the 
 cold prefills, the probe cache and the ledger, and the bisection's verdict rule: the subset is asked
 the bad end's failing prompts first and judged on them (:meth:`bisectbot.verdict.scope.Scope.judge`).
 A subset that does not apply, build or start is a skip (ddmin's "unresolved"). The files that remain
-are then split into hunks and searched again. The subset found is probed once more (attempt 2: a
-second start), and so is the rest of the culprit without it: good means the subset is the whole
-cause; bad means the rest fails too (a second cause, as in the seed report's two bugs in one file).
+are then split into hunks and searched again. The subset found is verified as the culprit is
+(issue 40): by its own probe when that already holds two agreeing measurements of the recipe's flake
+unit (:func:`bisectbot.verdict.agreement.agreeing`: under ``start``, the bad end's failure shown on two
+prompts), else by a second start; and the rest of the culprit without it is probed: good means the
+subset is the whole cause; bad means the rest fails too (a second cause, as in the seed report's two
+bugs in one file).
 
 It says why when the culprit cannot be searched: no culprit commit (a nightly image, a range), a
 runner that cannot apply a change (releases, prebuilt wheels), no repository of the component, a
@@ -26,6 +29,7 @@ from ...change import Change, Unit, compose, from_git, units, unsplittable
 from ...errors import BadInput
 from ...models import CandidateKind, ProbeResult, StageResult, Status, Verdict
 from ...recipe import GitSource, Recipe
+from ...verdict.agreement import agreeing
 from ...verdict.scope import Scope, learn
 from ..probing.executor import Echo
 from ..probing.prober import Prober
@@ -95,6 +99,7 @@ class MinimizeStage:
                              unsplittable=stuck)
         scope = self._scope(st)
         prober = self.prober
+        self._results: dict[tuple[str, ...], ProbeResult] = {}  # each tested subset's probe, by its labels
         prober.focus = scope.sizes if scope is not None else ()
         out: dict[str, Any] = {"searchable": True, "culprit": fb.ref, "predecessor": lg.ref,
                                "component": fb.component, "unsplittable": stuck, "tests": []}
@@ -122,10 +127,20 @@ class MinimizeStage:
                 out.update({"level": level, "parts": len(parts), "files": len(files),
                             "subset": [u.label() for u in chosen],
                             "diff": found.diff if len(found.diff) <= MAX_DIFF_CHARS else ""})
-                again = probe(found, attempt=2)
-                out["verified"] = again.verdict.value
-                out["tests"].append({"level": level, "parts": [u.label() for u in chosen], "attempt": 2,
-                                     "verdict": again.verdict.value, "reason": again.reason[:300]})
+                last = self._results.get(tuple(u.label() for u in chosen))
+                held = agreeing(self.recipe, last, scope, this_run=True) if last is not None else None
+                if held is not None and held.count >= 2:  # the verification's standard met in its own probe
+                    out["verified"] = "bad"
+                    out["verified_by"] = f"its probe: {held.what}"
+                elif last is None and len(chosen) == len(parts) and level == "files":
+                    out["verified"] = "bad"
+                    out["verified_by"] = "the culprit's own verification (nothing could be left out)"
+                else:
+                    again = probe(found, attempt=2)
+                    out["verified"] = again.verdict.value
+                    out["verified_by"] = "a second start"
+                    out["tests"].append({"level": level, "parts": [u.label() for u in chosen], "attempt": 2,
+                                         "verdict": again.verdict.value, "reason": again.reason[:300]})
                 rest_units = [u for u in units(whole, "hunks") if not _covered(u, chosen)]
                 if rest_units:
                     rest = compose(whole, rest_units, f"culprit {fb.ref[:12]} without the subset found")
@@ -164,6 +179,7 @@ class MinimizeStage:
         def test(idx: tuple[int, ...]) -> str:
             chosen = [parts[i] for i in idx]
             res = probe(compose(whole, chosen, f"{len(chosen)} of {len(parts)} {level} of the culprit"))
+            self._results[tuple(u.label() for u in chosen)] = res
             verdict = FAIL if res.verdict is Verdict.BAD else PASS if res.verdict is Verdict.GOOD else UNRESOLVED
             out["tests"].append({"level": level, "parts": [u.label() for u in chosen], "attempt": 1,
                                  "verdict": res.verdict.value, "reason": res.reason[:300]})
