@@ -263,6 +263,10 @@ def test_request_cmd(ctx: Ctx, recipe: Path, issue_number: int, comment_id: int,
     maintainer named) and its diff against the default branch taken at that SHA; a patch URL is
     fetched without a credential. Writes OUT/change.diff and OUT/request.json.
     Token: $BISECTBOT_GITHUB_TOKEN, $GITHUB_TOKEN or $GH_TOKEN.
+
+    \b
+    Example:
+      bisectbot report test-request --recipe glm51-fp8-sparse-mla-prefill --issue 12 --comment 2345678 --out change
     """
     from ..recipe import load_recipe
     from ..report.github import token_from_env
@@ -293,7 +297,13 @@ def test_request_cmd(ctx: Ctx, recipe: Path, issue_number: int, comment_id: int,
 def try_reply_cmd(ctx: Ctx, try_file: Path | None, recipe: Path, issue_number: int, comment_id: int,
                   run_url: str | None, out_dir: Path | None, dry_run: bool) -> None:
     """Answer a maintainer's /bisectbot test comment with the try job's TRY.json (once), or with
-    --failed URL say that the try job failed."""
+    --failed URL say that the try job failed.
+
+    \b
+    Example:
+      bisectbot --json try glm51-fp8-sparse-mla-prefill --patch fix.diff > try.json
+      bisectbot report try-reply try.json --recipe glm51-fp8-sparse-mla-prefill --issue 12 --comment 2345678 --dry-run
+    """
     from ..jsonio import loads
     from ..recipe import load_recipe
     from ..report.github import token_from_env

@@ -101,6 +101,9 @@ def test_every_subcommand_writes_one_json_document(tmp_path, history):
         (["report", "commands", "--repo", "o/r", "--api-url", "http://127.0.0.1:1"], {1, 2, EXIT_UNREACHABLE}),
         (["round", "import", str(history), "--session", "nope", str(result)], {2}),
         (["dashboard", "--out", str(tmp_path / "site")], {0}),
+        (["try", str(history), "--patch", str(tmp_path / "missing.diff")], {2}),
+        (["report", "try-reply", str(tmp_path / "missing.json"), "--recipe", str(history), "--issue", "1",
+          "--comment", "2"], {2}),
         (["no-such-command"], {2}),
         (["run", "--no-such-option"], {2}),
     ]
