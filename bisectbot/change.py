@@ -109,6 +109,15 @@ def _parse(text: str, name: str) -> Any:
     for f in ps:
         for p in (f.source_file, f.target_file):
             _check_path(p, name)
+        for line in str(f.patch_info or "").splitlines():  # git's extended headers name paths too
+            m = re.match(r"^(?:rename|copy) (?:from|to) (.+)$", line)
+            if m:
+                _check_path(m.group(1), name)
+            if re.match(r"^(?:new file mode|new mode|old mode|deleted file mode) 120000", line):
+                raise BadInput(f"{name}: {_rel(f.target_file if f.target_file != '/dev/null' else f.source_file)}: "
+                               "a symbolic link: a change under test may not make or change one")
+            if re.match(r"^(?:new file mode|new mode) 160000", line):
+                raise BadInput(f"{name}: {_rel(f.target_file)}: a submodule: not applied")
     return ps
 
 

@@ -159,3 +159,20 @@ def test_a_format_patch_mail_and_a_command_reproducer(kit, tmp_path: Path, start
     p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
     assert p.returncode == 0 and doc["answer"] == "fixed", (p.stderr[-3000:], doc)
     assert doc["prompts"] == [] and "passes with the change" in doc["words"]
+
+
+@pytest.mark.parametrize("content, why", [
+    ("diff --git a/x b/y\nsimilarity index 100%\nrename from ../../etc/passwd\nrename to y\n", "leaves the tree"),
+    ("diff --git a/x b/x\nnew file mode 120000\n--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+/etc\n\\ No newline at end of file\n",
+     "symbolic link"),
+    ("diff --git a/m b/m\nnew file mode 160000\nindex 0000000..1111111\n--- /dev/null\n+++ b/m\n@@ -0,0 +1 @@\n"
+     "+Subproject commit 1111111111111111111111111111111111111111\n", "submodule"),
+])
+def test_extended_git_headers_cannot_escape_or_plant_links(kit, tmp_path: Path, content: str, why: str) -> None:
+    """Kind: *a path or a file type a diff names outside its ---/+++ lines* (git's rename/copy and mode
+    headers); each is refused before anything is applied."""
+    repo, recipe = _engine(kit, tmp_path)
+    patch = tmp_path / "x.diff"
+    patch.write_text(content)
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
+    assert p.returncode == 2 and why in doc["error"]["message"], (p.stderr[-2000:], doc)
