@@ -8,7 +8,8 @@ its :class:`bisectbot.models.PromptKey` identity is: filler seed and words, or t
 ``{size}``), never on sizes within a tolerance:
 
 * **fixed** -- after is good by the bisection's own rule (:meth:`.scope.Scope.judge`: OK on every
-  prompt on which before failed, and no GARBAGE at any size it asked);
+  prompt on which before failed, and no GARBAGE at any size it asked; under ``regress: threshold-below
+  N`` GARBAGE only at N tokens or more, the recipe's own question);
 * **partly** -- after answered OK on at least one prompt on which before failed (the change moved
   the failure), but still answered GARBAGE somewhere: both thresholds are said ("the threshold
   moved from 20,480 to 25,600 prompt tokens", the seed report's case);
@@ -120,6 +121,11 @@ def decide_try(recipe: Recipe, before: ProbeResult, after: ProbeResult) -> TryVe
     if after.verdict is Verdict.GOOD and not garbage_after:
         return TryVerdict(FIXED, f"fixed: OK on every prompt on which the candidate failed without it "
                           f"({len(failed_before)}), and no GARBAGE at any size asked; {both}", bt, at, rows)
+    below = recipe.regress.arg if recipe.regress.mode == "threshold-below" else None
+    if after.verdict is Verdict.GOOD and isinstance(below, int):  # the recipe's question: a threshold below N
+        return TryVerdict(FIXED, f"fixed as the recipe asks (regress: threshold-below {below:,}): OK on every prompt "
+                          f"on which the candidate failed without it ({len(failed_before)}), GARBAGE only at "
+                          f"{below:,} prompt tokens or more; {both}", bt, at, rows)
     if cured:
         moved = ""
         if bt and at and bt[1] is not None and at[1] is not None:

@@ -176,3 +176,17 @@ def test_extended_git_headers_cannot_escape_or_plant_links(kit, tmp_path: Path, 
     patch.write_text(content)
     p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
     assert p.returncode == 2 and why in doc["error"]["message"], (p.stderr[-2000:], doc)
+
+
+@pytest.mark.slow
+def test_under_threshold_below_a_threshold_moved_past_n_is_fixed_as_the_recipe_asks(kit, tmp_path: Path,
+                                                                                    starts_file) -> None:
+    repo = kit.make_engine_repo(tmp_path / "repo", 6, 3, low=4000, high=30000)
+    recipe = kit.write_recipe(tmp_path / "recipe.yaml", repo, tmp_path / "out", regress="threshold-below: 10000")
+    patch = _threshold_patch(kit, repo, tmp_path, 12000)
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
+    assert p.returncode == 0 and doc["answer"] == "fixed", (p.stderr[-3000:], doc)
+    assert "threshold-below 10,000" in doc["words"] and doc["after"]["threshold"][1] >= 10000, doc
+    patch = _threshold_patch(kit, repo, tmp_path, 7000, "partial")
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
+    assert p.returncode == 1 and doc["answer"] == "partly", (p.stderr[-3000:], doc)
