@@ -156,8 +156,7 @@ def load_change(path: Path, source: str = "", component: str = "", fuzz: int = 2
         raise BadInput(f"{p}: not UTF-8 text at byte {e.start}: a patch file is expected") from None
     text = _strip_mail(text)
     _parse(text, str(p))
-    return Change(text, source or f"patch {p.name} (sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]})",
-                  component, fuzz)
+    return Change(text, source or f"patch {p.name}", component, fuzz)
 
 
 def _strip_mail(text: str) -> str:

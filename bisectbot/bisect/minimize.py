@@ -119,7 +119,11 @@ def words(m: dict[str, Any]) -> str:
     level, subset = m.get("level", "parts"), m.get("subset") or []
     minimal = all((m.get("minimal") or {}).values()) if m.get("minimal") else True
     one = len(subset) == 1
-    found = (f"{len(subset)} of its {m.get('parts')} {level} still fail{'s' if one else ''} on top of the predecessor"
+    total = m.get("hunks_total")
+    where = (f"{len(subset)} of the {m.get('parts')} hunks of the file(s) kept" if level == "hunks" else
+             f"{len(subset)} of its {m.get('parts')} files")
+    shape = f" (the culprit: {total} hunks in {m.get('files')} files)" if total else ""
+    found = (f"{where}{shape} still fail{'s' if one else ''} on top of the predecessor"
              + ("" if minimal else " (the probe budget ran out first: not known to be minimal)"))
     by = str(m.get("verified_by") or "a second start")
     ver = {"bad": f"verified by {by}", "good": f"did NOT fail in {by} (a flaky part: treat it as unconfirmed)",

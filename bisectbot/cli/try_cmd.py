@@ -29,7 +29,8 @@ Exit codes:
 EXIT_OF = {"fixed": EXIT_OK, "partly": EXIT_ERROR, "still broken": EXIT_ERROR, "untested": EXIT_INCONCLUSIVE}
 
 
-def _change_from_ref(ctx: Ctx, recipe, path: Path, on: str | None, ref: str, component: str | None):  # -> Change
+def _change_from_ref(ctx: Ctx, recipe, path: Path, on: str | None, ref: str, component: str | None,
+                     echo=None):  # -> Change
     """The commits of ``ref`` not in the candidate tried on (``git diff merge-base..ref``) in the
     repository of the recipe's git source, or of ``bisect.components[component]`` for nightlies (the
     merge base taken with the nightly's own commit of that component)."""
@@ -62,7 +63,14 @@ def _change_from_ref(ctx: Ctx, recipe, path: Path, on: str | None, ref: str, com
     base = repo.merge_base(at, head)
     if base is None:
         raise BadInput(f"{ref} and {at[:12]} share no history in {repo.path}")
-    n = len(repo.commits(base, head)) - 1 if base != head else 0
+    if base == head:
+        raise BadInput(f"--ref {ref} ({head[:12]}) adds nothing to the candidate {cand.label or at[:12]}: it is the "
+                       "candidate or one of its ancestors")
+    n = len(repo.commits(base, head)) - 1
+    if n > 1 and echo is not None:  # a branch cut from a later commit carries every commit in between too
+        echo(f"try: note: the change is every commit from {base[:12]} to {ref}: {n} commits; a branch cut from a "
+             f"later commit than the candidate {at[:12]} carries the commits in between too (cut the fix from the "
+             "candidate, or give --on)")
     return from_git(repo.path, base, head, component=comp, fuzz=2,
                     source=f"ref {ref} ({head[:12]}, {n} commit(s) on {base[:12]})")
 
@@ -96,7 +104,7 @@ def _request(path: Path) -> dict:
 @click.option("--component", help="With --ref on nightlies: the component repository (bisect.components) the ref "
               "is in (default vllm).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Where try.json and try.md go "
-              "(default: the recipe's report.dir/try).")
+              "(default: the recipe's report.dir/try-<session>).")
 @click.option("--runner", "runner_kind", type=click.Choice(["auto", "local", "container"]), default="auto",
               show_default=True, help="Where candidates run (auto: local for a git source, else container).")
 @pass_ctx
@@ -124,12 +132,16 @@ def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, pat
     path = find_recipe(recipe_file)
     recipe = load_bisection_recipe(path)
     request = _request(request_file) if request_file is not None else None
+    names = set(recipe.bisect.components) | ({getattr(recipe.source, "component", "") or Path(str(
+        recipe.source.repo)).name} if recipe.source.kind == "git" else {"vllm", "aiter"})
+    if component is not None and component not in names:
+        raise BadInput(f"--component {component!r}: not a component of {path.name} ({', '.join(sorted(names))})")
+    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
     if patch_file is not None:
         change = load_change(patch_file, source=str(request["source"]) if request else "",
                              component=str(component or ""))
     else:
-        change = _change_from_ref(ctx, recipe, path, on, ref, component)
-    echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
+        change = _change_from_ref(ctx, recipe, path, on, ref, component, echo)
     with _writer(ctx, recipe_file, 0.0):
         preflight(ctx, recipe, path, runner_kind, echo)
         runner = _make_runner(ctx, recipe, path, runner_kind)
@@ -140,7 +152,7 @@ def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, pat
     doc = outcome.to_dict()
     if request is not None:
         doc["request"] = request
-    out_dir = Path(out) if out else Path(recipe.report.dir) / "try"
+    out_dir = Path(out) if out else Path(recipe.report.dir) / f"try-{outcome.session_id}"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "try.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     site = pages_url(recipe)

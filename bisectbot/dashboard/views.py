@@ -166,22 +166,22 @@ def recipe_context(rd: RecipeData) -> dict[str, Any]:
 
 
 def _tries(rd: RecipeData) -> list[dict[str, Any]]:
-    """The recipe's try jobs (issue 42; ledger sessions of stage ``try``), newest first: when, the
+    """The recipe's try jobs (issue 42; ledger sessions of stage ``try``), newest answer first: when answered, the
     candidate, the change, the answer and both thresholds; ``id`` is the anchor ``#try-<session>``."""
     out = []
-    for s in sorted((s for s in rd.sessions if s.stage == "try"), key=lambda s: s.created, reverse=True):
+    for s in sorted((s for s in rd.sessions if s.stage == "try"), key=lambda s: s.updated, reverse=True):
         st = s.row.get("state") or {}
         cand, change = st.get("candidate") or {}, st.get("change") or {}
         before, after = st.get("before") or {}, st.get("after") or {}
-        out.append({"id": clean(s.id, 40), "created": clean(s.created[:19].replace("T", " "), 30),
+        out.append({"id": clean(s.id, 40), "created": clean(s.updated[:19].replace("T", " "), 30),
                     "answer": re.sub(r"[^a-z ]", "", str(s.status))[:20],
                     "candidate": clean(cand.get("label") or cand.get("ref") or s.good, 120),
                     "change": clean(change.get("source") or "", 200),
                     "sha": clean(str(change.get("sha256") or "")[:16], 20),
                     "before": threshold_text(tuple(before["threshold"]) if isinstance(before.get("threshold"), list)
                                              else None),
-                    "after": threshold_text(tuple(after["threshold"]) if isinstance(after.get("threshold"), list)
-                                            else None),
+                    "after": "not measured" if after.get("verdict") == "skip" else
+                    threshold_text(tuple(after["threshold"]) if isinstance(after.get("threshold"), list) else None),
                     "words": clean(st.get("words") or "", 500)})
     return out
 

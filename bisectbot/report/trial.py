@@ -20,7 +20,9 @@ def _cell(x: Any, n: int = 120) -> str:
     return sanitize(str(x if x is not None else "-"), n).replace("|", "\\|").replace("\n", " ")
 
 
-def _threshold(th: Any) -> str:
+def _threshold(th: Any, verdict: Any = None) -> str:
+    if verdict == "skip":
+        return "not measured (skip)"
     if not isinstance(th, list) or len(th) != 2 or th[1] is None:
         return "no GARBAGE at any size asked"
     lo, hi = th
@@ -37,19 +39,20 @@ def render_try(doc: dict[str, Any], *, probe_link: str = "") -> str:
     lines = [f"### Try job: **{_ICON.get(answer, answer)}**", "",
              sanitize(str(doc.get("words") or ""), 1500), "",
              f"- tried on: `{_cell(cand.get('label') or cand.get('ref'), 100)}` ({_cell(doc.get('on_from'), 100)})",
-             f"- change: {_cell(change.get('source'), 200)}, SHA-256 `{_cell(str(change.get('sha256'))[:16])}`, "
+             f"- change: {_cell(change.get('source'), 200)} (SHA-256 `{_cell(str(change.get('sha256'))[:16])}`), "
              f"{len(change.get('files') or [])} file(s): "
              + ", ".join(f"`{_cell(f, 100)}`" for f in (change.get("files") or [])[:10]),
-             f"- without the change: {_threshold(before.get('threshold'))}; with it: "
-             f"{_threshold(after.get('threshold'))}",
+             f"- without the change: {_threshold(before.get('threshold'), before.get('verdict'))}; with it: "
+             f"{_threshold(after.get('threshold'), after.get('verdict'))}",
              f"- ledger session `{_cell(doc.get('session'), 40)}` (`bisectbot bisect log {_cell(doc.get('session'), 40)}`)"
              + (f"; [the probes on the dashboard]({probe_link})" if probe_link else ""), ""]
     rows = doc.get("prompts") or []
     if rows:
-        lines += ["| prompt | requested tokens | without the change | with the change |", "|---|---:|---|---|"]
+        lines += ["| prompt | requested tokens | measured tokens | without the change | with the change |",
+                  "|---|---:|---:|---|---|"]
         for r in rows:
-            lines.append(f"| {_cell(r.get('prompt'), 80)} | {_cell(r.get('requested'))} | {_cell(r.get('before'))} | "
-                         f"{_cell(r.get('after'))} |")
+            lines.append(f"| {_cell(r.get('prompt'), 80)} | {_cell(r.get('requested'))} | {_cell(r.get('measured'))} | "
+                         f"{_cell(r.get('before'))} | {_cell(r.get('after'))} |")
         lines.append("")
     for name, p in (("without the change", before), ("with the change", after)):
         mark = p.get("cached_from") if isinstance(p.get("cached_from"), dict) else None

@@ -14,6 +14,7 @@ prompt table, which the dashboard shows.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,13 @@ from typing import Any
 from ..change import Change
 from ..errors import BadInput
 from ..ledger import Ledger
-from ..models import Candidate, ProbeResult, Status
+from ..models import Candidate, ProbeResult, Status, Verdict
 from ..provenance import cached_from
 from ..recipe import Recipe
 from ..run.base import CandidateRunner
 from ..verdict.scope import learn
 from ..verdict.trial import TryVerdict, decide_try
-from .probing.executor import Echo
+from .probing.executor import Echo, build_key
 from .probing.oracles import reference_up
 from .probing.prober import Prober
 from .sources import CandidateSource, make_source
@@ -145,7 +146,9 @@ def run_try(recipe: Recipe, ledger: Ledger, runner: CandidateRunner, change: Cha
     cand, why = resolve_on(recipe, ledger, source, on)
     changed = with_change(cand, change)
     prober = Prober(recipe, ledger, runner, echo=say)
-    prober.start("try", cand.ref, f"{cand.ref}+change:{change.sha256[:16]}")
+    # the session is the change on this candidate as this runner builds it (another runner: another session)
+    built = hashlib.sha256(build_key(runner, changed).encode()).hexdigest()[:16]
+    prober.start("try", cand.ref, f"{cand.ref}+change:{change.sha256[:16]}+build:{built}")
     prober.prior_events()
     label = cand.label or cand.ref[:12]
     say(f"try: {change.source} on {label} ({why}); {len(change.files())} file(s): "
@@ -160,13 +163,17 @@ def run_try(recipe: Recipe, ledger: Ledger, runner: CandidateRunner, change: Cha
         say(f"try: {label} without the change: {before.verdict.value}; {before.reason[:300]}"
             + ("" if o1 == "probe" else f" ({o1})"))
         scope = learn(recipe, before, label)
-        if scope is not None:
-            prober.focus = scope.sizes
-            say(f"try: the change is asked first the prompts on which {label} fails: "
-                + "; ".join(k.text() for k in scope.failing))
-        ((after, o2),) = prober.probe_batch([(changed, 1)], executor)
-        prober.focus = ()
-    if scope is not None:
+        if before.verdict is not Verdict.BAD:  # nothing to compare with: the change is not probed
+            after, o2 = ProbeResult(changed, Verdict.SKIP, reason="not probed: the candidate is not bad without "
+                                    "the change"), "not probed"
+        else:
+            if scope is not None:
+                prober.focus = scope.sizes
+                say(f"try: the change is asked first the prompts on which {label} fails: "
+                    + "; ".join(k.text() for k in scope.failing))
+            ((after, o2),) = prober.probe_batch([(changed, 1)], executor)
+            prober.focus = ()
+    if scope is not None and before.verdict is Verdict.BAD:
         after = scope.judge(after)
     say(f"try: {label} with the change: {after.verdict.value}; {after.reason[:300]}"
         + ("" if o2 == "probe" else f" ({o2})"))

@@ -42,7 +42,7 @@ class TryVerdict:
     """``answer``: one of :data:`FIXED`, :data:`PARTLY`, :data:`STILL_BROKEN`, :data:`UNTESTED`;
     ``words``: the sentence said on the issue; ``before`` / ``after``: each probe's
     ``[last_ok, first_garbage]`` (prompt tokens, None where not measured); ``prompts``: one row per
-    prompt asked of both (``{"prompt", "requested", "before", "after"}``: outcomes)."""
+    prompt asked (``{"prompt", "requested", "measured", "before", "after"}``: tokens and outcomes)."""
 
     answer: str
     words: str
@@ -91,21 +91,24 @@ def decide_try(recipe: Recipe, before: ProbeResult, after: ProbeResult) -> TryVe
     doc; no constant enters: prompts are the same or they are not."""
     bt = list(before.threshold) if before.threshold else None
     at = list(after.threshold) if after.threshold else None
+    if before.verdict is Verdict.SKIP:
+        return TryVerdict(UNTESTED, f"could not be tested: without the change the candidate could not be probed "
+                          f"({before.reason[:300]})", bt, None)
     if before.verdict is not Verdict.BAD:
-        return TryVerdict(UNTESTED, f"nothing to fix here: without the change the candidate is {before.verdict.value} "
-                          f"({before.reason[:300]})", bt, at)
+        return TryVerdict(UNTESTED, f"nothing to fix here: without the change the candidate is already "
+                          f"{before.verdict.value} ({before.reason[:300]}); the change was not probed", bt, None)
     if after.verdict is Verdict.SKIP:
-        return TryVerdict(UNTESTED, f"could not be tested: {after.reason[:400]}", bt, at)
+        return TryVerdict(UNTESTED, f"could not be tested: {after.reason[:400]}", bt, None)
     b_ans, a_ans = _answers(recipe, before), _answers(recipe, after)
     rows = []
     for ident, bd in sorted(b_ans.items(), key=lambda kv: int(kv[1].get("requested") or 0)):
         ad = a_ans.get(ident)
-        rows.append({"prompt": bd["_key"].text(), "requested": bd.get("requested"), "before": bd.get("outcome"),
-                     "after": ad.get("outcome") if ad else "not asked"})
+        rows.append({"prompt": bd["_key"].text(), "requested": bd.get("requested"), "measured": bd.get("prompt_tokens"),
+                     "before": bd.get("outcome"), "after": ad.get("outcome") if ad else "not asked"})
     for ident, ad in sorted(a_ans.items(), key=lambda kv: int(kv[1].get("requested") or 0)):
         if ident not in b_ans:  # the change's own threshold search: where it fails now
-            rows.append({"prompt": ad["_key"].text(), "requested": ad.get("requested"), "before": "not asked",
-                         "after": ad.get("outcome")})
+            rows.append({"prompt": ad["_key"].text(), "requested": ad.get("requested"),
+                         "measured": ad.get("prompt_tokens"), "before": "not asked", "after": ad.get("outcome")})
     rows.sort(key=lambda r: int(r.get("requested") or 0))
     failed_before = [r for r in rows if r["before"] == "GARBAGE"]
     cured = [r for r in failed_before if r["after"] == "OK"]

@@ -190,3 +190,25 @@ def test_under_threshold_below_a_threshold_moved_past_n_is_fixed_as_the_recipe_a
     patch = _threshold_patch(kit, repo, tmp_path, 7000, "partial")
     p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
     assert p.returncode == 1 and doc["answer"] == "partly", (p.stderr[-3000:], doc)
+
+
+@pytest.mark.slow
+def test_a_good_candidate_is_untested_without_probing_the_change_and_a_far_branch_is_said(
+        kit, tmp_path: Path, starts_file) -> None:
+    """New-user pass: a good candidate's change was probed for nothing (a GPU probe wasted) and try.md said
+    "no GARBAGE" for a change that never ran; a --ref branch cut from main carried every later commit too."""
+    repo, recipe = _engine(kit, tmp_path)
+    fix = _threshold_patch(kit, repo, tmp_path, 100000)
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[0], "--patch", str(fix))
+    assert p.returncode == 3 and doc["answer"] == "untested" and "nothing to fix here" in doc["words"], doc
+    assert [v for _, v in kit.read_starts(starts_file)] == ["engine-0"]  # the change was not probed
+    md = (tmp_path / "try" / "try.md").read_text()
+    assert "with it: not measured (skip)" in md, md
+    kit.git(repo.path, "checkout", "-q", "-b", "late-fix")  # cut from main: 2 later commits ride along
+    cfg = json.loads((repo.path / "engine.json").read_text())
+    cfg["threshold"] = 100000
+    (repo.path / "engine.json").write_text(json.dumps(cfg))
+    kit.git(repo.path, "commit", "-q", "-am", "fix on main")
+    kit.git(repo.path, "checkout", "-q", "main")
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[3], "--ref", "late-fix")
+    assert p.returncode == 0 and "3 commits; a branch cut from a later commit" in p.stderr, p.stderr[-2000:]

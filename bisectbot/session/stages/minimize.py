@@ -125,6 +125,7 @@ class MinimizeStage:
                     chosen, level, parts = got, "hunks", hunks
                 found = compose(whole, chosen, f"culprit {fb.ref[:12]}: {len(chosen)} of {len(parts)} {level}")
                 out.update({"level": level, "parts": len(parts), "files": len(files),
+                            "hunks_total": len(units(whole, "hunks")),
                             "subset": [u.label() for u in chosen],
                             "diff": found.diff if len(found.diff) <= MAX_DIFF_CHARS else ""})
                 last = self._results.get(tuple(u.label() for u in chosen))
@@ -134,7 +135,7 @@ class MinimizeStage:
                     out["verified_by"] = f"its probe: {held.what}"
                 elif last is None and len(chosen) == len(parts) and level == "files":
                     out["verified"] = "bad"
-                    out["verified_by"] = "the culprit's own verification (nothing could be left out)"
+                    out["verified_by"] = "the culprit's own verdict (nothing could be left out)"
                 else:
                     again = probe(found, attempt=2)
                     out["verified"] = again.verdict.value
