@@ -26,8 +26,9 @@ from ..models import Candidate, ProbeResult, Status, Verdict
 from ..provenance import cached_from
 from ..recipe import Recipe
 from ..run.base import CandidateRunner
+from ..verdict.agreement import agreeing
 from ..verdict.scope import learn
-from ..verdict.trial import TryVerdict, decide_try
+from ..verdict.trial import FIXED, PARTLY, UNTESTED, TryVerdict, decide_try, failing_prompts
 from .probing.executor import Echo, build_key
 from .probing.oracles import reference_up
 from .probing.prober import Prober
@@ -163,21 +164,47 @@ def run_try(recipe: Recipe, ledger: Ledger, runner: CandidateRunner, change: Cha
         say(f"try: {label} without the change: {before.verdict.value}; {before.reason[:300]}"
             + ("" if o1 == "probe" else f" ({o1})"))
         scope = learn(recipe, before, label)
+        verdict = None
         if before.verdict is not Verdict.BAD:  # nothing to compare with: the change is not probed
             after, o2 = ProbeResult(changed, Verdict.SKIP, reason="not probed: the candidate is not bad without "
                                     "the change"), "not probed"
         else:
-            if scope is not None:
-                prober.focus = scope.sizes
-                say(f"try: the change is asked first the prompts on which {label} fails: "
-                    + "; ".join(k.text() for k in scope.failing))
-            ((after, o2),) = prober.probe_batch([(changed, 1)], executor)
-            prober.focus = ()
-    if scope is not None and before.verdict is Verdict.BAD:
-        after = scope.judge(after)
-    say(f"try: {label} with the change: {after.verdict.value}; {after.reason[:300]}"
-        + ("" if o2 == "probe" else f" ({o2})"))
-    verdict = decide_try(recipe, before, after)
+            every = tuple(failing_prompts(recipe, before))
+            if every:
+                say(f"try: the change is asked first every prompt on which {label} failed ({len(every)}): "
+                    + "; ".join(k.text() for k in every[:6]) + (" ..." if len(every) > 6 else ""))
+            verdict = None
+            for attempt in (1, 2):
+                prober.focus = every
+                try:
+                    ((after, o2),) = prober.probe_batch([(changed, attempt)], executor)
+                finally:
+                    prober.focus = ()
+                if scope is not None:
+                    after = scope.judge(after)
+                say(f"try: {label} with the change (start {attempt}): {after.verdict.value}; {after.reason[:300]}"
+                    + ("" if o2 == "probe" else f" ({o2})"))
+                got = decide_try(recipe, before, after)
+                if verdict is not None:  # the second start must give the same answer (issue 40's standard)
+                    if got.answer != verdict.answer:
+                        verdict = TryVerdict(UNTESTED, f"could not be decided: two starts with the change disagree: "
+                                             f"{verdict.words}; then {got.words} (a flaky candidate: declare its "
+                                             "flake rates in bisect.flake, or try again)", verdict.before, None,
+                                             verdict.prompts)
+                    else:
+                        verdict.words += f" (the same answer in a second start: {got.answer})"
+                    break
+                verdict = got
+                held = agreeing(recipe, after, scope, this_run=True)
+                if verdict.answer not in (FIXED, PARTLY) or held.count >= 2:
+                    if verdict.answer in (FIXED, PARTLY):
+                        verdict.words += f" (verified in its start: {held.what})"
+                    break
+                say(f"try: {verdict.answer} in one start: a start-level flake can fake an OK, so the change is "
+                    "started once more")
+    if before.verdict is not Verdict.BAD:
+        verdict = decide_try(recipe, before, after)
+    assert verdict is not None
     out = TryOutcome(cand, change, before, after, verdict, prober.session_id, why)
     prober.log("try", {"answer": verdict.answer, "words": verdict.words})
     state = out.to_dict()

@@ -80,7 +80,10 @@ def test_a_fix_is_fixed_a_no_op_still_broken_and_the_unchanged_probe_is_not_repe
     assert p.returncode == 0 and doc["answer"] == "fixed", (p.stderr[-3000:], doc)
     assert doc["after"]["threshold"] is None or doc["after"]["threshold"][1] is None
     starts = [v for _, v in kit.read_starts(starts_file)]
-    assert starts.count("engine-5") == 2, starts  # once as it is, once with the change
+    # once as it is (GARBAGE on two prompts: a start-level flake cannot fake that), twice with the change
+    # (a start-level flake can fake an OK: "fixed" needs two agreeing starts, issue 40's standard)
+    assert starts.count("engine-5") == 3, starts
+    assert "the same answer in a second start" in doc["words"], doc["words"]
     # a change that does not touch the failure: still broken; the unchanged probe comes from the ledger
     (repo.path / "NOTES").write_text("notes\n")
     kit.git(repo.path, "add", "NOTES")
@@ -92,7 +95,7 @@ def test_a_fix_is_fixed_a_no_op_still_broken_and_the_unchanged_probe_is_not_repe
     assert p.returncode == 1 and doc["answer"] == "still broken", (p.stderr[-3000:], doc)
     assert doc["before"]["cached_from"], doc["before"]
     starts = [v for _, v in kit.read_starts(starts_file)]
-    assert starts.count("engine-5") == 3, starts  # only the changed probe started a server
+    assert starts.count("engine-5") == 4, starts  # only the changed probe started a server (once: still broken)
 
 
 @pytest.mark.slow
@@ -212,3 +215,45 @@ def test_a_good_candidate_is_untested_without_probing_the_change_and_a_far_branc
     kit.git(repo.path, "checkout", "-q", "main")
     p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[3], "--ref", "late-fix")
     assert p.returncode == 0 and "3 commits; a branch cut from a later commit" in p.stderr, p.stderr[-2000:]
+
+
+def _cfg_patch(kit, repo, tmp_path: Path, name: str, **cfg) -> Path:
+    """A diff of the bad end's engine.json setting ``cfg``."""
+    data = json.loads((repo.path / "engine.json").read_text())
+    data.update(cfg)
+    (repo.path / "engine.json").write_text(json.dumps(data))
+    diff = kit.git(repo.path, "diff")
+    kit.git(repo.path, "checkout", "--", "engine.json")
+    p = tmp_path / f"{name}.diff"
+    p.write_text(diff + "\n")
+    return p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", [{"error_above": 5000}, {"crash_above": 5000}, {"max_model_len": 6000}],
+                         ids=["errors", "crashes", "refuses"])
+def test_a_change_that_errors_where_it_failed_is_never_fixed(kit, tmp_path: Path, starts_file, cfg: dict) -> None:
+    """Hostile pass: a change that removes the GARBAGE but answers the larger failing prompts with an HTTP error,
+    a dead server or a refused size read as "fixed (7)" from the two prompts it was asked. Every prompt on
+    which the candidate failed is asked of the change now, and an error there is never read as fixed."""
+    repo, recipe = _engine(kit, tmp_path)
+    patch = _cfg_patch(kit, repo, tmp_path, "x", threshold=100000, **cfg)
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(patch))
+    assert doc.get("answer") == "untested" and p.returncode == 3, (doc.get("words"), p.stderr[-2000:])
+    assert "never read as fixed" in doc["words"] or "could not be tested" in doc["words"], doc["words"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [14, 17, 19])
+def test_a_flaky_candidate_does_not_make_a_no_op_change_fixed(kit, tmp_path: Path, starts_file, seed: int) -> None:
+    """Hostile pass: on a candidate that answers garbage at random, a change that touches nothing read as
+    "fixed" (seed 17) or "partly" (seeds 14, 19) from one start on each side."""
+    repo = kit.make_engine_repo(tmp_path / "repo", 6, 3, low=4000, high=30000, extra_cfg={"flaky": 0.5, "seed": seed})
+    recipe = kit.write_recipe(tmp_path / "recipe.yaml", repo, tmp_path / "out")
+    (repo.path / "NOTES").write_text("notes\n")
+    kit.git(repo.path, "add", "NOTES")
+    noop = tmp_path / "noop.diff"
+    noop.write_text(kit.git(repo.path, "diff", "--cached") + "\n")
+    kit.git(repo.path, "reset", "-q", "HEAD", "NOTES")
+    p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(noop))
+    assert doc.get("answer") != "fixed", (doc.get("words"), p.stderr[-2000:])
