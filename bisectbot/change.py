@@ -109,7 +109,12 @@ def _parse(text: str, name: str) -> Any:
     for f in ps:
         for p in (f.source_file, f.target_file):
             _check_path(p, name)
-        for line in str(f.patch_info or "").splitlines():  # git's extended headers name paths too
+        info = str(f.patch_info or "")
+        if (f.source_file != "/dev/null" and f.target_file != "/dev/null" and _rel(f.source_file) != _rel(f.target_file)
+                and "rename from " not in info and "copy from " not in info):
+            raise BadInput(f"{name}: a file diff whose --- and +++ lines name different files "
+                           f"({_rel(f.source_file)!r}, {_rel(f.target_file)!r}): which one it changes is not clear")
+        for line in info.splitlines():  # git's extended headers name paths too
             m = re.match(r"^(?:rename|copy) (?:from|to) (.+)$", line)
             if m:
                 _check_path(m.group(1), name)
@@ -145,11 +150,17 @@ def load_change(path: Path, source: str = "", component: str = "", fuzz: int = 2
     leaves the tree."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        st = p.stat()
+        if not p.is_file():
+            raise BadInput(f"{p}: not a regular file: a patch file is expected")
+        if st.st_size > MAX_DIFF_BYTES:
+            raise BadInput(f"{p}: {st.st_size} bytes: larger than a change to test ({MAX_DIFF_BYTES} bytes)")
+        with p.open("rb") as fh:
+            data = fh.read(MAX_DIFF_BYTES + 1)
     except OSError as e:
         raise BadInput(f"{p}: cannot read the patch: {e.strerror or e}") from None
     if len(data) > MAX_DIFF_BYTES:
-        raise BadInput(f"{p}: {len(data)} bytes: larger than a change to test ({MAX_DIFF_BYTES} bytes)")
+        raise BadInput(f"{p}: larger than a change to test ({MAX_DIFF_BYTES} bytes)")
     try:
         text = data.decode()
     except UnicodeDecodeError as e:
@@ -160,12 +171,21 @@ def load_change(path: Path, source: str = "", component: str = "", fuzz: int = 2
 
 
 def _strip_mail(text: str) -> str:
-    """``git format-patch`` output without its mail header and signature (the diff only)."""
-    m = re.search(r"^diff --git ", text, re.M)
-    if m is None:
+    """``git format-patch`` output (one mail or a series, ``From <sha> ...`` lines between them) as the
+    diffs only, in order: each mail's text from its first ``diff --git`` line to its signature
+    (``-- `` then git's version). Text that is no mail is returned as it is (a plain diff may remove a
+    line ``- ``, which reads as ``-- ``)."""
+    if not re.match(r"^From [0-9a-f]{40} ", text):
         return text
-    body = text[m.start():]
-    return re.sub(r"\n-- \n[\s\S]*\Z", "\n", body)  # the "-- \n2.43.0" trailer
+    parts = []
+    for mail in re.split(r"^From [0-9a-f]{40} .*$", text, flags=re.M):
+        m = re.search(r"^diff --git ", mail, re.M)
+        if m is None:
+            continue
+        body = mail[m.start():]
+        sig = re.search(r"^-- \n(?:\d+[.\d]*.*\n?)?\s*\Z", body, re.M)  # the "-- \n2.43.0" trailer
+        parts.append(body[:sig.start()] if sig else body)
+    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
 
 
 def from_git(repo: Path, base: str, head: str, *, source: str = "", component: str = "", fuzz: int = 0) -> Change:
@@ -187,8 +207,8 @@ def from_git(repo: Path, base: str, head: str, *, source: str = "", component: s
 
     b, h = git("rev-parse", "--verify", f"{base}^{{commit}}").strip(), git("rev-parse", "--verify",
                                                                            f"{head}^{{commit}}").strip()
-    text = git("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--binary",
-               "--full-index", b, h)
+    text = git("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
+               "--binary", "--full-index", "--src-prefix=a/", "--dst-prefix=b/", b, h)
     if not text.strip():
         raise BadInput(f"{repo}: {base}..{head}: no change (the two trees are equal)")
     _parse(text, f"{base}..{head}")
@@ -265,6 +285,12 @@ def unsplittable(change: Change) -> list[str]:
     return out
 
 
+def _tabbed(text: str) -> str:
+    """``---``/``+++`` lines whose name holds a space end with a TAB, as git writes them: GNU patch reads a
+    name up to the TAB (else up to the first space, and patches another file)."""
+    return re.sub(r"^((?:---|\+\+\+) [^\t\n]* [^\t\n]*)$", "\\1\t", text, flags=re.M)
+
+
 def compose(change: Change, chosen: list[Unit], source: str) -> Change:
     """The diff of ``chosen`` units of ``change`` (any level; a whole file takes all its hunks), in
     the diff's order, as a new :class:`Change` said as ``source``."""
@@ -282,7 +308,7 @@ def compose(change: Change, chosen: list[Unit], source: str) -> Change:
             head = str(f.patch_info or "")
             head += f"--- {f.source_file}\n+++ {f.target_file}\n"
             parts.append(head + "".join(str(h) for i, h in enumerate(f) if i in want_hunk[path]))
-    text = "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+    text = _tabbed("".join(p if p.endswith("\n") else p + "\n" for p in parts))
     return Change(text, source, change.component, change.fuzz)
 
 
@@ -330,7 +356,7 @@ def apply_change(change: Change, root: Path, *, only_under: tuple[str, ...] | No
                 if cur.is_symlink():
                     raise ChangeConflict(f"{change.source}: {rel}: a symbolic link in the tree: not followed")
         with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False) as fh:
-            fh.write(str(f))
+            fh.write(_tabbed(str(f)))
             diff = Path(fh.name)
         try:
             r = subprocess.run([exe, "-p1", "--force", "--batch", "--no-backup-if-mismatch", "--reject-file=-",

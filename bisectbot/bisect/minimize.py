@@ -133,7 +133,10 @@ def words(m: dict[str, Any]) -> str:
             "bad": "the rest of the culprit fails too: a second cause is in the rest",
             "skip": f"the rest of the culprit without {them} could not be probed",
             "empty": ""}.get(str(m.get("rest")), "")
+    binary = m.get("binary_left_out") or []
+    left = f"binary files left out of the search (the patch step cannot apply them): {', '.join(binary)}" \
+        if binary else ""
     parts = "; ".join(x for x in (found + ": " + ", ".join(subset[:8]) + (" ..." if len(subset) > 8 else ""),
-                                  ver, rest) if x)
+                                  ver, rest, left) if x)
     return f"{parts} ({m.get('probes')} probes)"
 

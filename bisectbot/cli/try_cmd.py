@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -140,6 +141,10 @@ def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, pat
     if patch_file is not None:
         change = load_change(patch_file, source=str(request["source"]) if request else "",
                              component=str(component or ""))
+        raw = hashlib.sha256(patch_file.read_bytes()).hexdigest()  # load_change checked its size
+        if request is not None and request["sha256"] != raw:
+            raise BadInput(f"{request_file}: names a change of SHA-256 {request['sha256'][:16]}, but {patch_file} is "
+                           f"{raw[:16]}: not the change that was resolved")
     else:
         change = _change_from_ref(ctx, recipe, path, on, ref, component, echo)
     with _writer(ctx, recipe_file, 0.0):

@@ -694,8 +694,9 @@ def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | No
                             "test <ref|pr=N|patch URL>, cancel")
 
 
-#: A patch URL of ``/bisectbot test``: https (http only to a loopback host, the tests' servers), a host,
-#: a path ending in .diff or .patch, no query, no user info, no quotes.
+#: A patch URL of ``/bisectbot test``: https to a named host with a dot (no IP literal, no ``localhost``: the
+#: resolve job must not be steered at internal addresses), or http only to a loopback host (the tests'
+#: servers); a path ending in .diff or .patch; no query, no user info, no quotes.
 PATCH_URL_RE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?|http://(?:127\.0\.0\.1|localhost)(?::[0-9]{1,5})?)"
                           r"/[A-Za-z0-9._~%/+-]{1,300}\.(?:diff|patch)$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -718,8 +719,14 @@ def test_target(words: list[str]) -> dict[str, str] | None:
         return out
     if len(words) != 1:
         return None
-    if first.startswith(("http://", "https://")):
-        return {"url": first} if PATCH_URL_RE.fullmatch(first) else None
+    if first.lower().startswith(("http://", "https://")):
+        if not PATCH_URL_RE.fullmatch(first):
+            return None
+        host = re.sub(r"^https?://", "", first).split("/", 1)[0].rsplit(":", 1)[0].lower()
+        if first.startswith("https://") and (host == "localhost" or "." not in host or host.endswith(".")
+                                             or re.fullmatch(r"[0-9.]+", host)):
+            return None  # a named public host only: no IP literal, no internal name (the tests' http loopback aside)
+        return {"url": first}
     return {"ref": first} if _REF_RE.match(first) and ".." not in first else None
 
 

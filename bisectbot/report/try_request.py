@@ -90,6 +90,8 @@ def read_request(client: GitHubClient, issue_number: int, comment_id: int) -> Te
     asked = next((c for c in client.comments(issue) if c.id == comment_id), None)
     if asked is None:
         raise GitHubError(f"comment {comment_id} not found on #{issue_number}")
+    if _by(asked, client.login):
+        raise GitHubError(f"comment {comment_id} on #{issue_number} is the bot's own: not a request")
     assoc = (asked.author_association or "NONE").upper()
     login = asked.user.login if asked.user is not None else "?"
     if assoc not in TRUSTED_ASSOCIATIONS:
@@ -116,6 +118,7 @@ def _get(url: str, accept: str, token: str | None) -> bytes:
     if token:
         headers["Authorization"] = f"Bearer {token}"
     sess = bounded.session()
+    sess.trust_env = False  # no ~/.netrc credential, no proxy settings of the host: the request is as written
     try:
         r = bounded.request(sess, "GET", url, total_s=FETCH_S, max_bytes=MAX_PATCH_BYTES, headers=headers,
                             allow_redirects=False)

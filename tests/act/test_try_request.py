@@ -84,7 +84,7 @@ def test_a_ref_and_a_pull_request_resolve_to_diffs_pinned_by_sha(world, tmp_path
     assert p.returncode == 0 and json.loads((out / "request.json").read_text())["sha"] == fix, p.stderr
 
 
-def test_a_patch_url_is_fetched_without_the_token(world, tmp_path: Path, httpserver) -> None:
+def test_a_patch_url_is_fetched_without_the_token(world, tmp_path: Path, httpserver, monkeypatch) -> None:
     diff = "--- a/vllm/a.py\n+++ b/vllm/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 3\n"
     seen: list[dict[str, str]] = []
 
@@ -96,6 +96,10 @@ def test_a_patch_url_is_fetched_without_the_token(world, tmp_path: Path, httpser
 
     httpserver.expect_request("/fix.diff").respond_with_handler(handler)
     url = httpserver.url_for("/fix.diff").replace("localhost", "127.0.0.1")
+    netrc = tmp_path / "netrc"  # hostile pass: a netrc credential for the host went out with the request
+    netrc.write_text("machine 127.0.0.1 login bot password SECRET_NETRC_123\ndefault login x password SECRET_DEFAULT\n")
+    netrc.chmod(0o600)
+    world["env"]["NETRC"] = str(netrc)
     p, out, _ = _ask(world, tmp_path, f"/bisectbot test {url}")
     assert p.returncode == 0, p.stderr
     assert (out / "change.diff").read_text() == diff
@@ -110,6 +114,11 @@ def test_a_patch_url_is_fetched_without_the_token(world, tmp_path: Path, httpser
     ("/bisectbot test main..evil", "usage: /bisectbot test"),
     ("/bisectbot test pr=3 sha=deadbeef", "usage: /bisectbot test"),
     ("/bisectbot test", "usage: /bisectbot test"),
+    ("/bisectbot test https://10.0.0.1/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://169.254.169.254/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://localhost:8080/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://2130706433/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test HTTPS://example.com/fix.diff", "usage: /bisectbot test"),
 ])
 def test_malformed_requests_are_refused_and_nothing_is_written(world, tmp_path: Path, body: str, why: str) -> None:
     p, out, _ = _ask(world, tmp_path, body)
@@ -120,6 +129,9 @@ def test_malformed_requests_are_refused_and_nothing_is_written(world, tmp_path: 
 def test_a_stranger_or_an_issue_the_bot_did_not_file_is_refused(world, tmp_path: Path) -> None:
     p, out, _ = _ask(world, tmp_path, "/bisectbot test fix", author="drive-by", association="NONE")
     assert p.returncode != 0 and "not a maintainer" in p.stdout + p.stderr and not out.exists()
+    p, out, _ = _ask(world, tmp_path, "/bisectbot test fix", author=world["fake"].bot_login, association="MEMBER",
+                     name="own")
+    assert p.returncode != 0 and "the bot's own" in p.stdout + p.stderr and not out.exists()
     other = world["fake"].add_issue(GH_REPO, "[bisectbot] r: planted", "x", author="someone")
     p, out, _ = _ask(world, tmp_path, "/bisectbot test fix", issue=other["number"])
     assert p.returncode != 0 and "not filed by the bot" in p.stdout + p.stderr and not out.exists()

@@ -159,8 +159,10 @@ def test_a_culprit_with_a_binary_file_is_searched_around_it(kit, tmp_path: Path,
     repo = _history(kit, tmp_path / "repo", binary_only=True)
     result, err = _run(kit, tmp_path, repo, "--minimize")
     m = result["minimized"]
-    assert "blob.bin: binary" in m["unsplittable"], m
-    assert m["searchable"] and m["subset"] == ["tuning.py"] and m["rest"] == "good", m
+    assert "blob.bin: binary" in m["unsplittable"] and m["binary_left_out"] == ["blob.bin"], m
+    # the culprit without its binary file was probed first (it fails: searchable), then searched
+    assert m["tests"][0]["parts"] == ["the culprit without its binary files"] and m["tests"][0]["verdict"] == "bad", m
+    assert m["searchable"] and m["subset"] == ["tuning.py"] and m["rest"] == "good", m  # the rest: version.txt
 
 
 def test_a_nightly_culprit_is_not_searchable_and_says_why(tmp_path: Path) -> None:

@@ -257,3 +257,44 @@ def test_a_flaky_candidate_does_not_make_a_no_op_change_fixed(kit, tmp_path: Pat
     kit.git(repo.path, "reset", "-q", "HEAD", "NOTES")
     p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(noop))
     assert doc.get("answer") != "fixed", (doc.get("words"), p.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_diff_shapes_a_series_a_removed_dash_line_spaces_and_a_noprefix_user(kit, tmp_path: Path, starts_file,
+                                                                            monkeypatch) -> None:
+    """Hostile pass. Kind: *a diff whose shape the patch step read other than git wrote it*: a two-commit
+    format-patch series kept only its first commit; a plain diff removing a line "- " was cut as a mail
+    signature; a file name with a space patched another file; a user's diff.noprefix made --ref patch the
+    wrong directory; --- and +++ naming different files."""
+    repo, recipe = _engine(kit, tmp_path)
+    (repo.path / "my notes.txt").write_text("- \nkeep\n")
+    kit.git(repo.path, "add", "-A")
+    kit.git(repo.path, "commit", "-q", "-m", "notes")
+    bad = kit.git(repo.path, "rev-parse", "HEAD")
+    kit.git(repo.path, "checkout", "-q", "-b", "series")
+    (repo.path / "NOTES").write_text("investigating\n")
+    kit.git(repo.path, "add", "NOTES")
+    kit.git(repo.path, "commit", "-q", "-m", "notes first")
+    cfg = json.loads((repo.path / "engine.json").read_text())
+    cfg["threshold"] = 100000
+    (repo.path / "engine.json").write_text(json.dumps(cfg))
+    (repo.path / "my notes.txt").write_text("keep\n")  # removes the line "- "
+    kit.git(repo.path, "commit", "-q", "-am", "the fix")
+    series = tmp_path / "series.patch"
+    series.write_text(kit.git(repo.path, "format-patch", "-2", "--stdout") + "\n")
+    plain = tmp_path / "plain.diff"
+    plain.write_text(kit.git(repo.path, "diff", f"{bad}..series") + "\n")
+    kit.git(repo.path, "checkout", "-q", "main")
+    for patch in (series, plain):
+        p, doc = _try(kit, tmp_path, recipe, "--on", bad, "--patch", str(patch))
+        assert p.returncode == 0 and doc["answer"] == "fixed", (patch.name, doc.get("words"), p.stderr[-2000:])
+        assert sorted(doc["change"]["files"]) == ["NOTES", "engine.json", "my notes.txt"], doc["change"]
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text("[diff]\n\tnoprefix = true\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    p, doc = _try(kit, tmp_path, recipe, "--on", bad, "--ref", "series")
+    assert p.returncode == 0 and doc["answer"] == "fixed", (doc.get("words"), p.stderr[-2000:])
+    mixed = tmp_path / "mixed.diff"
+    mixed.write_text("--- a/version.txt\n+++ b/engine.json\n@@ -1 +1 @@\n-x\n+y\n")
+    p, doc = _try(kit, tmp_path, recipe, "--on", bad, "--patch", str(mixed))
+    assert p.returncode == 2 and "name different files" in doc["error"]["message"], doc

@@ -100,6 +100,7 @@ class MinimizeStage:
         scope = self._scope(st)
         prober = self.prober
         self._results: dict[tuple[str, ...], ProbeResult] = {}  # each tested subset's probe, by its labels
+        left_out = sorted(u.rsplit(": ", 1)[0] for u in binary)
         prober.focus = scope.sizes if scope is not None else ()
         out: dict[str, Any] = {"searchable": True, "culprit": fb.ref, "predecessor": lg.ref,
                                "component": fb.component, "unsplittable": stuck, "tests": []}
@@ -110,6 +111,20 @@ class MinimizeStage:
                     ((res, _origin),) = prober.probe_batch([(c, attempt)], executor)
                     return scope.judge(res) if scope is not None else res
 
+                if left_out:  # the patch step cannot apply binary files: search the rest, if it fails alone
+                    files = [u for u in files if u.path not in left_out]
+                    whole = compose(whole, files, f"culprit {fb.ref[:12]} without its binary files")
+                    out["binary_left_out"] = left_out
+                    res = probe(whole)
+                    out["tests"].append({"level": "files", "parts": ["the culprit without its binary files"],
+                                         "attempt": 1, "verdict": res.verdict.value, "reason": res.reason[:300]})
+                    if res.verdict is not Verdict.BAD:
+                        out.update({"searchable": False, "why": (
+                            f"without its binary files ({', '.join(left_out)}) the culprit is {res.verdict.value} on "
+                            "its predecessor: the cause may be in a part the patch step cannot apply")})
+                        out["probes"] = len(out["tests"])
+                        self.echo("minimize: not searched: " + out["why"])
+                        return out
                 chosen_files = self._level(whole, files, "files", budget, probe, out)
                 if chosen_files is None:
                     return out
@@ -142,7 +157,7 @@ class MinimizeStage:
                     out["verified_by"] = "a second start"
                     out["tests"].append({"level": level, "parts": [u.label() for u in chosen], "attempt": 2,
                                          "verdict": again.verdict.value, "reason": again.reason[:300]})
-                rest_units = [u for u in units(whole, "hunks") if not _covered(u, chosen)]
+                rest_units = [u for u in units(whole, "hunks") if not _covered(u, chosen)]  # binary files aside
                 if rest_units:
                     rest = compose(whole, rest_units, f"culprit {fb.ref[:12]} without the subset found")
                     r = probe(rest)
