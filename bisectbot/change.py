@@ -126,8 +126,20 @@ def _parse(text: str, name: str) -> Any:
     return ps
 
 
+def _unquote(p: str) -> str:
+    """git's C-style quoted name (``"a/notes \\303\\251.txt"``: core.quotePath) as text; others as they are."""
+    if len(p) < 2 or not (p.startswith('"') and p.endswith('"')):
+        return p
+    raw = p[1:-1].encode("latin-1", "backslashreplace")
+    try:
+        return raw.decode("unicode_escape").encode("latin-1").decode("utf-8")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        return p
+
+
 def _rel(p: str) -> str:
-    """A diff path without its ``a/`` / ``b/`` prefix."""
+    """A diff path without its ``a/`` / ``b/`` prefix (git's quoting undone)."""
+    p = _unquote(p)
     return p[2:] if p[:2] in ("a/", "b/") else p
 
 

@@ -129,7 +129,9 @@ def words(m: dict[str, Any]) -> str:
     ver = {"bad": f"verified by {by}", "good": f"did NOT fail in {by} (a flaky part: treat it as unconfirmed)",
            "skip": "could not be probed a second time"}.get(str(m.get("verified")), "")
     them = "it" if one else "them"
-    rest = {"good": f"the rest of the culprit without {them} is good: {'it is' if one else 'they are'} the whole cause",
+    whole = ("the whole cause among the parts the patch step could apply (the binary files were in no probe)"
+             if m.get("binary_left_out") else "the whole cause")
+    rest = {"good": f"the rest of the culprit without {them} is good: {'it is' if one else 'they are'} {whole}",
             "bad": "the rest of the culprit fails too: a second cause is in the rest",
             "skip": f"the rest of the culprit without {them} could not be probed",
             "empty": ""}.get(str(m.get("rest")), "")

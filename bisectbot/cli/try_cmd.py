@@ -81,7 +81,10 @@ def _request(path: Path) -> dict:
     from ..jsonio import loads
 
     try:
-        doc = loads(path.read_text(encoding="utf-8"))
+        if not path.is_file() or path.stat().st_size > 1024 * 1024:  # a request.json is a few hundred bytes
+            raise BadInput(f"{path}: not a resolved request (a regular file under 1 MiB is expected)")
+        with path.open("rb") as fh:
+            doc = loads(fh.read(1024 * 1024))
     except (OSError, ValueError) as e:
         raise BadInput(f"{path}: not a resolved request: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("source"), str) or not isinstance(doc.get("sha256"), str):

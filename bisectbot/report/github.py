@@ -700,6 +700,10 @@ def parse_command(text: str) -> tuple[str, str | None, dict[str, str], str] | No
 PATCH_URL_RE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?|http://(?:127\.0\.0\.1|localhost)(?::[0-9]{1,5})?)"
                           r"/[A-Za-z0-9._~%/+-]{1,300}\.(?:diff|patch)$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+#: Top-level names of no public host (RFC 6761 and 6762, RFC 8375, ICANN's name collision list, cloud and
+#: cluster conventions): a patch URL naming one would steer the resolve job at an internal service.
+SPECIAL_USE_TLDS = frozenset({"localhost", "local", "internal", "invalid", "test", "example", "onion", "arpa",
+                              "home", "lan", "corp", "intranet", "private", "localdomain", "svc", "cluster"})
 
 
 def test_target(words: list[str]) -> dict[str, str] | None:
@@ -723,9 +727,10 @@ def test_target(words: list[str]) -> dict[str, str] | None:
         if not PATCH_URL_RE.fullmatch(first):
             return None
         host = re.sub(r"^https?://", "", first).split("/", 1)[0].rsplit(":", 1)[0].lower()
-        if first.startswith("https://") and (host == "localhost" or "." not in host or host.endswith(".")
-                                             or re.fullmatch(r"[0-9.]+", host)):
-            return None  # a named public host only: no IP literal, no internal name (the tests' http loopback aside)
+        tld = host.rsplit(".", 1)[-1]
+        if first.startswith("https://") and ("." not in host or not re.fullmatch(r"[a-z]{2,63}", tld)
+                                             or tld in SPECIAL_USE_TLDS):
+            return None  # a named public host only: no IP literal (any base), no internal name
         return {"url": first}
     return {"ref": first} if _REF_RE.match(first) and ".." not in first else None
 

@@ -129,6 +129,27 @@ def _get(url: str, accept: str, token: str | None) -> bytes:
     return r.content
 
 
+def _public_host(url: str) -> None:
+    """Raise :class:`GitHubError` unless an https URL's host resolves only to public addresses (no
+    loopback, private, link-local or reserved one: a name can point anywhere). The tests' http URLs name
+    a loopback host, the only http the parser lets through."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    if not url.startswith("https://"):
+        return
+    parts = urlsplit(url)
+    try:
+        infos = socket.getaddrinfo(parts.hostname or "", parts.port or 443, proto=socket.IPPROTO_TCP)
+    except OSError as e:
+        raise GitHubError(f"{parts.hostname}: cannot resolve the patch host: {e}") from None
+    for info in infos:
+        addr = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if not addr.is_global:
+            raise GitHubError(f"{parts.hostname} resolves to {addr}, not a public address: not fetched")
+
+
 def resolve_request(target: GitHubTarget, token: str, issue_number: int, comment_id: int, out_dir: Path, *,
                     repo: str | None, client: GitHubClient | None = None) -> dict[str, Any]:
     """Read the request (:func:`read_request`), resolve it to a diff pinned by SHA and write
@@ -142,6 +163,7 @@ def resolve_request(target: GitHubTarget, token: str, issue_number: int, comment
     doc: dict[str, Any] = {"issue": req.issue, "comment": req.comment, "author": req.author, "request": req.line,
                            "link": req.link}
     if "url" in req.args:
+        _public_host(req.args["url"])
         diff = _get(req.args["url"], "text/x-diff, text/plain", None)  # a stranger's host: no credential
         doc.update({"kind": "url", "url": req.args["url"], "source": f"patch {req.args['url']}"})
     else:

@@ -14,9 +14,11 @@ the change was never asked:
 * **fixed** -- after is good by the bisection's own rule (:meth:`.scope.Scope.judge`) and answered OK
   on *all* of those prompts, and failed at no size it asked (under ``regress: threshold-below N``:
   failed only at N tokens or more, the recipe's own question);
-* **partly** -- after answered OK on some of those prompts (the change moved the failure) and
-  failed elsewhere: both thresholds are said ("the threshold moved from 20,480 to 25,600 prompt
-  tokens", the seed report's case);
+* **partly** -- the threshold moved up: after answered OK on every one of those prompts below its
+  own first failure, which lies above the candidate's, and failed from there on: both thresholds are
+  said ("the threshold moved from 20,480 to 25,600 prompt tokens", the seed report's case); OK and
+  failing mixed below it, or a threshold that moved down, is no moved threshold (untested: a flaky
+  candidate answers both ways);
 * **still broken** -- after failed again on one or more of those prompts (``worse`` too when it
   failed where before answered OK);
 * **untested** -- no comparison could be made: before was not bad (nothing to fix), before or after
@@ -165,11 +167,19 @@ def decide_try(recipe: Recipe, before: ProbeResult, after: ProbeResult) -> TryVe
                               f"{len(failed_before)} prompts on which the candidate failed without it, {fail} only at "
                               f"{below:,} prompt tokens or more; {both}", bt, at, rows)
     if cured and not errors_after:
-        moved = ""
-        if bt and at and bt[1] is not None and at[1] is not None:
-            moved = f"the threshold moved from {_tokens(bt[1])} to {_tokens(at[1])} prompt tokens: "
+        # a moved threshold: OK on every failing prompt below the new first failure, failing from there on;
+        # OK and failing mixed below it is no moved threshold (a flaky candidate answers both ways at random)
+        first_after = min((int(r.get("measured") or r.get("requested") or 0) for r in still), default=None)
+        below_new = [r for r in failed_before if first_after is None
+                     or int(r.get("measured") or r.get("requested") or 0) < first_after]
+        up = bool(bt and at and bt[1] is not None and at[1] is not None and at[1] > bt[1])
+        if not up or any(r["after"] != "OK" for r in below_new):
+            return TryVerdict(UNTESTED, f"could not be decided: with the change it answered OK on {len(cured)} and "
+                              f"{fail} on {len(still)} of the {len(failed_before)} prompts on which it failed, not as a "
+                              f"threshold moved up would (a flaky candidate answers both ways); {both}", bt, at, rows)
+        moved = f"the threshold moved from {_tokens(bt[1])} to {_tokens(at[1])} prompt tokens: " if bt and at else ""
         return TryVerdict(PARTLY, f"partly: {moved}OK on {len(cured)} of the {len(failed_before)} prompts on which "
-                          f"it failed without the change, {fail} elsewhere; {both}", bt, at, rows)
+                          f"it failed without the change, {fail} from there on; {both}", bt, at, rows)
     if still:
         extra = f", and {fail} on {len(worse)} prompt(s) it answered OK without the change (worse)" if worse else ""
         return TryVerdict(STILL_BROKEN, f"still broken: {fail} on {len(still)} of the {len(failed_before)} prompts "

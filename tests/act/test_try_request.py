@@ -119,6 +119,11 @@ def test_a_patch_url_is_fetched_without_the_token(world, tmp_path: Path, httpser
     ("/bisectbot test https://localhost:8080/fix.diff", "usage: /bisectbot test"),
     ("/bisectbot test https://2130706433/fix.diff", "usage: /bisectbot test"),
     ("/bisectbot test HTTPS://example.com/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://0x7f.0.0.1/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://0xa9.0xfe.0xa9.0xfe/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://metadata.google.internal/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://kubernetes.default.svc/fix.diff", "usage: /bisectbot test"),
+    ("/bisectbot test https://foo.localhost/fix.diff", "usage: /bisectbot test"),
 ])
 def test_malformed_requests_are_refused_and_nothing_is_written(world, tmp_path: Path, body: str, why: str) -> None:
     p, out, _ = _ask(world, tmp_path, body)
