@@ -155,8 +155,9 @@ def decide_try(recipe: Recipe, before: ProbeResult, after: ProbeResult) -> TryVe
                           bt, at)
     if unanswered and not still:  # never "fixed" from prompts the change was not asked, or answered with an error
         r = unanswered[0]
+        how = "was not asked (the probe ended before it)" if r["after"] == "not asked" else f"was answered {r['after']}"
         return TryVerdict(UNTESTED, f"could not be compared: with the change, the prompt of {r['requested']} tokens on "
-                          f"which the candidate failed was answered {r['after']} ({len(unanswered)} of "
+                          f"which the candidate failed {how} ({len(unanswered)} of "
                           f"{len(failed_before)} such prompts); an error is never read as fixed; {both}", bt, at, rows)
     if after.verdict is Verdict.GOOD and len(cured) == len(failed_before) and not errors_after:
         if not failing_beyond:
