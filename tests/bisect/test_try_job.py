@@ -30,7 +30,7 @@ def _threshold_patch(kit, repo, tmp_path: Path, threshold: int, name: str = "fix
     cfg = json.loads((repo.path / "engine.json").read_text())
     cfg["threshold"] = threshold
     (repo.path / "engine.json").write_text(json.dumps(cfg))
-    diff = kit.git(repo.path, "diff")
+    diff = kit.git(repo.path, "diff", "--no-ext-diff")
     kit.git(repo.path, "checkout", "--", "engine.json")
     p = tmp_path / f"{name}.diff"
     p.write_text(diff + "\n")
@@ -88,7 +88,7 @@ def test_a_fix_is_fixed_a_no_op_still_broken_and_the_unchanged_probe_is_not_repe
     (repo.path / "NOTES").write_text("notes\n")
     kit.git(repo.path, "add", "NOTES")
     noop = tmp_path / "noop.diff"
-    noop.write_text(kit.git(repo.path, "diff", "--cached") + "\n")
+    noop.write_text(kit.git(repo.path, "diff", "--no-ext-diff", "--cached") + "\n")
     kit.git(repo.path, "reset", "-q", "HEAD", "NOTES")
     (repo.path / "NOTES").unlink()
     p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(noop))
@@ -222,7 +222,7 @@ def _cfg_patch(kit, repo, tmp_path: Path, name: str, **cfg) -> Path:
     data = json.loads((repo.path / "engine.json").read_text())
     data.update(cfg)
     (repo.path / "engine.json").write_text(json.dumps(data))
-    diff = kit.git(repo.path, "diff")
+    diff = kit.git(repo.path, "diff", "--no-ext-diff")
     kit.git(repo.path, "checkout", "--", "engine.json")
     p = tmp_path / f"{name}.diff"
     p.write_text(diff + "\n")
@@ -253,7 +253,7 @@ def test_a_flaky_candidate_does_not_make_a_no_op_change_fixed(kit, tmp_path: Pat
     (repo.path / "NOTES").write_text("notes\n")
     kit.git(repo.path, "add", "NOTES")
     noop = tmp_path / "noop.diff"
-    noop.write_text(kit.git(repo.path, "diff", "--cached") + "\n")
+    noop.write_text(kit.git(repo.path, "diff", "--no-ext-diff", "--cached") + "\n")
     kit.git(repo.path, "reset", "-q", "HEAD", "NOTES")
     p, doc = _try(kit, tmp_path, recipe, "--on", repo.shas[-1], "--patch", str(noop))
     # re-check: "partly" for every seed, once with a threshold that moved *down*: mixed answers below the
@@ -285,7 +285,7 @@ def test_diff_shapes_a_series_a_removed_dash_line_spaces_and_a_noprefix_user(kit
     series = tmp_path / "series.patch"
     series.write_text(kit.git(repo.path, "format-patch", "-2", "--stdout") + "\n")
     plain = tmp_path / "plain.diff"
-    plain.write_text(kit.git(repo.path, "diff", f"{bad}..series") + "\n")
+    plain.write_text(kit.git(repo.path, "diff", "--no-ext-diff", f"{bad}..series") + "\n")
     kit.git(repo.path, "checkout", "-q", "main")
     for patch in (series, plain):
         p, doc = _try(kit, tmp_path, recipe, "--on", bad, "--patch", str(patch))
@@ -316,7 +316,7 @@ def test_a_quoted_non_ascii_name_applies_and_a_hostile_request_file_is_bad_input
     cfg = json.loads((repo.path / "engine.json").read_text())
     cfg["threshold"] = 100000
     (repo.path / "engine.json").write_text(json.dumps(cfg))
-    diff = kit.git(repo.path, "-c", "core.quotePath=true", "diff")
+    diff = kit.git(repo.path, "-c", "core.quotePath=true", "diff", "--no-ext-diff")
     kit.git(repo.path, "checkout", "--", ".")
     assert '"a/notes \\303\\251.txt"' in diff
     patch = tmp_path / "quoted.diff"

@@ -81,11 +81,18 @@ def vllm_package(py: Path) -> Path:
     return Path(out)
 
 
+#: The tokenizer's text besides the filler prompts: the README as it was on 2026-12-05 (edc4c85), frozen.
+#: The lane's model is made from its text, so reading the live README made every README edit a new model
+#: whose replies the tests then compare (CI on 776ca0b: the repetition penalty no longer changed the reply
+#: test_sampling_vllm checks).
+CORPUS = HERE / "data" / "corpus.txt"
+
+
 def training_text() -> str:
-    """Local text for the tokenizer: the README and the bot's own filler prompts (3 seeds, ~20K tokens each)."""
+    """Local text for the tokenizer: :data:`CORPUS` and the bot's own filler prompts (3 seeds, ~20K tokens each)."""
     from bisectbot.reproduce.prompts import PromptBuilder
 
-    parts = [(ROOT / "README.md").read_text(encoding="utf-8")]
+    parts = [CORPUS.read_text(encoding="utf-8")]
     for seed in range(3):
         p = PromptBuilder("What is 2+2?", needles=2, seed=seed).build(20000)
         parts.append("\n".join(m["content"] for m in p.messages))
