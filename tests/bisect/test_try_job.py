@@ -27,14 +27,22 @@ def _engine(kit, tmp_path: Path, mode: str = "prefill"):
 
 def _threshold_patch(kit, repo, tmp_path: Path, threshold: int, name: str = "fix") -> Path:
     """A diff of engine.json on the bad end: the engine answers garbage above ``threshold`` tokens."""
+    return _cfg_patch(kit, repo, tmp_path, name, threshold=threshold)
+
+
+def _fix_branch(kit, repo, branch: str, start: str | None = None, also=None) -> None:
+    """Branch ``branch`` (from ``start``, else HEAD): a commit adding NOTES, then the fix (threshold 100000,
+    and whatever ``also`` writes)."""
+    kit.git(repo.path, "checkout", "-q", "-b", branch, *([start] if start else []))
+    (repo.path / "NOTES").write_text("investigating\n")
+    kit.git(repo.path, "add", "NOTES")
+    kit.git(repo.path, "commit", "-q", "-m", "notes")
     cfg = json.loads((repo.path / "engine.json").read_text())
-    cfg["threshold"] = threshold
+    cfg["threshold"] = 100000
     (repo.path / "engine.json").write_text(json.dumps(cfg))
-    diff = kit.git(repo.path, "diff", "--no-ext-diff")
-    kit.git(repo.path, "checkout", "--", "engine.json")
-    p = tmp_path / f"{name}.diff"
-    p.write_text(diff + "\n")
-    return p
+    if also is not None:
+        also()
+    kit.git(repo.path, "commit", "-q", "-am", "the fix")
 
 
 def _try(kit, tmp_path: Path, recipe: Path, *args: str, state: Path | None = None):
@@ -105,14 +113,7 @@ def test_the_first_bad_comes_from_the_last_bisection_and_a_ref_is_a_change(kit, 
                     timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     # a fix branch off the first bad (commit 3): two commits, the second restores the threshold
-    kit.git(repo.path, "checkout", "-q", "-b", "fix", repo.shas[3])
-    (repo.path / "NOTES").write_text("investigating\n")
-    kit.git(repo.path, "add", "NOTES")
-    kit.git(repo.path, "commit", "-q", "-m", "notes")
-    cfg = json.loads((repo.path / "engine.json").read_text())
-    cfg["threshold"] = 100000
-    (repo.path / "engine.json").write_text(json.dumps(cfg))
-    kit.git(repo.path, "commit", "-q", "-am", "fix the threshold")
+    _fix_branch(kit, repo, "fix", repo.shas[3])
     kit.git(repo.path, "checkout", "-q", "main")
     p, doc = _try(kit, tmp_path, recipe, "--ref", "fix")
     assert p.returncode == 0 and doc["answer"] == "fixed", (p.stderr[-3000:], doc)
@@ -273,15 +274,7 @@ def test_diff_shapes_a_series_a_removed_dash_line_spaces_and_a_noprefix_user(kit
     kit.git(repo.path, "add", "-A")
     kit.git(repo.path, "commit", "-q", "-m", "notes")
     bad = kit.git(repo.path, "rev-parse", "HEAD")
-    kit.git(repo.path, "checkout", "-q", "-b", "series")
-    (repo.path / "NOTES").write_text("investigating\n")
-    kit.git(repo.path, "add", "NOTES")
-    kit.git(repo.path, "commit", "-q", "-m", "notes first")
-    cfg = json.loads((repo.path / "engine.json").read_text())
-    cfg["threshold"] = 100000
-    (repo.path / "engine.json").write_text(json.dumps(cfg))
-    (repo.path / "my notes.txt").write_text("keep\n")  # removes the line "- "
-    kit.git(repo.path, "commit", "-q", "-am", "the fix")
+    _fix_branch(kit, repo, "series", also=lambda: (repo.path / "my notes.txt").write_text("keep\n"))  # removes "- "
     series = tmp_path / "series.patch"
     series.write_text(kit.git(repo.path, "format-patch", "-2", "--stdout") + "\n")
     plain = tmp_path / "plain.diff"
