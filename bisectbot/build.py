@@ -384,11 +384,10 @@ def _build_locked(req: BuildRequest, client: Any, ledger: Any, base_ref: str, ba
             packages.update(p for p in ("vllm", "aiter") if (info.get(p) or {}).get("dir"))
         change_pkgs: tuple[str, ...] = ()
         if req.change is not None:  # the packages the change touches that this image has (issue 42)
-            from .change import units
-
-            tops = {PurePosixPath(u.path).parts[0] for u in units(req.change, "files")}
+            paths = req.change.files()
+            tops = {PurePosixPath(p).parts[0] for p in paths}
             change_pkgs = tuple(sorted(p for p in tops & {"vllm", "aiter"} if (info.get(p) or {}).get("dir")))
-            compiled = [u.path for u in units(req.change, "files") if _matches(u.path, COMPILED_PATTERNS)]
+            compiled = [p for p in paths if _matches(p, COMPILED_PATTERNS)]
             if compiled and not req.build_command:
                 raise BuildError(f"the change touches compiled sources ({', '.join(compiled[:5])}): an image "
                                  "needs a source build (server.build_command) to test it")

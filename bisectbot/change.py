@@ -25,6 +25,7 @@ so the original line numbers of a subset stay usable).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import shutil
@@ -64,9 +65,9 @@ class Change:
     component: str = ""
     fuzz: int = 0
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
-        """SHA-256 (hex) of the diff's bytes."""
+        """SHA-256 (hex) of the diff's bytes (computed once: every probe key of the candidate holds it)."""
         return hashlib.sha256(self.diff.encode()).hexdigest()
 
     def key(self) -> str:
@@ -97,7 +98,10 @@ def change_of(candidate: Any) -> Change | None:
     return Change.from_meta(meta.get("change"))
 
 
+@functools.lru_cache(maxsize=16)
 def _parse(text: str, name: str) -> Any:
+    """The diff parsed (``unidiff.PatchSet``, read-only to callers; the last few kept: units, compose and
+    apply read one change several times) with its paths checked. Raises :class:`BadInput`."""
     import unidiff
 
     try:
@@ -233,12 +237,14 @@ def from_git(repo: Path, base: str, head: str, *, source: str = "", component: s
 @dataclass(frozen=True)
 class Unit:
     """One part of a change: a whole file (``hunk`` None) or one hunk of a file (its 0-based index).
-    ``lines``: the diff lines this unit adds and removes (its size, for reports)."""
+    ``lines``: the diff lines this unit adds and removes (its size, for reports); ``whole``: why the
+    file cannot be split into hunks (``binary``, ``a new file``, ...; ``""`` when it can)."""
 
     path: str
     hunk: int | None
     header: str = ""
     lines: int = 0
+    whole: str = ""
 
     def label(self) -> str:
         """``vllm/a.py`` or ``vllm/a.py hunk 3 (line 12: -x = 1)`` (the hunk's first changed line)."""
@@ -251,12 +257,21 @@ def _path_of(f: Any) -> str:
     return _rel(f.target_file if f.target_file != "/dev/null" else f.source_file)
 
 
-def _whole(f: Any) -> bool:
-    """A file whose change cannot be split into hunks (binary, rename/copy, mode change, added or
-    removed file, no hunks)."""
+def _whole(f: Any) -> str:
+    """Why a file's change cannot be split into hunks (``binary``, ``renamed from X``, ``copied``, ``a new
+    file``, ``deleted``, ``a mode change``), or ``""`` when it can."""
     info = str(f.patch_info or "")
-    return (f.is_binary_file or f.is_added_file or f.is_removed_file or getattr(f, "is_rename", False)
-            or "copy from " in info or "new mode " in info or not len(f))
+    if f.is_binary_file:
+        return "binary"
+    if getattr(f, "is_rename", False):
+        return f"renamed from {_rel(f.source_file)}"
+    if "copy from " in info:
+        return "copied"
+    if f.is_added_file:
+        return "a new file"
+    if f.is_removed_file:
+        return "deleted"
+    return "a mode change" if "new mode " in info else ""
 
 
 def units(change: Change, level: str) -> list[Unit]:
@@ -264,9 +279,9 @@ def units(change: Change, level: str) -> list[Unit]:
     a file that cannot be split stays one unit (``hunk`` None)."""
     out: list[Unit] = []
     for f in _parse(change.diff, change.source or "change"):
-        path = _path_of(f)
-        if level == "files" or _whole(f):
-            out.append(Unit(path, None, "", f.added + f.removed))
+        path, whole = _path_of(f), _whole(f)
+        if level == "files" or whole or not len(f):
+            out.append(Unit(path, None, "", f.added + f.removed, whole))
             continue
         for i, h in enumerate(f):
             first = next((ln for ln in h if ln.is_added or ln.is_removed), None)
@@ -279,22 +294,7 @@ def units(change: Change, level: str) -> list[Unit]:
 def unsplittable(change: Change) -> list[str]:
     """Why parts of ``change`` cannot be split into hunks: ``["img.png: binary", "x.py: renamed
     from y.py", ...]`` (empty when every file splits)."""
-    out = []
-    for f in _parse(change.diff, change.source or "change"):
-        path, info = _path_of(f), str(f.patch_info or "")
-        if f.is_binary_file:
-            out.append(f"{path}: binary")
-        elif getattr(f, "is_rename", False):
-            out.append(f"{path}: renamed from {_rel(f.source_file)}")
-        elif "copy from " in info:
-            out.append(f"{path}: copied")
-        elif f.is_added_file:
-            out.append(f"{path}: a new file")
-        elif f.is_removed_file:
-            out.append(f"{path}: deleted")
-        elif "new mode " in info:
-            out.append(f"{path}: a mode change")
-    return out
+    return [f"{u.path}: {u.whole}" for u in units(change, "files") if u.whole]
 
 
 def _tabbed(text: str) -> str:

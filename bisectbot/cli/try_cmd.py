@@ -30,19 +30,15 @@ Exit codes:
 EXIT_OF = {"fixed": EXIT_OK, "partly": EXIT_ERROR, "still broken": EXIT_ERROR, "untested": EXIT_INCONCLUSIVE}
 
 
-def _change_from_ref(ctx: Ctx, recipe, path: Path, on: str | None, ref: str, component: str | None,
+def _change_from_ref(ctx: Ctx, recipe, path: Path, cand, ref: str, component: str | None,
                      echo=None):  # -> Change
-    """The commits of ``ref`` not in the candidate tried on (``git diff merge-base..ref``) in the
+    """The commits of ``ref`` not in the candidate ``cand`` (``git diff merge-base..ref``) in the
     repository of the recipe's git source, or of ``bisect.components[component]`` for nightlies (the
     merge base taken with the nightly's own commit of that component)."""
     from ..change import from_git
     from ..recipe import GitSource
-    from ..session.sources import make_source
-    from ..session.trial import resolve_on
     from ..sources.git import GitRepo, local_repo
 
-    source = make_source(recipe, path.parent, ctx.ledger())
-    cand, _why = resolve_on(recipe, ctx.ledger(), source, on)
     if isinstance(recipe.source, GitSource) and component is None:
         repo = GitRepo(local_repo(recipe.source.repo, path.parent))
         at, comp = cand.ref, ""
@@ -141,22 +137,30 @@ def try_cmd(cctx: click.Context, ctx: Ctx, recipe_file: str, on: str | None, pat
     if component is not None and component not in names:
         raise BadInput(f"--component {component!r}: not a component of {path.name} ({', '.join(sorted(names))})")
     echo = (lambda s: None) if ctx.verbosity < 0 else (lambda s: terminal.echo(s, err=True))
+    resolved = None
     if patch_file is not None:
         change = load_change(patch_file, source=str(request["source"]) if request else "",
                              component=str(component or ""))
-        raw = hashlib.sha256(patch_file.read_bytes()).hexdigest()  # load_change checked its size
+        raw = hashlib.sha256(patch_file.read_bytes()).hexdigest() if request else ""  # its size was checked
         if request is not None and request["sha256"] != raw:
             raise BadInput(f"{request_file}: names a change of SHA-256 {request['sha256'][:16]}, but {patch_file} is "
                            f"{raw[:16]}: not the change that was resolved")
     else:
-        change = _change_from_ref(ctx, recipe, path, on, ref, component, echo)
+        from ..session.sources import make_source
+        from ..session.trial import resolve_on
+
+        source = make_source(recipe, path.parent, ctx.ledger())
+        cand, why = resolve_on(recipe, ctx.ledger(), source, on)
+        resolved = (source, cand, why)
+        change = _change_from_ref(ctx, recipe, path, cand, ref, component, echo)
     with _writer(ctx, recipe_file, 0.0):
         preflight(ctx, recipe, path, runner_kind, echo)
         runner = _make_runner(ctx, recipe, path, runner_kind)
         from .. import progress
 
         progress.enable(None if ctx.verbosity < 0 else echo)
-        outcome = run_try(recipe, ctx.ledger(), runner, change, on=on, echo=echo, base_dir=path.parent)
+        outcome = run_try(recipe, ctx.ledger(), runner, change, on=on, echo=echo, base_dir=path.parent,
+                          resolved=resolved)
     doc = outcome.to_dict()
     if request is not None:
         doc["request"] = request

@@ -75,11 +75,12 @@ def failed_marker(comment_id: int) -> str:
     return f"<!-- bisectbot:failed={int(comment_id)} -->"
 
 
-def render_failure(*, comment_id: int, request: str, author: str | None, link: str, run_url: str) -> str:
-    """Body of the reply saying the requested bisection failed, with the job log's address
-    (``author`` None: not looked up)."""
+def render_failure(*, comment_id: int, request: str, author: str | None, link: str, run_url: str,
+                   what: str = "bisection") -> str:
+    """Body of the reply saying the requested ``what`` (a bisection, a try job) failed, with the job log's
+    address (``author`` None: not looked up)."""
     return (f"{failed_marker(comment_id)}\n> `{_code(request)}`\n\n"
-            f"The bisection asked for in [this request]({api_link(link)}){_from(author)} "
+            f"The {what} asked for in [this request]({api_link(link)}){_from(author)} "
             f"failed before it had a result; the job log says why: {api_link(run_url)}\n")
 
 

@@ -33,7 +33,7 @@ from ..recipe import GitHubTarget, Recipe
 from ..sanitize import link as api_link
 from ..sanitize import sanitize
 from .github import TRUSTED_ASSOCIATIONS, FilingOutcome, GitHubClient, _already_commented, _by, parse_command
-from .reply import _code, _dry, _from, ack_marker, comment_link, failed_marker
+from .reply import _code, _dry, _from, ack_marker, comment_link, failed_marker, render_failure
 from .trial import render_try
 
 __all__ = ["TestRequest", "component_repo", "reply_try", "resolve_request"]
@@ -50,7 +50,8 @@ _GITHUB_URL = re.compile(r"^https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+
 @dataclass
 class TestRequest:
     """A maintainer's ``/bisectbot test`` read from GitHub: ``issue``, ``comment`` (id), ``author``,
-    ``line`` (the command line as written), ``args`` (:func:`bisectbot.report.github.test_target`)."""
+    ``line`` (the command line as written), ``args`` (:func:`bisectbot.report.github.test_target`),
+    ``link`` (the comment's address), ``handle`` (the issue as the client read it)."""
 
     issue: int
     comment: int
@@ -58,6 +59,7 @@ class TestRequest:
     line: str
     args: dict[str, str]
     link: str = ""
+    handle: Any = None  # the issue as the client read it (the answer is posted on it)
 
 
 def component_repo(recipe: Recipe, component: str | None = None) -> str | None:
@@ -105,7 +107,7 @@ def read_request(client: GitHubClient, issue_number: int, comment_id: int) -> Te
     line = "/bisectbot test " + (f"pr={args['pr']}" + (f" sha={args['sha']}" if args.get("sha") else "")
                                  if "pr" in args else args.get("url") or args.get("ref", ""))
     return TestRequest(issue_number, comment_id, login, line, dict(args),
-                       asked.html_url or comment_link(client.target, issue_number, comment_id))
+                       asked.html_url or comment_link(client.target, issue_number, comment_id), issue)
 
 
 def _get(url: str, accept: str, token: str | None) -> bytes:
@@ -217,16 +219,15 @@ def reply_try(target: GitHubTarget, token: str | None, issue_number: int, commen
         if doc is not None:
             return render_try_reply(doc, comment_id=comment_id, request=request, author=author, link=at,
                                     probe_link=probe_link)
-        return (f"{failed_marker(comment_id)}\n> `{_code(request)}`\n\nThe try job asked for in [this request]"
-                f"({api_link(at)}){_from(author)} failed before it had an answer; the job log says why: "
-                f"{api_link(str(run_url))}\n")
+        return render_failure(comment_id=comment_id, request=request, author=author, link=at, run_url=str(run_url),
+                              what="try job")
 
     name = f"{'try' if doc is not None else 'try-failed'}-{int(comment_id)}.md"
     if not token or dry_run:
         return _dry(out_dir, name, body("/bisectbot test", None, link), "", issue_number, dry_run)
     client = client or GitHubClient(target, token)
     req = read_request(client, issue_number, comment_id)
-    issue = client.get_issue(issue_number)
+    issue = req.handle
     marks = [ack_marker(comment_id)] + ([failed_marker(comment_id)] if doc is None else [])
     for mark in marks:
         if _already_commented(client, issue, mark):

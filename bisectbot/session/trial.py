@@ -128,11 +128,55 @@ def with_change(c: Candidate, change: Change) -> Candidate:
                                meta={**c.meta, "change": change.to_meta()})
 
 
+def _probe_change(prober: Prober, recipe: Recipe, executor: Any, changed: Candidate, before: ProbeResult,
+                  scope: Any, say: Echo) -> tuple[ProbeResult, TryVerdict]:
+    """The candidate with the change probed, asked first every prompt on which ``before`` failed, and the
+    answer: fixed or partly from one start only when that start holds two agreeing measurements
+    (:func:`bisectbot.verdict.agreement.agreeing`), else from two starts that agree (issue 40's
+    standard); two that disagree are untested."""
+    label = before.candidate.label or before.candidate.ref[:12]
+    every = tuple(failing_prompts(recipe, before))
+    if every:
+        say(f"try: the change is asked first every prompt on which {label} failed ({len(every)}): "
+            + "; ".join(k.text() for k in every[:6]) + (" ..." if len(every) > 6 else ""))
+    first: TryVerdict | None = None
+    for attempt in (1, 2):
+        prober.focus = every
+        try:
+            ((after, origin),) = prober.probe_batch([(changed, attempt)], executor)
+        finally:
+            prober.focus = ()
+        if scope is not None:
+            after = scope.judge(after)
+        say(f"try: {label} with the change (start {attempt}): {after.verdict.value}; {after.reason[:300]}"
+            + ("" if origin == "probe" else f" ({origin})"))
+        got = decide_try(recipe, before, after)
+        if first is not None:  # the second start must give the same answer
+            if got.answer != first.answer:
+                return after, TryVerdict(UNTESTED, f"could not be decided: two starts with the change disagree: "
+                                         f"{first.words}; then {got.words} (a flaky candidate: declare its flake "
+                                         "rates in bisect.flake, or try again)", first.before, None, first.prompts)
+            first.words += f" (the same answer in a second start: {got.answer})"
+            return after, first
+        if got.answer not in (FIXED, PARTLY):
+            return after, got
+        held = agreeing(recipe, after, scope, this_run=True)
+        if held.count >= 2:
+            got.words += f" (verified in its start: {held.what})"
+            return after, got
+        first = got
+        say(f"try: {got.answer} in one start: a start-level flake can fake an OK, so the change is started once more")
+    raise AssertionError("unreachable: the second start returns")  # pragma: no cover
+
+
 def run_try(recipe: Recipe, ledger: Ledger, runner: CandidateRunner, change: Change, *, on: str | None = None,
-            echo: Echo | None = None, base_dir: Path | None = None) -> TryOutcome:
+            echo: Echo | None = None, base_dir: Path | None = None,
+            resolved: tuple[CandidateSource, Candidate, str] | None = None) -> TryOutcome:
     """Probe the candidate ``on`` names (see :func:`resolve_on`) without and with ``change``, and
-    decide. Raises :class:`BadInput` for a regress mode a try cannot answer (``slower``: a measured
-    verdict needs two ends; a fix bisection) and for a runner that cannot apply a change."""
+    decide; ``resolved``: the recipe's source, the candidate and why, when the caller resolved them
+    already (a ``--ref`` change is taken against the candidate). Raises :class:`BadInput` for a regress
+    mode a try cannot answer (``slower``: a measured verdict needs two ends; a fix bisection) and for a
+    runner that cannot apply a change."""
     say: Echo = echo or (lambda s: None)
     if recipe.regress.mode == "slower":
         raise BadInput("try: regress: slower is not supported yet (a measured verdict needs a good end to compare "
@@ -143,8 +187,11 @@ def run_try(recipe: Recipe, ledger: Ledger, runner: CandidateRunner, change: Cha
     if not getattr(runner, "supports_change", False):
         raise BadInput(f"try: {type(runner).__name__} cannot apply a change (releases and prebuilt wheels are "
                        "installed as published): use a git source or nightly images")
-    source = make_source(recipe, base_dir, ledger)
-    cand, why = resolve_on(recipe, ledger, source, on)
+    if resolved is None:
+        source = make_source(recipe, base_dir, ledger)
+        cand, why = resolve_on(recipe, ledger, source, on)
+    else:
+        source, cand, why = resolved
     changed = with_change(cand, change)
     prober = Prober(recipe, ledger, runner, echo=say)
     # the session is the change on this candidate as this runner builds it (another runner: another session)
@@ -164,47 +211,11 @@ def run_try(recipe: Recipe, ledger: Ledger, runner: CandidateRunner, change: Cha
         say(f"try: {label} without the change: {before.verdict.value}; {before.reason[:300]}"
             + ("" if o1 == "probe" else f" ({o1})"))
         scope = learn(recipe, before, label)
-        verdict = None
-        if before.verdict is not Verdict.BAD:  # nothing to compare with: the change is not probed
-            after, o2 = ProbeResult(changed, Verdict.SKIP, reason="not probed: the candidate is not bad without "
-                                    "the change"), "not probed"
-        else:
-            every = tuple(failing_prompts(recipe, before))
-            if every:
-                say(f"try: the change is asked first every prompt on which {label} failed ({len(every)}): "
-                    + "; ".join(k.text() for k in every[:6]) + (" ..." if len(every) > 6 else ""))
-            verdict = None
-            for attempt in (1, 2):
-                prober.focus = every
-                try:
-                    ((after, o2),) = prober.probe_batch([(changed, attempt)], executor)
-                finally:
-                    prober.focus = ()
-                if scope is not None:
-                    after = scope.judge(after)
-                say(f"try: {label} with the change (start {attempt}): {after.verdict.value}; {after.reason[:300]}"
-                    + ("" if o2 == "probe" else f" ({o2})"))
-                got = decide_try(recipe, before, after)
-                if verdict is not None:  # the second start must give the same answer (issue 40's standard)
-                    if got.answer != verdict.answer:
-                        verdict = TryVerdict(UNTESTED, f"could not be decided: two starts with the change disagree: "
-                                             f"{verdict.words}; then {got.words} (a flaky candidate: declare its "
-                                             "flake rates in bisect.flake, or try again)", verdict.before, None,
-                                             verdict.prompts)
-                    else:
-                        verdict.words += f" (the same answer in a second start: {got.answer})"
-                    break
-                verdict = got
-                held = agreeing(recipe, after, scope, this_run=True)
-                if verdict.answer not in (FIXED, PARTLY) or held.count >= 2:
-                    if verdict.answer in (FIXED, PARTLY):
-                        verdict.words += f" (verified in its start: {held.what})"
-                    break
-                say(f"try: {verdict.answer} in one start: a start-level flake can fake an OK, so the change is "
-                    "started once more")
-    if before.verdict is not Verdict.BAD:
-        verdict = decide_try(recipe, before, after)
-    assert verdict is not None
+        if before.verdict is Verdict.BAD:
+            after, verdict = _probe_change(prober, recipe, executor, changed, before, scope, say)
+        else:  # nothing to compare with: the change is not probed
+            after = ProbeResult(changed, Verdict.SKIP, reason="not probed: the candidate is not bad without the change")
+            verdict = decide_try(recipe, before, after)
     out = TryOutcome(cand, change, before, after, verdict, prober.session_id, why)
     prober.log("try", {"answer": verdict.answer, "words": verdict.words})
     state = out.to_dict()

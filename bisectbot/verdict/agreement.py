@@ -41,7 +41,7 @@ from typing import Any
 
 from ..models import Outcome, ProbeResult, PromptKey, Verdict, is_patch_mode
 from ..recipe import Recipe
-from .scope import SCOPED_MODES, Scope
+from .scope import SCOPED_MODES, Scope, table_rows
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,6 @@ class Agreement:
     what: str = ""
 
 
-def _rows(res: ProbeResult) -> list[dict[str, Any]]:
-    return [d for d in ((t.to_dict() if hasattr(t, "to_dict") else t) for t in res.table or [])
-            if isinstance(d, dict)]
-
 
 def _garbage_keys(recipe: Recipe, res: ProbeResult) -> set[Any]:
     """Identities of the distinct prompts ``res`` answered GARBAGE (under ``threshold-below: N`` only
@@ -64,7 +60,7 @@ def _garbage_keys(recipe: Recipe, res: ProbeResult) -> set[Any]:
     seed = recipe.reproducer.seed if recipe.reproducer.kind == "prefill" else None
     below = recipe.regress.arg if recipe.regress.mode == "threshold-below" else None
     keys: set[Any] = set()
-    for d in _rows(res):
+    for d in table_rows(res):
         if d.get("outcome") != Outcome.GARBAGE.value:
             continue
         size = d.get("prompt_tokens") or d.get("requested")

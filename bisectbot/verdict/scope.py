@@ -47,7 +47,8 @@ def scoped(recipe: Recipe) -> bool:
     return r.kind == "prefill" or any("{size}" in a for a in (r.command or []))
 
 
-def _rows(res: ProbeResult) -> list[dict[str, Any]]:
+def table_rows(res: ProbeResult) -> list[dict[str, Any]]:
+    """``res``'s threshold table as dicts (one per request: requested, prompt_tokens, outcome, ...)."""
     return [d for d in ((t.to_dict() if hasattr(t, "to_dict") else t) for t in res.table or [])
             if isinstance(d, dict)]
 
@@ -55,7 +56,7 @@ def _rows(res: ProbeResult) -> list[dict[str, Any]]:
 def covered(res: ProbeResult) -> int | None:
     """The largest prompt size (tokens, measured) the probe decided (OK or GARBAGE), or None when
     its table holds none: shown in reasons, never compared."""
-    sizes = [int(d.get("prompt_tokens") or d["requested"]) for d in _rows(res)
+    sizes = [int(d.get("prompt_tokens") or d["requested"]) for d in table_rows(res)
              if d.get("outcome") in ("OK", "GARBAGE") and isinstance(d.get("requested"), int)]
     return max(sizes) if sizes else None
 
@@ -83,7 +84,7 @@ class Scope:
         """The candidate's rows for the failing prompts it was asked (by identity)."""
         want = {k.identity: k for k in self.failing}
         out: dict[PromptKey, dict[str, Any]] = {}
-        for d in _rows(res):
+        for d in table_rows(res):
             key = PromptKey.of_row(d, self.seed)
             if key is not None and key.identity in want:
                 out.setdefault(want[key.identity], d)
@@ -160,7 +161,7 @@ def learn(recipe: Recipe, res: ProbeResult, label: str = "") -> Scope | None:
     if not keys:
         return None
     counts: dict[Any, int] = {}
-    for d in _rows(res):
+    for d in table_rows(res):
         key = PromptKey.of_row(d, seed)
         if key is not None and isinstance(d.get("prompt_tokens"), int):
             counts.setdefault(key.identity, int(d["prompt_tokens"]))
@@ -168,4 +169,4 @@ def learn(recipe: Recipe, res: ProbeResult, label: str = "") -> Scope | None:
                  tuple(counts.get(k.identity) for k in keys))
 
 
-__all__ = ["SCOPED_MODES", "Scope", "covered", "learn", "scoped"]
+__all__ = ["SCOPED_MODES", "Scope", "covered", "learn", "scoped", "table_rows"]

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..models import ProbeResult, PromptKey, Verdict
 from ..recipe import Recipe
+from .scope import table_rows
 
 __all__ = ["FIXED", "PARTLY", "STILL_BROKEN", "UNTESTED", "TryVerdict", "decide_try", "failing_outcome",
            "failing_prompts"]
@@ -64,10 +65,6 @@ class TryVerdict:
                 "prompts": list(self.prompts)}
 
 
-def _rows(res: ProbeResult) -> list[dict[str, Any]]:
-    return [d for d in ((t.to_dict() if hasattr(t, "to_dict") else t) for t in res.table or [])
-            if isinstance(d, dict)]
-
 
 def failing_outcome(recipe: Recipe) -> str:
     """The row outcome that is the failure the recipe bisects: ERROR under ``regress: error``, else GARBAGE."""
@@ -78,7 +75,7 @@ def _answers(recipe: Recipe, res: ProbeResult) -> dict[Any, dict[str, Any]]:
     """Per prompt identity, the last row of ``res`` that answered it (OK, GARBAGE or ERROR)."""
     seed = recipe.reproducer.seed if recipe.reproducer.kind == "prefill" else None
     out: dict[Any, dict[str, Any]] = {}
-    for d in _rows(res):
+    for d in table_rows(res):
         if d.get("outcome") not in ("OK", "GARBAGE", "ERROR"):
             continue
         key = PromptKey.of_row(d, seed)

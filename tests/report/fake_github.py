@@ -427,7 +427,7 @@ class FakeGitHub:
                 return Response(out.strip(), status=200, content_type="application/vnd.github.sha")
             mcmp = re.match(r"^/compare/(.+)\.\.\.(.+)$", rest)
             if mcmp and "vnd.github.diff" in accept:
-                rc, out = self._git(full_name, "diff", "--no-color", f"{unquote(mcmp.group(1))}...{unquote(mcmp.group(2))}")
+                rc, out = self._git(full_name, "diff", "--no-color", "--no-ext-diff", f"{unquote(mcmp.group(1))}...{unquote(mcmp.group(2))}")
                 if rc != 0:
                     return self._not_found()
                 return Response(out, status=200, content_type="application/vnd.github.diff")

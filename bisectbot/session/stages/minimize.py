@@ -93,14 +93,13 @@ class MinimizeStage:
             return self._not(str(e))
         files = units(whole, "files")
         stuck = unsplittable(whole)
-        binary = [u for u in stuck if u.endswith(": binary")]
-        if len(binary) == len(files):
+        left_out = [u.path for u in files if u.whole == "binary"]
+        if len(left_out) == len(files):
             return self._not("every file of the culprit is binary: the patch step cannot apply a part of it",
                              unsplittable=stuck)
         scope = self._scope(st)
         prober = self.prober
         self._results: dict[tuple[str, ...], ProbeResult] = {}  # each tested subset's probe, by its labels
-        left_out = sorted(u.rsplit(": ", 1)[0] for u in binary)
         prober.focus = scope.sizes if scope is not None else ()
         out: dict[str, Any] = {"searchable": True, "culprit": fb.ref, "predecessor": lg.ref,
                                "component": fb.component, "unsplittable": stuck, "tests": []}
