@@ -145,6 +145,17 @@ _LAYER_EVENTS = frozenset({"Pulling fs layer", "Waiting", "Downloading", "Verify
                            "Extracting", "Pull complete", "Already exists"})
 
 
+def _byte_count(v: Any) -> int | None:
+    """A byte count of a pull event (``progressDetail.current`` / ``total``) as an int, or None for what is
+    none: a daemon or a proxy in front of its API may send strings, floats past any size or nothing, and
+    the heartbeat only says how far a pull is -- an event it cannot read is skipped, never the run's end."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float) and not (v == v and abs(v) < 2 ** 63):
+        return None
+    return int(v) if v >= 0 else None
+
+
 def _pull(client: Any, image: str) -> Any:
     """Pull ``image`` through Docker's event stream, with a heartbeat line (:mod:`bisectbot.progress`:
     layers and bytes so far) at most every 30 s: a 30--60 GB ROCm image is tens of minutes of pull that
@@ -158,14 +169,17 @@ def _pull(client: Any, image: str) -> Any:
     layers: dict[str, tuple[int, int, bool]] = {}
     # the API client splits NAME[:TAG|@DIGEST] itself (no tag: latest, as images.pull)
     for ev in client.api.pull(image, stream=True, decode=True):
+        if not isinstance(ev, dict):
+            continue
         if ev.get("error"):
             raise docker.errors.APIError(str(ev["error"]), explanation=str(ev["error"]))
         lid, status = str(ev.get("id") or ""), str(ev.get("status") or "")
         if lid and status in _LAYER_EVENTS:  # (the first event's id is the tag, its status "Pulling from")
             cur, tot, ok = layers.get(lid, (0, 0, False))
-            det = ev.get("progressDetail") or {}
-            if status == "Downloading" and det.get("total"):
-                cur, tot = int(det.get("current") or 0), int(det["total"])
+            det = ev.get("progressDetail") if isinstance(ev.get("progressDetail"), dict) else {}
+            now, total = _byte_count(det.get("current") or 0), _byte_count(det.get("total"))
+            if status == "Downloading" and total and now is not None:
+                cur, tot = now, total
             if status in ("Download complete", "Pull complete", "Already exists"):
                 ok, cur = True, tot
             layers[lid] = (cur, tot, ok)

@@ -12,8 +12,10 @@ directories of its own keys, writable, and no other (the sandbox and the contain
 them), so an entry is written only by a candidate of its key and read by no other. The key of a
 cache (:func:`cache_key`) is SHA-256 over what writes it: by default the candidate's whole build key
 (image digest or trees, overlay, patch stack, build command, runner profile); for a cache whose
-``shared_across`` names components known not to write it, the candidate's *base* (the nightly's digest,
-or the local runner's build minus its components) and the commits of every *other* component it has of
+``shared_across`` names components known not to write it, the candidate's *base* -- everything but those
+components that builds it: the nightly's digest with the patch stack, runner profile and change under test
+(:meth:`bisectbot.run.container.ContainerRunner.keyed_caches`), the local runner's build minus its
+components, a per-commit wheel's own build (its environment is resolved at its install) -- and the commits of every *other* component it has of
 its own (an unknown component name keys it: sharing is only ever across a known non-writer).
 
 The caches (:data:`KEYED_CACHES`), each pointed at by the variable its tool reads:

@@ -8,8 +8,10 @@ installs. With ``source.wheels`` (:class:`bisectbot.recipe.CommitWheels`) the
 :class:`CommitWheelRunner` reads the commit's PEP 503 project page ``<index>/<package>/`` (the
 index URL with ``{commit}`` the full SHA) and:
 
-* **a wheel this Python can install whose version names the commit** (``+g<sha>``, :func:`names_commit`):
-  downloads it (verified against the index's sha256, cached by
+* **a wheel of the package this Python can install whose version names the commit and no other commit of
+  the repository** (``+g<sha>``, :func:`names_commit`):
+  downloads it (verified against the index's sha256 where the page lists one -- a link
+  without a hash is installed unverified --, cached by
   content, :func:`bisectbot.sources.releases.download`) into its own cached environment
   (:func:`bisectbot.run.envs.release_env`: uv, ``--no-build``; no code of the candidate runs at
   install) and runs the recipe's command or ``server.command`` in the sandbox with that
@@ -43,27 +45,42 @@ from ..recipe import CommitWheels
 from .base import CommandRun, Prepared, PrepareFailed, Server
 from .local import LocalRunner
 
-__all__ = ["CommitWheelRunner", "names_commit"]
+__all__ = ["CommitWheelRunner", "commit_label", "names_commit"]
 
 
-def names_commit(filename: str, sha: str) -> bool:
-    """True when the wheel ``filename``'s version names commit ``sha`` in its local label, as vLLM's per-commit
-    wheels do (``0.11.1rc6.dev16+g933cdea44.cu129``: a ``g`` and at least 7 hex digits, a prefix of ``sha``).
-    A per-commit index page can serve another commit's wheel (a stale copy, a redirect, an alias): installed
-    as this commit it would stand for a build it is not, and name a wrong culprit."""
+def commit_label(filename: str, package: str) -> str:
+    """The commit a wheel ``filename`` of distribution ``package`` names in its version's local label, as
+    vLLM's per-commit wheels do (``0.11.1rc6.dev16+g933cdea44.cu129``: a ``g`` and 7 to 40 hex digits, git's
+    abbreviation), lower-case; ``""`` for a file that is no wheel of ``package`` (another distribution listed
+    on the page, an sdist, a malformed name) or names no commit."""
     import re
 
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
     try:
-        version = parse_wheel_filename(filename)[1]
+        name, version, _, _ = parse_wheel_filename(filename)
     except InvalidWheelFilename:
-        return False
+        return ""
+    if name != canonicalize_name(package):
+        return ""
     for part in (version.local or "").split("."):
         m = re.fullmatch(r"g([0-9a-f]{7,40})", part)
-        if m and sha.lower().startswith(m.group(1)):
-            return True
-    return False
+        if m:
+            return m.group(1)
+    return ""
+
+
+def names_commit(filename: str, sha: str, package: str, commits_with_prefix: Any) -> bool:
+    """True when the wheel ``filename`` of ``package`` names commit ``sha`` and no other: its label
+    (:func:`commit_label`) is a prefix of ``sha`` and, shorter than a full name, ``commits_with_prefix(label)``
+    (:meth:`bisectbot.sources.git.GitRepo.commits_with_prefix`: the repository's commits with that prefix) is
+    ``sha`` alone. An abbreviation is unique when the wheel is built and can stop being so as the repository
+    grows; a per-commit index page can serve another commit's wheel (a stale copy, a redirect, an alias).
+    Either way, installed as this commit it would stand for a build it is not and name a wrong culprit."""
+    label = commit_label(filename, package)
+    if not label or not sha.lower().startswith(label):
+        return False
+    return len(label) == len(sha) or list(commits_with_prefix(label)) == [sha.lower()]
 
 
 class CommitWheelRunner:
@@ -110,13 +127,15 @@ class CommitWheelRunner:
         except BadInput:  # the project page answered 404: this commit has no wheels
             found: tuple[Any, str] = (None, f"{url} has no {self.wheels.package} wheels for this commit")
         else:
-            own = [f for f in files if names_commit(f.filename, sha)]
+            repo = self.local.repos.get(self.component) or next(iter(self.local.repos.values()))
+            own = [f for f in files if names_commit(f.filename, sha, self.wheels.package, repo.commits_with_prefix)]
             w = installable_wheel(own)
             if w is not None:
                 found = (w, "")
             elif files and not own:
                 found = (None, f"{url} lists {len(files)} file(s) of {self.wheels.package}, none naming commit "
-                               f"{sha[:12]} in its version (+g<sha>): another commit's wheel is no build of this one")
+                               f"{sha[:12]} and no other commit of the repository as a {self.wheels.package} wheel "
+                               "(+g<sha> in its version): another commit's wheel is no build of this one")
             else:
                 found = (None, f"{url} lists {len(files)} file(s) of {self.wheels.package}, none a wheel this Python "
                                "can install")
@@ -162,7 +181,10 @@ class CommitWheelRunner:
         work = Path(tempfile.mkdtemp(prefix=f"wheel-{safe_name(sha[:12], 20)}-", dir=self.local.workdir))
         return Prepared(candidate, self.build_key(candidate), source=work,
                         meta={"root": str(work), "env": str(env), "commits": {self.component: sha},
-                              "cache_base": f"wheel|{self.wheels.package}|deps:{self.wheels.dependencies_index or ''}",
+                              # each wheel's environment is resolved at its install (its own torch, a ROCm
+                              # wheel's bundled PyTorch, the dependencies index's newest aiter): no base is
+                              # common to two commits' wheels, so nothing is shared across them
+                              "cache_base": self.build_key(candidate),
                               "built_from": f"prebuilt wheel {w.filename} from {self.index_of(sha)}"
                                             + (" (installed now" if made else " (environment cached")
                                             + f", {time.monotonic() - t0:.1f} s)"})

@@ -395,14 +395,19 @@ class ContainerRunner:
         Last comes ``|profile:<hash>`` (:meth:`RunnerProfile.verdict_hash`): the recipe names its
         runner profile, whose ``env``, devices and docker options can change a verdict.
         """
+        tail = self._tail(c)
+        if c.kind != CandidateKind.COMMIT or not c.meta.get("base"):
+            return f"image{tail}"
+        return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}{tail}"
+
+    def _tail(self, c: Candidate) -> str:
+        """What :meth:`build_key` adds to every candidate's image and overlay: the patch stack, the runner
+        profile and the candidate's change under test (issue 42)."""
         if self._key_tail is None:
             sh = self._patch_hash()
             self._key_tail = (f"|patches:{sh}" if sh else "") + f"|profile:{self.profile.verdict_hash()}"
         change = change_of(c)
-        tail = self._key_tail + (change.key() if change is not None else "")
-        if c.kind != CandidateKind.COMMIT or not c.meta.get("base"):
-            return f"image{tail}"
-        return f"image|{c.meta['base']}|{c.component}@{c.ref}|from:{c.meta.get('base_commit') or ''}{tail}"
+        return self._key_tail + (change.key() if change is not None else "")
 
     def _patch_hash(self) -> str:
         """:func:`stack_hash` of the recipe's patches, computed once per runner (``""`` for none)."""
@@ -458,7 +463,9 @@ class ContainerRunner:
     def keyed_caches(self, prepared: Prepared) -> tuple[dict[str, str], list[str]]:
         """``(environment, mounts)`` that give ``prepared``'s container its compile/JIT caches
         (:mod:`bisectbot.run.caches`): each key's host directory bound at ``/var/cache/bisectbot/<name>``
-        and its variable pointing there. The base of the component-keyed caches is the nightly's digest;
+        and its variable pointing there. The base of the component-keyed caches is the nightly's digest
+        with everything else the build key adds to it (:meth:`_tail`: the patch stack -- ``aiter-chunkq-clamp``
+        patches the image's aiter, whose JIT modules it changes --, the runner profile, a change under test);
         an overlay's component commit is the candidate's own. Empty with ``server.keyed_caches: false``;
         a cache is left out where a recipe mount takes its container path or the profile or recipe sets
         its variable (theirs wins)."""
@@ -468,7 +475,8 @@ class ContainerRunner:
 
         c = prepared.candidate
         commits = {c.component: c.ref} if c.kind == CandidateKind.COMMIT and c.meta.get("base") else {}
-        dirs = keyed_dirs(prepared.build_key, str(prepared.meta.get("base_digest") or prepared.build_key), commits)
+        digest = prepared.meta.get("base_digest")
+        dirs = keyed_dirs(prepared.build_key, f"{digest}{self._tail(c)}" if digest else prepared.build_key, commits)
         taken = {container_path(m.split(":")[1]) for m in [*self.recipe.server.mounts, *self.profile.mounts]
                  if ":" in m}
         env: dict[str, str] = {}

@@ -2,7 +2,8 @@
 
 A night's cost is its probes, each a server start plus the reproducer's requests (10--40 minutes
 a start on MI355X), so ``run --dry-run`` says "~9 probes" *and* how long that is: the median
-wall time of the probes this ledger measured for the same recipe (by name) on this host with the
+wall time of the probes this ledger measured (a finite, positive number of seconds; the lower middle
+one, a duration some probe took) for the same recipe (by name) on this host with the
 same runner profile (the host facts stored with each probe, :func:`bisectbot.provenance.host_facts`),
 times the probes the plan expects. Probes answered from the cache cost nothing and are not
 counted as measurements; a maintainer's or replayed verdict has no duration. Without such a
@@ -11,6 +12,7 @@ probe there is no estimate, and the line says so rather than guess.
 
 from __future__ import annotations
 
+import math
 import platform
 import statistics
 from dataclasses import dataclass
@@ -64,10 +66,13 @@ def estimate(ledger: Any, recipe_name: str, runner: str, probes: int, host: str 
     for p in ledger.probes():
         extra = p.extra if isinstance(p.extra, dict) else {}
         facts = extra.get(HOST_KEY) if isinstance(extra.get(HOST_KEY), dict) else {}
+        d = p.duration_s
         if (extra.get(SESSION_KEY) in sessions and facts.get("host") == host and facts.get("runner") == runner
-                and p.duration_s and p.duration_s > 0):
-            secs.append(float(p.duration_s))
-    return Estimate(probes, statistics.median(secs) if secs else None, len(secs), runner, host)
+                and isinstance(d, (int, float)) and math.isfinite(d) and d > 0):
+            secs.append(float(d))
+    # median_low: one of the measured durations, never the mean of two (a single odd row among two moved
+    # the estimate halfway to it)
+    return Estimate(probes, statistics.median_low(secs) if secs else None, len(secs), runner, host)
 
 
 __all__ = ["Estimate", "estimate"]

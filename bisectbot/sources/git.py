@@ -302,6 +302,22 @@ class GitRepo:
                         "swap them for a fix bisection, or choose an older good commit")
 
     @_locked
+    def commits_with_prefix(self, prefix: str) -> list[str]:
+        """Full SHAs of every commit in the object database (reachable or not) whose name starts with the hex
+        ``prefix`` (at least 4 digits, git's shortest), by git's own ``rev-parse --disambiguate``; other
+        objects (trees, blobs) are left out. ``[]`` for a prefix git refuses."""
+        if not re.fullmatch(r"[0-9a-f]{4,40}", prefix):
+            return []
+        p = subprocess.run(["git", "-C", str(self.path), "rev-parse", f"--disambiguate={prefix}"],
+                           capture_output=True, text=True)
+        oids = [o for o in p.stdout.split() if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", o)]
+        if not oids:
+            return []
+        kinds = subprocess.run(["git", "-C", str(self.path), "cat-file", "--batch-check=%(objectname) %(objecttype)"],
+                               input="\n".join(oids) + "\n", capture_output=True, text=True).stdout.split("\n")
+        return [line.split()[0] for line in kinds if line.endswith(" commit")]
+
+    @_locked
     def parents(self, ref: str) -> int:
         return len(self.repo.commit(self.resolve(ref)).parents)
 

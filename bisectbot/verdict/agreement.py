@@ -14,15 +14,18 @@ bad, its predecessor good (:meth:`bisectbot.bisect.Bisection.measurements_of`). 
 Agreeing requests, counted on **distinct prompts** (:class:`bisectbot.models.PromptKey`: a prompt
 asked twice can be answered from a cache and is one draw):
 
-* a **bad** threshold verdict: the prompts answered GARBAGE (under ``threshold-below: N`` only
-  those below N tokens: the verdict says the threshold lies below N);
+* a **bad** threshold verdict: the bad end's failing prompts (:mod:`.scope`, asked first of every
+  candidate) it answered GARBAGE -- the bad end's own probe: every prompt it answered GARBAGE -- (under
+  ``threshold-below: N`` only those below N tokens: the verdict says the threshold lies below N).
+  GARBAGE on other prompts while the failing ones read OK is some failure, not the bad end's, and
+  however many prompts it shows it is one measurement;
 * a **good** threshold verdict of a scoped search (:mod:`.scope`): the bad end's failing prompts
   it answered OK -- every one of them, or it would not be good;
 * a command's repeats (``hits`` of ``runs``): the failing runs of a bad verdict, all runs of a good
   one without a failing run.
 
 Under ``start``, one more case needs no second start: a **bad** threshold verdict that shows the bad
-end's failure (GARBAGE on two or more distinct prompts, its first GARBAGE size within
+end's failure (GARBAGE on two or more of the bad end's failing prompts, its first GARBAGE size within
 :data:`bisectbot.bisect.REPROBE_BAND` of the bad end's). The flake a start makes hides a bug -- a
 build bad for a whole start or not at all -- and never shows a good build the bad end's failure, so
 that verdict's re-probe would measure nothing a flake could have changed; the predecessor's good,
@@ -72,9 +75,18 @@ def _garbage_keys(recipe: Recipe, res: ProbeResult) -> set[Any]:
     return keys
 
 
+def _failing_garbage(recipe: Recipe, res: ProbeResult, scope: Scope) -> set[Any]:
+    """Identities of the bad end's failing prompts (``scope.failing``) that ``res`` answered GARBAGE: the
+    bad end's failure shown again. GARBAGE on other prompts -- while the failing ones read OK, or were not
+    asked -- is some failure, not the bad end's: whatever made it, it is no second measurement of the
+    question every candidate is asked (:mod:`.scope`)."""
+    failing = {k.identity for k in scope.failing}
+    return _garbage_keys(recipe, res) & failing
+
+
 def _bad_end_failure(recipe: Recipe, res: ProbeResult, scope: Scope | None, bad_end_ref: str) -> Agreement:
     """``flake_unit: start``: a bad threshold verdict that shows the bad end's failure -- GARBAGE on two or
-    more distinct prompts, its first GARBAGE size within :data:`bisectbot.bisect.REPROBE_BAND` of the bad
+    more of the bad end's failing prompts (:func:`_failing_garbage`), its first GARBAGE size within :data:`bisectbot.bisect.REPROBE_BAND` of the bad
     end's (the band within which an exact search takes two thresholds of one build for one measurement;
     the bad end's own probe: that failure itself) -- is what a flake of a start cannot make: a start-level flake hides a bug (a build bad for a whole
     start or not at all), it never shows a good build the bad end's failure. Its re-probe would measure
@@ -89,12 +101,13 @@ def _bad_end_failure(recipe: Recipe, res: ProbeResult, scope: Scope | None, bad_
                             "start hides a bug, it does not show one (bisect.flake_unit: start)")
     if scope is None or res.candidate.ref == bad_end_ref or not res.threshold or res.threshold[1] is None:
         return Agreement()
+    n = len(_failing_garbage(recipe, res, scope))
     lo, hi = sorted((int(res.threshold[1]), int(scope.failing_size)))
     if n < 2 or lo <= 0 or hi > lo * REPROBE_BAND:
         return Agreement()
-    return Agreement(2, f"GARBAGE on {n} distinct prompts from {res.threshold[1]} tokens, the bad end's failure "
-                        f"(from {scope.failing_size} tokens): a flake of a server start hides a bug, it does not "
-                        "show one (bisect.flake_unit: start)")
+    return Agreement(2, f"GARBAGE on {n} of the prompts the bad end failed, from {res.threshold[1]} tokens (the "
+                        f"bad end's from {scope.failing_size} tokens): a flake of a server start hides a bug, it "
+                        "does not show one (bisect.flake_unit: start)")
 
 
 def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run: bool,
@@ -118,8 +131,12 @@ def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run:
     if recipe.regress.mode not in SCOPED_MODES:
         return Agreement()
     if res.verdict is Verdict.BAD:
-        n = len(_garbage_keys(recipe, res))
-        return (Agreement(n, f"GARBAGE on {n} distinct prompts in one start (bisect.flake_unit: request)")
+        own = res.candidate.ref == bad_end_ref
+        if scope is None and not own:
+            return Agreement()
+        n = len(_garbage_keys(recipe, res) if own else _failing_garbage(recipe, res, scope))
+        where = "distinct prompts" if own else "of the prompts the bad end failed"
+        return (Agreement(n, f"GARBAGE on {n} {where} in one start (bisect.flake_unit: request)")
                 if n >= 2 else Agreement())
     if scope is None:
         return Agreement()

@@ -44,18 +44,41 @@ SCOPE = Scope((PromptKey(8000, 0, 6000), PromptKey(9000, 0, 6800)), 8000)
     ([row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE")], 2),
     ([row(4000, 3000, "OK"), row(8000, 6000, "GARBAGE")], 1),
     ([row(8000, 6000, "GARBAGE"), row(8000, 6000, "GARBAGE")], 1),  # the same prompt twice: one draw
-    ([row(8000, 6000, "GARBAGE"), row(8000, 6000, "GARBAGE", seed=1), row(12000, 9000, "GARBAGE")], 3),
+    # GARBAGE on prompts the bad end did not fail counts nothing: one of the failing prompts, one measurement
+    ([row(8000, 6000, "GARBAGE"), row(8000, 6000, "GARBAGE", seed=1), row(12000, 9000, "GARBAGE")], 1),
+    ([row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE"), row(12000, 9000, "GARBAGE")], 2),
+    # the hostile pass's member: OK on both failing prompts, GARBAGE on two others -- another failure
+    ([row(8000, 6000, "OK"), row(9000, 6800, "OK"), row(9500, 7200, "GARBAGE"), row(10000, 7600, "GARBAGE")], 1),
 ])
-def test_a_bad_verdict_counts_its_garbage_on_distinct_prompts(rows, count) -> None:
-    assert agreeing(recipe(), res(Verdict.BAD, rows), SCOPE, this_run=True).count == count
+@pytest.mark.parametrize("unit", ["request", "start"])
+def test_a_bad_verdict_counts_its_garbage_on_the_bad_ends_failing_prompts(rows, count, unit) -> None:
+    """Kind: *a bad verdict's second measurement taken from GARBAGE that is not the bad end's failure*.
+    Members: the failing prompts both GARBAGE, one of them, the same prompt twice, other prompts (another
+    filler seed, a larger size) beside one or both, and both failing prompts OK with GARBAGE elsewhere
+    (under ``start`` within :data:`REPROBE_BAND` of the bad end's first failing size, 8000)."""
+    threshold = (None, min(r["requested"] for r in rows if r["outcome"] == "GARBAGE"))
+    assert agreeing(recipe(unit), res(Verdict.BAD, rows, threshold), SCOPE, this_run=True,
+                    bad_end_ref="e" * 40).count == count
+
+
+def test_the_bad_ends_own_probe_counts_every_prompt_it_failed() -> None:
+    """The bad end's probe is where the failing prompts come from: its GARBAGE counts as is."""
+    rows = [row(8000, 6000, "GARBAGE"), row(8000, 6000, "GARBAGE", seed=1), row(12000, 9000, "GARBAGE")]
+    bad_end = ProbeResult(C, Verdict.BAD, table=rows, threshold=(None, 8000))
+    assert agreeing(recipe(), bad_end, None, this_run=True, bad_end_ref=C.ref).count == 3
+    assert agreeing(recipe(), bad_end, None, this_run=True, bad_end_ref="e" * 40).count == 1  # not known: one
 
 
 def test_threshold_below_counts_only_the_garbage_below_its_limit() -> None:
-    rows = [row(8000, 6000, "GARBAGE"), row(12000, 9000, "GARBAGE"), row(16000, 12000, "GARBAGE")]
-    assert agreeing(recipe(regress="{threshold-below: 10000}"), res(Verdict.BAD, rows), SCOPE,
+    rows = [row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE"), row(16000, 12000, "GARBAGE")]
+    assert agreeing(recipe(regress="{threshold-below: 8500}"), res(Verdict.BAD, rows), SCOPE,
                     this_run=True).count == 1
     assert agreeing(recipe(regress="{threshold-below: 20000}"), res(Verdict.BAD, rows), SCOPE,
-                    this_run=True).count == 3
+                    this_run=True).count == 2
+    other = [row(8000, 6000, "OK"), row(9000, 6800, "OK"), row(9600, 7300, "GARBAGE"), row(9800, 7450, "GARBAGE")]
+    for unit in ("request", "start"):
+        assert agreeing(recipe(unit, regress="{threshold-below: 12000}"), res(Verdict.BAD, other, (9000, 9600)),
+                        SCOPE, this_run=True, bad_end_ref="e" * 40).count == 1
 
 
 @pytest.mark.parametrize("rows,count", [
@@ -129,7 +152,9 @@ def test_a_measurement_count_below_one_is_refused() -> None:
 
 @pytest.mark.parametrize("first,rows,bad_end,count", [
     (8000, [row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE")], "e" * 40, 2),  # the bad end's failure
-    (6500, [row(6500, 4900, "GARBAGE"), row(8000, 6000, "GARBAGE")], "e" * 40, 2),  # 8000 / 6500 < 1.25
+    (6500, [row(6500, 4900, "GARBAGE"), row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE")], "e" * 40,
+     2),  # 8000 / 6500 < 1.25
+    (6500, [row(6500, 4900, "GARBAGE"), row(8000, 6000, "GARBAGE")], "e" * 40, 1),  # one failing prompt asked
     (6000, [row(6000, 4500, "GARBAGE"), row(8000, 6000, "GARBAGE")], "e" * 40, 1),  # 8000 / 6000 > 1.25: moved
     (8000, [row(8000, 6000, "GARBAGE")], "e" * 40, 1),  # one prompt
     (8000, [row(8000, 6000, "GARBAGE"), row(9000, 6800, "GARBAGE")], C.ref, 2),  # the bad end's own failure
@@ -146,3 +171,23 @@ def test_the_start_unit_takes_the_bad_ends_failure_as_decisive_for_a_bad_verdict
         assert "the bad end's" in got.what and "bisect.flake_unit: start" in got.what
     good = [row(8000, 6000, "OK"), row(9000, 6800, "OK")]
     assert agreeing(recipe("start"), res(Verdict.GOOD, good), SCOPE, this_run=True).count == 1
+
+
+def test_a_flaked_build_showing_another_failure_is_not_named_verified_from_one_start() -> None:
+    """The hostile pass's search: 10 candidates, the first bad 7; candidate 4's one start answered the bad
+    end's failing prompts OK and showed GARBAGE at 9,500 and 10,000 tokens (a flake: its next start is
+    clean). Fed with the count :func:`agreeing` gives it, the search re-probes 4 and does not name it."""
+    r = recipe("start")
+    flaked = res(Verdict.BAD, [row(8000, 6000, "OK"), row(9000, 6800, "OK"), row(9500, 7200, "GARBAGE"),
+                               row(10000, 7600, "GARBAGE")], (9000, 9500))
+    count = agreeing(r, flaked, SCOPE, this_run=True, bad_end_ref="e" * 40).count
+    b = Bisection(10)
+    seen: dict[int, int] = {}
+    while not b.done:
+        for i in b.next_probes(1):
+            seen[i] = seen.get(i, 0) + 1
+            b.feed(i, Verdict.BAD if i >= 7 or (i == 4 and seen[i] == 1) else Verdict.GOOD,
+                   measurements=count if i == 4 and seen[i] == 1 else 1)
+    out = b.result()
+    assert not (out.status is Status.CULPRIT and out.first_bad == 4 and out.verified), (seen, out)
+    assert seen.get(4, 0) >= 2 or seen.get(4, 0) == 0

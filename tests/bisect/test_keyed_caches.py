@@ -146,3 +146,36 @@ def test_vllm_commits_share_aiters_jit_cache_and_nothing_else(tmp_path: Path) ->
     assert len({r["AITER_JIT_DIR"] for r in recs}) == 1
     assert {_owner(e) for e in recs[-1]["AITER_JIT_DIR_seen"]} >= {r["v"] for r in recs[:-1]}
     assert len({r["VLLM_CACHE_ROOT"] for r in recs}) == len({r["v"] for r in recs})
+
+
+@pytest.mark.parametrize("patches_a,patches_b,same", [
+    ([], [], True),  # two vLLM commits overlaid on one nightly: aiter's modules shared
+    ([], ["aiter-chunkq-clamp"], False),  # the clamp patches the image's aiter: its modules are another build's
+    (["aiter-chunkq-clamp"], ["aiter-chunkq-clamp"], True),  # one stack on both: shared again
+])
+def test_a_container_candidates_aiter_cache_is_keyed_by_everything_its_build_adds_to_the_nightly(
+        tmp_path: Path, monkeypatch, patches_a: list, patches_b: list, same: bool) -> None:
+    """Kind: *a component-keyed cache whose base leaves out part of what builds the component* (hostile pass:
+    the container runner keyed aiter's JIT directory by the nightly's digest alone, so a patch bisection's
+    subsets with and without the aiter clamp shared compiled modules). The base is the digest and what the
+    build key adds to it (patch stack, runner profile, change under test); vLLM commits on one nightly and
+    stack still share (no Docker: the keys are computed, the directories made on the host)."""
+    from bisectbot.models import Candidate, CandidateKind
+    from bisectbot.recipe import parse_recipe
+    from bisectbot.run.base import Prepared
+    from bisectbot.run.container import ContainerRunner
+    from bisectbot.runner_profile import load_profile
+
+    monkeypatch.setenv("BISECTBOT_CACHE", str(tmp_path / "cache"))
+    digest = "sha256:" + "1" * 64
+
+    def aiter_dir(patches: list, commit: str) -> str:
+        recipe = parse_recipe("name: kc\nmodel: demo\nsource: {kind: registry, registry: r, repository: x}\n"
+                              f"server: {{command: [serve]}}\nrunner: cpu\npatches: {json.dumps(patches)}\n")
+        runner = ContainerRunner(recipe, load_profile("cpu"), tmp_path / "logs")
+        c = Candidate(CandidateKind.COMMIT, commit, commit[:8], "vllm", {"base": f"r/x@{digest}"})
+        p = Prepared(c, build_key=runner.build_key(c), image="img", meta={"base_digest": digest})
+        _, mounts = runner.keyed_caches(p)
+        return next(m.split(":")[0] for m in mounts if m.split(":")[1].endswith("/aiter"))
+
+    assert (aiter_dir(patches_a, "a" * 40) == aiter_dir(patches_b, "b" * 40)) is same

@@ -27,7 +27,8 @@ from pytest_httpserver import HTTPServer
 
 from tests.releases.test_release_runs import ROOT, wheel
 
-CHECK = ("import sys, toypkg; print('toypkg', toypkg.VERSION, 'at', toypkg.__file__); "
+CHECK = ("import os, sys, toypkg; print('toypkg', toypkg.VERSION, 'at', toypkg.__file__); "
+         "print('aiter-jit', os.environ.get('AITER_JIT_DIR')); "
          "sys.exit(0 if toypkg.answer() == 42 else 1)")
 BUILD = ("import os, sys\n"
          "with open(os.path.join(os.environ['BUILDS_DIR'], 'builds.txt'), 'a') as fh:\n"
@@ -62,14 +63,18 @@ def _module(i: int, k: int) -> str:
 
 
 def publish_commits(httpserver: HTTPServer, shas: list[str], k: int, missing: set[int],
-                    serves: dict[int, list[int]] | None = None) -> str:
+                    serves: dict[int, list[int]] | None = None, label: dict[int, int] | None = None,
+                    dist: dict[int, str] | None = None) -> str:
     """Each commit's wheel under ``/wheels/<sha>/toypkg/`` (JSON simple API); ``missing`` commits: 404;
-    ``serves``: commit -> the commits whose wheels its page lists instead (a stale copy, an alias)."""
+    ``serves``: commit -> the commits whose wheels its page lists instead (a stale copy, an alias);
+    ``label``: commit -> hex digits of its ``+g`` label (default 9, vLLM's); ``dist``: commit -> the
+    distribution its wheel is of (default ``toypkg``)."""
     import hashlib
 
     blobs = {}
     for i, sha in enumerate(shas):
-        name, data = wheel("toypkg", f"0.1.dev{i}+g{sha[:9]}", {"toypkg/__init__.py": _module(i, k)})
+        name, data = wheel((dist or {}).get(i, "toypkg"), f"0.1.dev{i}+g{sha[:(label or {}).get(i, 9)]}",
+                           {"toypkg/__init__.py": _module(i, k)})
         httpserver.expect_request(f"/files/{sha}/{name}").respond_with_data(data)
         blobs[i] = {"filename": name, "url": f"/files/{sha}/{name}",
                     "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
@@ -129,9 +134,14 @@ def test_every_commit_with_a_wheel_is_probed_without_a_source_build(httpserver: 
     assert said and all(s.startswith("prebuilt wheel toypkg-0.1.dev") for s in said), said
     assert "install prebuilt wheel toypkg-0.1.dev" in p.stderr
     # the wheel's module ran, not a worktree's: the command printed where it imported toypkg from
+    jit = {}
     for pr in probes(tmp_path):
         out = pr["extra"].get("stdout_tail", "")
         assert "/envs/toypkg-" in out and "/site-packages/toypkg/__init__.py" in out, out
+        jit[pr["candidate"]["ref"]] = next(ln.split()[1] for ln in out.splitlines() if ln.startswith("aiter-jit "))
+    # each wheel's environment is resolved at its install: no two commits' wheels share aiter's JIT modules
+    # (hostile pass: every wheel candidate was given one aiter directory)
+    assert len(set(jit.values())) == len(jit) > 2 and "None" not in jit.values(), jit
 
 
 @pytest.mark.parametrize("missing", [{7}, {3, 6, 7, 8}])
@@ -188,6 +198,72 @@ def test_a_wheel_of_another_commit_is_never_installed_as_this_one(httpserver: HT
     for i, sha in enumerate(shas):
         if sha in probed and i not in built:
             assert f"+g{sha[:9]}" in probed[sha], (i, probed[sha])
+
+
+def _collide_head(repo: Path) -> tuple[str, str]:
+    """Replace ``repo``'s last commit by one of the same tree and parent whose name shares its first 7 hex
+    digits with another commit written beside it (unreachable, as a pushed-over or other-branch commit is):
+    a birthday search over commit messages, ~50,000 SHA-1s. Returns ``(new head, the other commit)``."""
+    import hashlib
+
+    tree, parent = _git(repo, "rev-parse", "HEAD^{tree}"), _git(repo, "rev-parse", "HEAD~1")
+
+    def body(msg: str) -> bytes:
+        who = "t <t@example.com> 1700000000 +0000"
+        return f"tree {tree}\nparent {parent}\nauthor {who}\ncommitter {who}\n\n{msg}\n".encode()
+
+    def name(b: bytes) -> str:
+        return hashlib.sha1(b"commit %d\0" % len(b) + b).hexdigest()
+
+    seen = {name(body(f"the bad end {j}"))[:7]: j for j in range(50_000)}
+    k = 0
+    while name(body(f"another commit {k}"))[:7] not in seen:
+        k += 1
+    head, other = body(f"the bad end {seen[name(body(f'another commit {k}'))[:7]]}"), body(f"another commit {k}")
+    shas = [subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--stdin"], cwd=repo, input=b, check=True,
+                           capture_output=True).stdout.decode().strip() for b in (head, other)]
+    assert shas == [name(head), name(other)] and shas[0][:7] == shas[1][:7] and shas[0] != shas[1]
+    _git(repo, "update-ref", "refs/heads/main", shas[0])
+    return shas[0], shas[1]
+
+
+@pytest.mark.parametrize("digits,from_wheel", [(7, False), (9, True)])
+def test_a_label_that_names_two_commits_is_no_build_of_either(httpserver: HTTPServer, tmp_path: Path,
+                                                             digits: int, from_wheel: bool) -> None:
+    """Kind: *an abbreviated commit name that stopped being unique* (git abbreviates to what is unique
+    when the wheel is built; the repository grows). The bad end shares its first 7 hex digits with another
+    commit of the repository: a ``+g<7 digits>`` label names both -- the bad end is built from source, said --
+    and a ``+g<9 digits>`` one names it alone (hostile pass: the 7-digit label was taken)."""
+    n, k = 8, 5
+    shas = history(tmp_path / "repo", n, k)
+    shas[-1], other = _collide_head(tmp_path / "repo")
+    r = recipe(tmp_path, tmp_path / "repo", shas,
+               publish_commits(httpserver, shas, k, set(), label={n - 1: digits}))
+    p = run(tmp_path, r)
+    assert p.returncode in (0, 3), p.stdout[-2000:] + p.stderr[-3000:]
+    st = json.loads((tmp_path / "out" / "result.json").read_text())["stages"][-1]
+    assert st["status"] == "culprit" and st["first_bad"]["ref"] == shas[k], st["message"]
+    said = {pr["candidate"]["ref"]: pr["extra"].get("built_from", "") for pr in probes(tmp_path)}[shas[-1]]
+    if from_wheel:
+        assert said.startswith("prebuilt wheel") and f"+g{shas[-1][:9]}" in said, said
+    else:
+        assert said.startswith("source build (") and "no other commit of the repository" in said, said
+        assert f"c{n - 1}" in source_builds(tmp_path)
+
+
+def test_a_wheel_of_another_distribution_on_the_page_is_not_the_packages(httpserver: HTTPServer,
+                                                                        tmp_path: Path) -> None:
+    """Kind: *a file the package's page lists that is not a build of the package*: a wheel of another
+    distribution (``nottoypkg``) naming the commit is no ``toypkg`` build of it (hostile pass)."""
+    n, k = 8, 5
+    shas = history(tmp_path / "repo", n, k)
+    r = recipe(tmp_path, tmp_path / "repo", shas,
+               publish_commits(httpserver, shas, k, set(), dist={n - 1: "nottoypkg"}))
+    p = run(tmp_path, r)
+    assert p.returncode in (0, 3), p.stdout[-2000:] + p.stderr[-3000:]
+    said = {pr["candidate"]["ref"]: pr["extra"].get("built_from", "") for pr in probes(tmp_path)}[shas[-1]]
+    assert said.startswith("source build (") and "as a toypkg wheel" in said, said
+    assert f"c{n - 1}" in source_builds(tmp_path)
 
 
 def test_an_unreachable_index_is_an_error_never_a_source_build(tmp_path: Path) -> None:
