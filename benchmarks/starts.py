@@ -171,12 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if missed else 0
     width = max(len(k) for r in rows for k in r["ways"])
     for r in rows:
-        print(f"N = {r['n']:>6}: ceil(log2 N) = {r['ceil_log2']}, {r['positions']} culprit positions (the ends' "
-              f"neighbours included), wrong culprits {r['wrong_culprits']}")
+        print(f"N = {r['n']:>6}: ceil(log2 N) = {r['ceil_log2']}, {r['positions']} distinct culprit positions (the "
+              f"ends' neighbours and {a.positions} seeded draws), wrong culprits {r['wrong_culprits']}")
         for k, v in r["ways"].items():
             target = (r["target_ledger"] if "in the ledger" in k else r["target_probed"]) if "threshold" in k else None
             ok = (r["meets_ledger"] if "in the ledger" in k else r["meets_probed"]).get(k)
-            said = f"target <= {target}: {'met' if ok else 'NOT met'}" if target is not None else "no target (see README)"
+            said = (f"target <= {target}: {'met' if ok else 'NOT met'}" if target is not None else
+                    "the baseline" if k == "git bisect run" else
+                    "no target: both roles re-probed (an exit code is no signature a flake cannot fake)"
+                    if "size-less" in k else "no target: one end measured before, the other probed")
             print(f"  {k:<{width}}  starts mean {v['mean']:>6}, max {v['max']:>3}  {said}")
     if missed:
         print("TARGETS NOT MET: " + "; ".join(missed))

@@ -338,6 +338,22 @@ def unknown_field_hint(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
 
 
+def field_description(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """The ``description`` of the field at ``loc`` (a validation error's location in ``model``: through
+    nested models, list indices, dict keys and union tags), or ``""``."""
+    models: list[type[BaseModel]] = [model]
+    for i, key in enumerate(loc):
+        if isinstance(key, int):
+            continue
+        fields = [m.model_fields[str(key)] for m in models if str(key) in m.model_fields]
+        if not fields:
+            continue  # a dict key or a union's tag: stay at these models
+        if i == len(loc) - 1:
+            return str(fields[0].description or "")
+        models = [m for f in fields for m in _models_in(f.annotation)] or models
+    return ""
+
+
 def validate(model: type[M], data: dict[str, Any], marks: Marks, filename: str) -> M:
     """Validate ``data`` as ``model``; raises :class:`LocatedErrors` listing every problem
     (a :class:`FieldError` at its field's position)."""
@@ -349,6 +365,9 @@ def validate(model: type[M], data: dict[str, Any], marks: Marks, filename: str) 
             unknown = err["type"] == "extra_forbidden"
             msg = ("unknown field" + unknown_field_hint(model, tuple(err["loc"])) if unknown
                    else err["msg"].removeprefix("Value error, "))
+            said = field_description(model, tuple(err["loc"])) if err["type"] == "string_pattern_mismatch" else ""
+            if said:  # a regular expression says less to a reader than the field's own words
+                msg = f"expected {said}; got {err.get('input')!r}"
             problems.append(f"{where(marks, data, _field_loc(err, data), filename, unknown)}: {msg}")
         raise LocatedErrors(problems) from None
 

@@ -334,13 +334,43 @@ def _python_prefix(exe: Path) -> Path | None:
     return prefix if any(prefix.glob("lib/python3*/os.py")) else None
 
 
+def _import_paths(venv: Path) -> set[Path]:
+    """Directories a virtualenv's own ``site-packages`` puts on its import path outside it: the absolute
+    directories its ``*.pth`` files list and the package directories of an editable install's finder
+    (setuptools' ``__editable__*_finder.py``: ``MAPPING = {'pkg': '/src/pkg'}``). The virtualenv is the
+    recipe's (a trusted path), so what it imports is shown with it: an editable install of the bot in a
+    checkout under ``/tmp`` or the home ran the demo's engine as ``No module named 'bisectbot'`` (new-user
+    pass of issue 40)."""
+    import ast
+    import re
+
+    out: set[Path] = set()
+    for sp in venv.glob("lib/python3*/site-packages"):
+        for pth in sp.glob("*.pth"):
+            try:
+                lines = pth.read_text(errors="replace").splitlines()[:1000]
+            except OSError:
+                continue
+            out |= {Path(ln.strip()) for ln in lines if os.path.isabs(ln.strip()) and os.path.isdir(ln.strip())}
+        for finder in sp.glob("__editable__*finder.py"):
+            try:
+                m = re.search(r"^MAPPING\b[^=\n]*=\s*(\{.*\})\s*$", finder.read_text(errors="replace")[:1_000_000], re.M)
+                mapping = ast.literal_eval(m.group(1)) if m else {}
+            except (OSError, ValueError, SyntaxError):
+                continue
+            if isinstance(mapping, dict):
+                out |= {Path(v) for v in mapping.values() if isinstance(v, str) and os.path.isabs(v)}
+    return out
+
+
 def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],
                 untrusted: Iterable[Path] = ()) -> list[Path]:
     """Host paths ``argv`` names that the sandbox would otherwise hide by giving the candidate an
     empty ``/tmp`` (:data:`PRIVATE_DIRS`): the program (``argv[0]``, as ``Popen`` finds it: relative
     to ``cwd`` or on ``env["PATH"]``) and every absolute path argument that exists -- with, for an
     interpreter of a virtualenv, the whole virtualenv (its ``pyvenv.cfg`` and ``site-packages``),
-    and the base interpreter's prefix that ``pyvenv.cfg`` names. A recipe that runs
+    the directories it imports from outside itself (:func:`_import_paths`: an editable install's
+    source), and the base interpreter's prefix that ``pyvenv.cfg`` names. A recipe that runs
     ``/tmp/x/.venv/bin/python check.py`` or ``/tmp/repro/run.sh`` means those files; they are
     shown read-only. Paths under :func:`hidden_paths` are never shown, and a path below
     ``untrusted`` (what a candidate may write: its tree) names nothing more -- neither a symlink's
@@ -374,6 +404,7 @@ def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],
             root = _venv_root(Path(os.path.abspath(q)))
             if root is not None:
                 out.add(root.resolve())
+                out |= _import_paths(root)
                 try:
                     home = next((ln.split("=", 1)[1].strip() for ln in (root / "pyvenv.cfg").read_text().splitlines()
                                  if ln.split("=", 1)[0].strip() == "home"), "")

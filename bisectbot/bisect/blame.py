@@ -15,8 +15,9 @@ FLAG_TEXT = {
     "no-op-build": "the culprit builds the same as its predecessor (identical build)",
     "pin-bump": "the culprit only moves a dependency pin that cannot be bisected here (issue 26): the "
                 "regression is in the pinned component, not in this change's code",
-    "mixed-builds": "the culprit and its predecessor were built two ways (a prebuilt wheel and a source build, "
-                    "issue 40): build both the same way before blaming the change",
+    "mixed-builds": "the culprit and its predecessor were built two ways (a prebuilt wheel and a source build): "
+                    "build both the same way before blaming the change (run the stage without source.wheels, "
+                    "or when both commits have wheels)",
 }
 
 #: Documentation by location and name only (issue 23, input 5): a ``merges.txt`` of a tokenizer,

@@ -258,7 +258,12 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
         held = withheld(recipe)
         if held:  # issue 23, input 4
             text += "\n" + withheld_note(recipe, held)
+        from ..session.result import plan_estimate
+
+        est = plan_estimate(recipe, len(cands), ctx.ledger()) if cands else None
         ctx.emit({"recipe": str(path), "good": g, "bad": b, "kind": "range", "plan": text.splitlines(),
+                  "estimate": None if est is None else {"probes": est.probes, "per_probe_s": est.per_probe_s,
+                                                        "total_s": est.total_s, "measured": est.measured},
                   # built only for --json: 50,000 candidates are a cost a text plan need not pay (issue 15)
                   "candidates": [c.to_dict() for c in cands] if ctx.json else []}, text)
         return 0

@@ -66,7 +66,9 @@ def facts(recipe: Any, recipe_path: Path | str) -> dict[str, Any]:
         "text": text if len(text) <= RECIPE_TEXT_CHARS else "",
         "source": {k: src.get(k) for k in ("kind", "repo", "component", "registry", "repository", "package")
                    if src.get(k) is not None}
-        | ({"index": without_credentials(str(src["index_url"]))} if src.get("index_url") else {}),
+        | ({"index": without_credentials(str(src["index_url"]))} if src.get("index_url") else {})
+        | ({"wheels": {k: without_credentials(str(v)) if k.endswith("index") else v
+                       for k, v in src["wheels"].items() if v is not None}} if src.get("wheels") else {}),
         "server": {"command": list(recipe.server.command), "env": dict(recipe.server.env), "port": recipe.server.port,
                    "build_command": list(recipe.server.build_command or []),
                    "mounts": list(getattr(recipe.server, "mounts", None) or [])},
@@ -233,6 +235,9 @@ def _server_lines(f: dict[str, Any], cand: Candidate, label: str) -> tuple[list[
                     + "): use the bisectbot command below, which checks each out where the build reads it"], "check out"
     if kind == "registry" and cand.kind.value == "commit":
         return _overlay_lines(f, cand, meta, label, repos, model, tp)
+    wheel = _wheel_of(cand)
+    if wheel is not None and isinstance(src.get("wheels"), dict):
+        return _wheel_lines(src["wheels"], wheel, srv, label, model, tp, notes)
     if kind == "git" or cand.kind.value == "commit":
         repo = repos[cand.component] if cand.component in repos else src.get("repo", "")
         if not repo:
@@ -259,6 +264,37 @@ def _server_lines(f: dict[str, Any], cand: Candidate, label: str) -> tuple[list[
                  f"{env} {_argv_text(list(srv.get('command') or []), model, tp)}".strip()]
         return lines, _stack_note(f, notes), "install"
     return [], [], "check out"
+
+
+def _wheel_of(cand: Candidate) -> tuple[str, str] | None:
+    """``(wheel file name, per-commit index URL)`` when ``cand`` was installed from a prebuilt wheel
+    (``meta["built_from"]``, set by :func:`kit` from its probe: ``prebuilt wheel FILE from URL (...)``)."""
+    meta = cand.meta if isinstance(cand.meta, dict) else {}
+    m = re.match(r"prebuilt wheel (\S+\.whl) from (\S+)", str(meta.get("built_from") or ""))
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _wheel_lines(wheels: dict[str, Any], wheel: tuple[str, str], srv: dict[str, Any], label: str, model: str,
+                 tp: int, notes: list[str]) -> tuple[list[str], list[str], str]:
+    """Lines that install the prebuilt wheel a candidate was probed from (issue 40: the commit is not
+    built from source) and start its server: a virtualenv, ``pip install --only-binary :all:`` of that
+    version from the commit's index (its dependencies from ``dependencies_index`` or pip's default)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    name, index = wheel
+    try:
+        dist, version = parse_wheel_filename(name)[:2]
+    except InvalidWheelFilename:
+        return [], [f"the candidate was installed from {name}, whose name is no wheel's"], "install the wheel of"
+    deps = str(wheels.get("dependencies_index") or "")
+    env = _env_pairs(srv.get("env") or {}, docker=False)
+    lines = [f"python3 -m venv candidate && . candidate/bin/activate   # {label}",
+             "pip install --only-binary :all: " + (f"--index-url {shlex.quote(deps)} " if deps else "")
+             + f"--extra-index-url {shlex.quote(index)} {shlex.quote(f'{dist}=={version}')}"]
+    if srv.get("command"):
+        lines.append(f"{env} {_argv_text(list(srv['command']), model, tp)}".strip())
+    notes.append(f"installed from the prebuilt wheel {name}, as the bot probed it; the commit was not built")
+    return lines, notes, "install the prebuilt wheel of"
 
 
 _BOT_PYTHON_NOTE = ("this server is bisectbot's own reference engine, bisectbot.demo.engine, which ships with "
@@ -383,7 +419,7 @@ def kit(result: RunResult) -> Kit | None:
     from .words import ends_words
 
     k = Kit()
-    fb, lg = final.first_bad, final.last_good
+    fb, lg = _with_built_from(final, final.first_bad), final.last_good
     ends = ends_words(result.kind, result.regress)  # first fixed / last broken in a fix bisection (issue 41, 7)
     k.server, k.notes, verb = _server_lines(f, fb, f"{ends['first']}: {fb.label or fb.ref}")
     if lg is not None and k.server:
@@ -434,6 +470,18 @@ def kit(result: RunResult) -> Kit | None:
     if not f.get("shipped"):
         k.recipe_file, k.recipe_text = str(f.get("file") or ""), str(f.get("text") or "")
     return k
+
+
+def _with_built_from(final: StageResult, cand: Candidate) -> Candidate:
+    """``cand`` with ``meta["built_from"]`` of its last probe in ``final`` (a prebuilt wheel or a source build,
+    :mod:`bisectbot.run.commit_wheels`), unchanged when its probes said nothing of it."""
+    import dataclasses
+
+    said = next((p.extra.get("built_from") for p in reversed(final.probes)
+                 if p.candidate.ref == cand.ref and isinstance(p.extra, dict) and p.extra.get("built_from")), None)
+    if not said:
+        return cand
+    return dataclasses.replace(cand, meta={**(cand.meta if isinstance(cand.meta, dict) else {}), "built_from": said})
 
 
 def _row_of(result: RunResult, ref: str, requested: int | None, outcome: str) -> dict[str, Any] | None:

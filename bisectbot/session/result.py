@@ -317,12 +317,14 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
              f"search: {how}, {k} at a time" + measured_words(recipe),
              f"regress: {recipe.regress}; reproducer key {recipe.verdict_hash()}"]
     if bs.verify and b.exact:  # issue 40: what a verification costs
-        lines.append(f"verify: ~{b.expected_reprobes} re-probe(s), up to 2 (bisect.flake_unit: {bs.flake_unit}): "
+        start = "server start" if recipe.server.command or recipe.reproducer.kind == "prefill" else "run"
+        lines.append(f"verify: ~{b.expected_reprobes} of the ~{steps} probes re-probe a role, up to 2 "
+                     f"(bisect.flake_unit: {bs.flake_unit}): "
                      + ("a role (culprit, predecessor) whose probe held two agreeing requests needs none"
                         if bs.flake_unit == "request" else
-                        "the predecessor in a server start of its own, the culprit too unless its probe showed the "
+                        f"the predecessor in a {start} of its own, the culprit too unless its probe showed the "
                         "bad end's failure" if b.expected_reprobes == 1 else
-                        "the culprit and its predecessor, each in a server start of its own"))
+                        f"the culprit and its predecessor, each in a {start} of its own"))
     wheels = getattr(recipe.source, "wheels", None)
     if wheels is not None:
         lines.append(f"candidates: the prebuilt {wheels.package} wheel of each commit from {wheels.index} where it "
@@ -346,10 +348,20 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
             break
         step += 1
     if ledger is not None:  # issue 40: the plan says how long
-        from .estimate import estimate
-
-        lines.append(estimate(ledger, recipe.name, recipe.runner, steps).line())
+        lines.append(plan_estimate(recipe, len(candidates), ledger).line())
     return "\n".join(lines)
+
+
+def plan_estimate(recipe: Recipe, n: int, ledger: Any) -> Any:
+    """How long the plan of ``n`` candidates should take (:class:`bisectbot.session.estimate.Estimate`): the
+    probes the search expects (verification included) at the median this ledger measured for the recipe."""
+    from ..verdict.agreement import expected_reprobes
+    from .estimate import estimate
+
+    b = Bisection(n, **search_settings(recipe.bisect, n))
+    b.expected_reprobes = expected_reprobes(recipe)
+    return estimate(ledger, recipe.name, recipe.runner, b.steps_left(),
+                    reference=recipe.reproducer.reference is not None)
 
 
 

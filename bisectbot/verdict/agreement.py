@@ -105,9 +105,9 @@ def _bad_end_failure(recipe: Recipe, res: ProbeResult, scope: Scope | None, bad_
     lo, hi = sorted((int(res.threshold[1]), int(scope.failing_size)))
     if n < 2 or lo <= 0 or hi > lo * REPROBE_BAND:
         return Agreement()
-    return Agreement(2, f"GARBAGE on {n} of the prompts the bad end failed, from {res.threshold[1]} tokens (the "
-                        f"bad end's from {scope.failing_size} tokens): a flake of a server start hides a bug, it "
-                        "does not show one (bisect.flake_unit: start)")
+    return Agreement(2, f"GARBAGE on {n} of the prompts the bad end failed, from {res.threshold[1]} tokens, the bad "
+                        f"end's failure (from {scope.failing_size} tokens): a flake of a server start hides a bug, "
+                        "it does not show one (bisect.flake_unit: start)")
 
 
 def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run: bool,
@@ -145,7 +145,8 @@ def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run:
     n = len({k.identity for k in ok})
     if n < 2 or len(ok) != len(scope.failing):
         return Agreement()
-    return Agreement(n, f"OK on all {n} prompts the bad end failed, in one start (bisect.flake_unit: request)")
+    return Agreement(n, f"OK on {'both' if n == 2 else f'all {n}'} prompts the bad end failed, in one start "
+                        "(bisect.flake_unit: request)")
 
 
 #: The plausibility flag (:data:`bisectbot.bisect.blame.FLAG_TEXT`) of a culprit and predecessor built two ways.
@@ -171,8 +172,17 @@ def mixed_builds(probes: list[ProbeResult], first_bad: str, last_good: str) -> s
     if not kb or not kg or kb == kg:
         return ""
     return (f"the culprit was {'installed from a prebuilt wheel' if kb == 'wheel' else 'built from source'} and its "
-            f"predecessor {'installed from a prebuilt wheel' if kg == 'wheel' else 'built from source'} ({tb[:120]}; "
-            f"{tg[:120]}): the two differ beyond the commit, so the change between them may be the build's")
+            f"predecessor {'installed from a prebuilt wheel' if kg == 'wheel' else 'built from source'} ({_cut(tb)}; "
+            f"{_cut(tg)}): the two differ beyond the commit, so the change between them may be the build's")
+
+
+def _cut(text: str, limit: int = 240) -> str:
+    """``text`` whole up to ``limit`` characters, else cut at a word boundary with an ellipsis (a URL or
+    SHA is never cut in its middle)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit].rsplit(" ", 1)[0]
+    return head + " ..."
 
 
 def expected_reprobes(recipe: Recipe) -> int:
@@ -183,8 +193,8 @@ def expected_reprobes(recipe: Recipe) -> int:
 
     if not recipe.bisect.verify:
         return 0
-    if not scoped(recipe):
-        return 2
+    if not scoped(recipe):  # a command: under request its repeats are its requests (hits of runs)
+        return 0 if recipe.bisect.flake_unit == "request" and recipe.reproducer.repeats >= 2 else 2
     return 0 if recipe.bisect.flake_unit == "request" else 1
 
 

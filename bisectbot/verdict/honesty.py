@@ -25,6 +25,7 @@ The search rules themselves live in :mod:`bisectbot.bisect`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..bisect import (
@@ -102,7 +103,29 @@ def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
         f"{_command_field(recipe_path)}"
         f"the reproducer command cannot run: {argv!r} gave {res.reason} on the bad end and {other.reason} "
         f"on the good end {good.label or good.ref} (checked there as git bisect run does); make it executable "
-        "(chmod +x), fix its path, or run it through an interpreter, e.g. ['sh', './repro.sh']")
+        "(chmod +x), fix its path, or run it through an interpreter, e.g. ['sh', './repro.sh']"
+        + _veiled_hint(recipe.reproducer.command or []))
+
+
+def _veiled_hint(argv: list[str]) -> str:
+    """Why the program ``argv`` names may not run in the sandbox although it runs in a shell: it lies under
+    a home the sandbox veils (a pyenv or asdf shim runs its own tool from there), said with what to name
+    instead; ``""`` when it does not, or the sandbox is off."""
+    import shutil
+
+    from .. import sandbox
+
+    if not argv or not sandbox.enabled():
+        return ""
+    found = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
+    if not found:
+        return ""
+    veiled = [v for v in sandbox.veiled() if Path(found).resolve().is_relative_to(v) or Path(found).is_relative_to(v)]
+    if not veiled:
+        return ""
+    return (f"; {found} lies under {veiled[0]}, which the candidate's sandbox veils (a shim such as pyenv's runs "
+            "its own tool from there): name an interpreter outside it by its absolute path, e.g. /usr/bin/python3 "
+            "or a virtualenv's bin/python")
 
 
 def repeats_per_probe(recipe: Recipe) -> int:

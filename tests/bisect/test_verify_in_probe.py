@@ -57,7 +57,7 @@ def test_the_request_unit_verifies_each_role_by_its_own_probe(kit, tmp_path: Pat
     assert total <= math.ceil(math.log2(n - 1)) + 2, (total, starts)
     assert starts[k] == 1 and starts[k - 1] == 1, starts
     notes = " ".join(result.get("notes") or [])
-    assert "the culprit was verified by GARBAGE on" in notes and "the predecessor was verified by OK on all 2 prompts" \
+    assert "the culprit was verified by GARBAGE on" in notes and "the predecessor was verified by OK on both prompts" \
         in notes and "(bisect.flake_unit: request), not re-probed" in notes, notes
     assert "were re-probed" not in notes
 

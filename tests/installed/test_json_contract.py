@@ -128,6 +128,9 @@ def test_json_after_the_subcommand_equals_before(tmp_path, history):
     da, db = one_document(a), one_document(b)
     assert da == db
     assert da["kind"] == "range" and len(da["candidates"]) == 8 and da["plan"][0].startswith("plan: 8 candidates")
+    # the plan's time line as data (issue 40, new-user pass): nothing measured yet, so no seconds
+    est = da["estimate"]
+    assert est["probes"] > 0 and est["per_probe_s"] is None and est["total_s"] is None and est["measured"] == 0, est
 
 
 @pytest.mark.slow

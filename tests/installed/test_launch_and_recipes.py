@@ -368,5 +368,10 @@ def test_dry_run_estimates_the_time_from_this_recipes_measured_probes(tmp_path) 
     res = json.loads((tmp_path / "est" / "result.json").read_text())
     n = sum(1 for st in res["stages"] for p in st["probes"])
     line = next(ln for ln in bb_("run", str(recipe("est")), "--dry-run").stdout.splitlines() if ln.startswith("time:"))
-    assert re.match(r"time: ~\d+ s for ~\d+ probes at \d+ s each \(the median of (\d+) probes of this recipe", line), line
+    assert re.match(r"time: ~[\d.]+ s for ~\d+ probes at [\d.]+ s each \(the median of (\d+) probes of this "
+                    r"recipe", line), line
     assert int(re.search(r"median of (\d+) probes", line).group(1)) == n, (line, n)
+    # each probe slept 0.3 s: the line says tenths below 10 s (it said "at 0 s each" for a total of 2 s), takes no
+    # reference's start into account where the recipe has none, and says probes the ledger holds take none
+    assert float(re.search(r"at ([\d.]+) s each", line).group(1)) >= 0.3, line
+    assert "reference" not in line and "probes the ledger already holds take none" in line, line

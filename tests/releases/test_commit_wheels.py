@@ -142,6 +142,13 @@ def test_every_commit_with_a_wheel_is_probed_without_a_source_build(httpserver: 
     # each wheel's environment is resolved at its install: no two commits' wheels share aiter's JIT modules
     # (hostile pass: every wheel candidate was given one aiter directory)
     assert len(set(jit.values())) == len(jit) > 2 and "None" not in jit.values(), jit
+    # the report's Reproduce section installs the culprit's wheel as the bot did, no checkout and build
+    # (new-user pass: it gave source-build steps for wheel-installed ends)
+    report = (tmp_path / "out" / "report.md").read_text()
+    repro = report[report.index("### Reproduce"):]
+    assert f"toypkg==0.1.dev{k}+g{shas[k][:9]}" in repro and "pip install --only-binary :all:" in repro, repro[:3000]
+    assert f"{shas[k]}/" in repro and "git checkout --detach" not in repro.split("**With bisectbot")[0], repro[:3000]
+    assert f"install the prebuilt wheel of {shas[k - 1]}" in repro, repro[:3000]
 
 
 @pytest.mark.parametrize("missing", [{7}, {3, 6, 7, 8}])
