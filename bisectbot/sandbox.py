@@ -360,7 +360,10 @@ def _import_paths(venv: Path) -> set[Path]:
                 continue
             if isinstance(mapping, dict):
                 out |= {Path(v) for v in mapping.values() if isinstance(v, str) and os.path.isabs(v)}
-    return out
+    # a directory holding a veiled home (a ``.pth`` line ``/root`` or ``/home``) would show that whole home:
+    # only directories below it are an import path's own
+    homes = [h.resolve() for h in veiled()]
+    return {p for p in out if not any(_under(h, [p.resolve()]) for h in homes) and len(p.resolve().parts) > 1}
 
 
 def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],

@@ -154,3 +154,34 @@ def test_a_shim_under_the_veiled_home_is_named_with_what_to_do(tmp_path: Path) -
     assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"{shim} lies under {home}, which the candidate's sandbox veils" in p.stderr, p.stderr[-3000:]
     assert "/usr/bin/python3" in p.stderr
+
+
+@pytest.mark.slow
+def test_an_import_path_that_holds_the_veiled_home_does_not_unveil_it(tmp_path: Path) -> None:
+    """The next member of the editable-install kind, hostile side: a named virtualenv's ``.pth`` lists the
+    home itself (or a directory above it). Shown, it would put the home's files -- credentials -- in front
+    of every candidate; only directories below a veiled home are an import path's own."""
+    repo = tmp_path / "repo"
+    shas = _history(repo)
+    home = tmp_path / "home"
+    (home / "src" / "okpkg").mkdir(parents=True)
+    (home / "src" / "okpkg" / "__init__.py").write_text("")
+    (home / "notes.txt").write_text("a token the user keeps at home\n")  # no name the sandbox knows to hide
+    venv = tmp_path / "venv"
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    (site / "home.pth").write_text(f"{home}\n{tmp_path}\n{home / 'src'}\n")
+    check = (f"import os, sys, okpkg\nsys.exit(3 if os.path.exists({str(home / 'notes.txt')!r}) else "
+             "1 if open('state.txt').read().strip() == 'bad' else 0)\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "home-pth", "source": {"kind": "git", "repo": str(repo)}, "regress": "command",
+        "reproducer": {"kind": "command", "command": [str(venv / "bin" / "python"), "-c", check]},
+        "bisect": {"good": shas[0], "bad": shas[-1]}, "report": {"dir": str(tmp_path / "out")}}))
+    env = {k: v for k, v in os.environ.items() if k not in ("BISECTBOT_SANDBOX", "BISECTBOT_SANDBOX_WRITABLE")}
+    env["HOME"] = str(home)
+    p = subprocess.run([PY, "-m", "bisectbot", "--state", str(tmp_path / "state"), "--json", "run", str(recipe),
+                        "--runner", "local", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert _culprit(json.loads(p.stdout)) == shas[6]
