@@ -295,8 +295,11 @@ def download(release_file: ReleaseFile, cache_dir: Path | None = None) -> Path:
         try:
             _fetch_to(release_file, tmp)
         except _client().DigestMismatchError as e:
-            raise SourceError(f"{release_file.filename}: sha256 {e.actual_digest} does not match the index's "
-                              f"{e.expected_digest}") from None
+            parts = urlsplit(release_file.url)
+            shown = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment=""))
+            raise SourceError(f"{release_file.filename} from {shown}: sha256 "
+                              f"{e.actual_digest} does not match the index's {e.expected_digest} (nothing was "
+                              "kept: a re-run downloads it again)") from None
         digest = release_file.sha256.lower() if release_file.sha256 else _sha256(tmp)
         dest = cache / "dists" / digest[:2] / digest / release_file.filename
         dest.parent.mkdir(parents=True, exist_ok=True)
