@@ -344,26 +344,46 @@ def _import_paths(venv: Path) -> set[Path]:
     import ast
     import re
 
+    def text(f: Path) -> str:  # a regular file's first MiB; a FIFO, a device or a link to one is no .pth
+        try:
+            if not stat.S_ISREG(os.lstat(f).st_mode):
+                return ""
+            with open(f, "rb") as fh:
+                return fh.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
     out: set[Path] = set()
     for sp in venv.glob("lib/python3*/site-packages"):
         for pth in sp.glob("*.pth"):
-            try:
-                lines = pth.read_text(errors="replace").splitlines()[:1000]
-            except OSError:
-                continue
-            out |= {Path(ln.strip()) for ln in lines if os.path.isabs(ln.strip()) and os.path.isdir(ln.strip())}
+            for ln in text(pth).splitlines()[:1000]:
+                if os.path.isabs(ln.strip()) and "\x00" not in ln:
+                    out.add(Path(ln.strip()))
         for finder in sp.glob("__editable__*finder.py"):
+            m = re.search(r"^MAPPING\b[^=\n]*=\s*(\{.*\})\s*$", text(finder), re.M)
             try:
-                m = re.search(r"^MAPPING\b[^=\n]*=\s*(\{.*\})\s*$", finder.read_text(errors="replace")[:1_000_000], re.M)
-                mapping = ast.literal_eval(m.group(1)) if m else {}
-            except (OSError, ValueError, SyntaxError):
+                mapping = ast.literal_eval(m.group(1)) if m and len(m.group(1)) < 65536 else {}
+            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
                 continue
             if isinstance(mapping, dict):
-                out |= {Path(v) for v in mapping.values() if isinstance(v, str) and os.path.isabs(v)}
-    # a directory holding a veiled home (a ``.pth`` line ``/root`` or ``/home``) would show that whole home:
-    # only directories below it are an import path's own
-    homes = [h.resolve() for h in veiled()]
-    return {p for p in out if not any(_under(h, [p.resolve()]) for h in homes) and len(p.resolve().parts) > 1}
+                out |= {Path(v) for v in mapping.values() if isinstance(v, str) and os.path.isabs(v) and "\x00" not in v}
+    return {p for p in out if os.path.isdir(p)}
+
+
+def _showable(p: Path, hide: Iterable[Path]) -> bool:
+    """True when a named path may be shown read-only: judged by where it leads (``readonly_paths`` binds
+    the resolved path, so a symlink or a ``..`` spelling past a hidden directory showed what lies below
+    it), never under a hidden path, and never a directory the sandbox gives fresh and empty -- ``/tmp``,
+    ``/run``, a veiled home -- or one above it (it would show the host's whole directory: a daemon's
+    socket in ``/run``, the user's files at home); only paths below them are a program's own."""
+    try:
+        r = p.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+    if len(r.parts) < 2 or _under(r, hide) or _under(p, hide):
+        return False
+    fresh = [Path(d).resolve() for d in (*PRIVATE_DIRS, "/run", "/var/run")] + [h.resolve() for h in veiled()]
+    return not any(_under(f, [r]) for f in fresh)
 
 
 def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],
@@ -416,8 +436,9 @@ def named_paths(argv: list[str], cwd: str | Path | None, env: dict[str, str],
                 if home and os.path.isabs(home):
                     out.add(Path(home).resolve().parent)
     hide = hidden_paths()
+    hide += [h.resolve() for h in hide]
     private = [*PRIVATE_DIRS, Path("/run"), *veiled()]  # what the sandbox gives fresh and empty
-    return sorted(q for q in out if os.path.exists(q) and _under(q, private) and not _under(q, hide))
+    return sorted(q for q in out if os.path.exists(q) and _under(q, private) and _showable(q, hide))
 
 
 # --------------------------------------------------------------------------- did the candidate start?
@@ -687,9 +708,10 @@ def wrap(argv: list[str], *, tree: str | Path, env: dict[str, str], cwd: str | P
         raise FileNotFoundError(2, "No such file or directory", prog)
     rw = writable_paths(Path(tree), writable)
     hide = hidden_paths() + [Path(h).resolve() for h in hidden if os.path.isdir(h)]
-    named = [p for p in named_paths(argv, cwd, env, untrusted=rw) if not _under(p, rw)]
+    named = [p for p in named_paths(argv, cwd, env, untrusted=rw) if not _under(p, rw) and _showable(p, hide)]
     if launch is not None or (bridge is not None and network == "loopback"):  # the bot's own interpreter
-        named += [p for p in named_paths([_launcher_python()], None, env, untrusted=rw) if not _under(p, rw)]
+        named += [p for p in named_paths([_launcher_python()], None, env, untrusted=rw)
+                  if not _under(p, rw) and _showable(p, hide)]
     ro = readonly_paths([*readonly, *named])
     out = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",

@@ -63,24 +63,24 @@ def commit_label(filename: str, package: str) -> str:
         return ""
     if name != canonicalize_name(package):
         return ""
-    for part in (version.local or "").split("."):
-        m = re.fullmatch(r"g([0-9a-f]{7,40})", part)
-        if m:
-            return m.group(1)
-    return ""
+    labels = {m.group(1) for part in (version.local or "").split(".")
+              if (m := re.fullmatch(r"g([0-9a-f]{7,64})", part))}
+    if len(labels) != 1:  # none, or two commits named in one version: no build of either
+        return ""
+    return labels.pop()
 
 
 def names_commit(filename: str, sha: str, package: str, commits_with_prefix: Any) -> bool:
     """True when the wheel ``filename`` of ``package`` names commit ``sha`` and no other: its label
     (:func:`commit_label`) is a prefix of ``sha`` and, shorter than a full name, ``commits_with_prefix(label)``
-    (:meth:`bisectbot.sources.git.GitRepo.commits_with_prefix`: the repository's commits with that prefix) is
-    ``sha`` alone. An abbreviation is unique when the wheel is built and can stop being so as the repository
+    (:meth:`bisectbot.sources.git.GitRepo.commits_with_prefix`: the commits this clone holds with that prefix;
+    ``None`` for a shallow clone, which cannot know them: only a full name is then taken) is ``sha`` alone. An abbreviation is unique when the wheel is built and can stop being so as the repository
     grows; a per-commit index page can serve another commit's wheel (a stale copy, a redirect, an alias).
     Either way, installed as this commit it would stand for a build it is not and name a wrong culprit."""
     label = commit_label(filename, package)
     if not label or not sha.lower().startswith(label):
         return False
-    return len(label) == len(sha) or list(commits_with_prefix(label)) == [sha.lower()]
+    return len(label) == len(sha) or list(commits_with_prefix(label) or ()) == [sha.lower()]
 
 
 class CommitWheelRunner:

@@ -500,8 +500,10 @@ class LocalRunner:
         if "keyed_caches" not in prepared.meta:
             from .caches import keyed_dirs
 
+            change = change_of(prepared.candidate)  # a change under test builds the component it edits anew
             prepared.meta["keyed_caches"] = keyed_dirs(
-                prepared.build_key, str(prepared.meta.get("cache_base") or self.cache_base()),
+                prepared.build_key, str(prepared.meta.get("cache_base") or self.cache_base())
+                + (change.key() if change is not None else ""),
                 dict(prepared.meta.get("commits") or {}))
         return dict(prepared.meta["keyed_caches"])
 

@@ -40,14 +40,18 @@ class Estimate:
 
     @property
     def total_s(self) -> float | None:
-        """Seconds for ``probes`` at the median; None without measurements."""
-        return None if self.per_probe_s is None else self.probes * self.per_probe_s
+        """Seconds for ``probes`` at the median; None without measurements or when that is no finite number."""
+        if self.per_probe_s is None or not math.isfinite(self.probes * self.per_probe_s):
+            return None
+        return self.probes * self.per_probe_s
 
     def line(self) -> str:
         """The plan's ``time:`` line."""
         if self.per_probe_s is None:
             return (f"time: no estimate: this ledger holds no probe of this recipe measured on {self.host} with "
                     f"runner {self.runner!r} yet (the first run's probes give one)")
+        if self.total_s is None:
+            return f"time: no estimate: the median of {self.measured} measured probe(s) is no usable number of seconds"
         total = self.total_s or 0.0
         return (f"time: ~{_human(total)} for ~{self.probes} probes at {_human(self.per_probe_s)} each (the median of "
                 f"{self.measured} probe{'s' if self.measured != 1 else ''} of this recipe measured on {self.host} with "

@@ -302,12 +302,17 @@ class GitRepo:
                         "swap them for a fix bisection, or choose an older good commit")
 
     @_locked
-    def commits_with_prefix(self, prefix: str) -> list[str]:
+    def commits_with_prefix(self, prefix: str) -> list[str] | None:
         """Full SHAs of every commit in the object database (reachable or not) whose name starts with the hex
         ``prefix`` (at least 4 digits, git's shortest), by git's own ``rev-parse --disambiguate``; other
-        objects (trees, blobs) are left out. ``[]`` for a prefix git refuses."""
-        if not re.fullmatch(r"[0-9a-f]{4,40}", prefix):
+        objects (trees, blobs) are left out. ``[]`` for a prefix git refuses; None for a shallow clone, whose
+        object database cannot say which commits beyond its depth share the prefix."""
+        if not re.fullmatch(r"[0-9a-f]{4,64}", prefix):
             return []
+        shallow = subprocess.run(["git", "-C", str(self.path), "rev-parse", "--is-shallow-repository"],
+                                 capture_output=True, text=True).stdout.strip()
+        if shallow != "false":
+            return None
         p = subprocess.run(["git", "-C", str(self.path), "rev-parse", f"--disambiguate={prefix}"],
                            capture_output=True, text=True)
         oids = [o for o in p.stdout.split() if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", o)]

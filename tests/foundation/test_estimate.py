@@ -40,3 +40,10 @@ def test_an_odd_row_among_measured_ones_does_not_move_the_estimate_to_it(tmp_pat
     assert e.per_probe_s == 600.0, e.line()
     e = estimate(_ledger(tmp_path / "b", [500.0, 600.0, 1e300]), "r", "default", 9)
     assert e.per_probe_s == 600.0 and "10 min each" in e.line(), e.line()
+
+
+def test_a_finite_duration_whose_total_is_not_is_no_estimate(tmp_path: Path) -> None:
+    """The re-check's member: one stored duration of 1e308 s is finite; times the probes it is not (the line
+    read "~inf h" and --json wrote Infinity, which is no JSON)."""
+    e = estimate(_ledger(tmp_path, [1e308]), "r", "default", 9)
+    assert e.total_s is None and "no estimate" in e.line(), e.line()
