@@ -44,8 +44,8 @@ def test_a_change_to_aiter_gets_its_own_aiter_jit_cache(tmp_path: Path, monkeypa
     a = _repo(tmp_path / "aiter", "csrc/kernel.cu", "int clamp = 0;\n")
     primary = "aiter" if component == "" else "vllm"
     recipe = parse_recipe(
-        "name: kc\nsource: {kind: git, repo: %s, component: %s}\n"
-        "bisect: {components: {%s: {repo: %s}}}\n" % (
+        "name: kc\nsource: {{kind: git, repo: {}, component: {}}}\n"
+        "bisect: {{components: {{{}: {{repo: {}}}}}}}\n".format(
             tmp_path / primary, primary, "vllm" if primary == "aiter" else "aiter",
             tmp_path / ("vllm" if primary == "aiter" else "aiter")))
     runner = LocalRunner(recipe, workdir=tmp_path / "work")

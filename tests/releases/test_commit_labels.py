@@ -79,7 +79,7 @@ def test_a_shallow_clone_cannot_say_a_label_names_no_other_commit(tmp_path: Path
     """The collision partner lies beyond a shallow clone's boundary: the clone cannot tell. A label the
     clone cannot vouch for (a shallow repository, where commits are missing by construction) is refused."""
     src = tmp_path / "src"
-    shas = _repo(src, 4)
+    _repo(src, 4)
     head, other = _commit_pair_sharing_7(src)
     # make the other commit reachable upstream (another branch), then clone only main, depth 1
     git(src, "update-ref", "refs/heads/other", other)
