@@ -50,8 +50,8 @@ __all__ = ["CommitWheelRunner", "commit_label", "names_commit"]
 
 def commit_label(filename: str, package: str) -> str:
     """The commit a wheel ``filename`` of distribution ``package`` names in its version's local label, as
-    vLLM's per-commit wheels do (``0.11.1rc6.dev16+g933cdea44.cu129``: a ``g`` and 7 to 40 hex digits, git's
-    abbreviation), lower-case; ``""`` for a file that is no wheel of ``package`` (another distribution listed
+    vLLM's per-commit wheels do (``0.11.1rc6.dev16+g933cdea44.cu129``: a ``g`` and 7 to 64 hex digits, git's
+    abbreviation or a full SHA-1/SHA-256 name), lower-case; ``""`` for a file that is no wheel of ``package`` (another distribution listed
     on the page, an sdist, a malformed name) or names no commit."""
     import re
 
@@ -73,9 +73,10 @@ def commit_label(filename: str, package: str) -> str:
 def names_commit(filename: str, sha: str, package: str, commits_with_prefix: Any) -> bool:
     """True when the wheel ``filename`` of ``package`` names commit ``sha`` and no other: its label
     (:func:`commit_label`) is a prefix of ``sha`` and, shorter than a full name, ``commits_with_prefix(label)``
-    (:meth:`bisectbot.sources.git.GitRepo.commits_with_prefix`: the commits this clone holds with that prefix;
-    ``None`` for a shallow clone, which cannot know them: only a full name is then taken) is ``sha`` alone. An abbreviation is unique when the wheel is built and can stop being so as the repository
-    grows; a per-commit index page can serve another commit's wheel (a stale copy, a redirect, an alias).
+    (:meth:`bisectbot.sources.git.GitRepo.commits_with_prefix`: the commits this clone holds with that
+    prefix; ``None`` for a shallow clone, which cannot know them: only a full name is then taken) is ``sha``
+    alone. An abbreviation is unique when the wheel is built and can stop being so as the repository grows;
+    a per-commit index page can serve another commit's wheel (a stale copy, a redirect, an alias).
     Either way, installed as this commit it would stand for a build it is not and name a wrong culprit."""
     label = commit_label(filename, package)
     if not label or not sha.lower().startswith(label):

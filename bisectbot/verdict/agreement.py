@@ -86,10 +86,11 @@ def _failing_garbage(recipe: Recipe, res: ProbeResult, scope: Scope) -> set[Any]
 
 def _bad_end_failure(recipe: Recipe, res: ProbeResult, scope: Scope | None, bad_end_ref: str) -> Agreement:
     """``flake_unit: start``: a bad threshold verdict that shows the bad end's failure -- GARBAGE on two or
-    more of the bad end's failing prompts (:func:`_failing_garbage`), its first GARBAGE size within :data:`bisectbot.bisect.REPROBE_BAND` of the bad
-    end's (the band within which an exact search takes two thresholds of one build for one measurement;
-    the bad end's own probe: that failure itself) -- is what a flake of a start cannot make: a start-level flake hides a bug (a build bad for a whole
-    start or not at all), it never shows a good build the bad end's failure. Its re-probe would measure
+    more of the bad end's failing prompts (:func:`_failing_garbage`), its first GARBAGE size within
+    :data:`bisectbot.bisect.REPROBE_BAND` of the bad end's (the band within which an exact search takes two
+    thresholds of one build for one measurement; the bad end's own probe: that failure itself) -- is what a
+    flake of a start cannot make: a start-level flake hides a bug (a build bad for a whole start or not at
+    all), it never shows a good build the bad end's failure. Its re-probe would measure
     that failure once more; the predecessor's good, which such a flake does fake, is still re-probed."""
     from ..bisect import REPROBE_BAND
 
