@@ -48,6 +48,13 @@ from bisectbot.bisect import Bisection  # noqa: E402
 from bisectbot.models import Status, Verdict  # noqa: E402
 
 
+def _why_no_target(way: str) -> str:
+    """What a row without issue 40's target is (printed and in ``--json``)."""
+    return ("the baseline" if way == "git bisect run" else
+            "no target: both roles re-probed (an exit code is no signature a flake cannot fake)"
+            if "size-less" in way else "no target: one end measured before, the other probed")
+
+
 def git_bisect_run(n: int, first_bad: int) -> int:
     """Probes of plain binary search between a good index 0 and a bad index ``n - 1`` (declared)."""
     lo, hi, probes = 0, n - 1, 0
@@ -159,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"n": n, "ceil_log2": lg, "positions": len(positions), "wrong_culprits": wrong,
                      "ways": {k: {"mean": round(sum(v) / len(v), 2), "max": max(v)} for k, v in ways.items()},
                      "target_ledger": lg + 1, "target_probed": lg + 3,
+                     "why_no_target": {k: _why_no_target(k) for k in ways if "threshold" not in k},
                      "meets_ledger": {k: max(v) <= lg + 1 for k, v in ways.items()
                                       if "in the ledger" in k and "threshold" in k},
                      "meets_probed": {k: max(v) <= lg + 3 for k, v in ways.items()
@@ -176,10 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in r["ways"].items():
             target = (r["target_ledger"] if "in the ledger" in k else r["target_probed"]) if "threshold" in k else None
             ok = (r["meets_ledger"] if "in the ledger" in k else r["meets_probed"]).get(k)
-            said = (f"target <= {target}: {'met' if ok else 'NOT met'}" if target is not None else
-                    "the baseline" if k == "git bisect run" else
-                    "no target: both roles re-probed (an exit code is no signature a flake cannot fake)"
-                    if "size-less" in k else "no target: one end measured before, the other probed")
+            said = f"target <= {target}: {'met' if ok else 'NOT met'}" if target is not None else _why_no_target(k)
             print(f"  {k:<{width}}  starts mean {v['mean']:>6}, max {v['max']:>3}  {said}")
     if missed:
         print("TARGETS NOT MET: " + "; ".join(missed))

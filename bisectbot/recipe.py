@@ -74,7 +74,8 @@ class CommitWheels(_Model):
                        description="per-commit PEP 503 index URL with {commit} (the full 40-hex SHA) in its path; "
                                    "no query or fragment (the project's page is appended to the path)")
     package: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                         description="the distribution to install from it (vllm)")
+                         description="the distribution to install from it (vllm): letters, digits, '.', '_' "
+                                     "and '-', starting with a letter or digit, no spaces")
     dependencies_index: str | None = Field(
         None, description="where the wheel's dependencies come from (uv's --index-url; unset: uv's default)")
 
@@ -228,7 +229,8 @@ class ReferenceSpec(_Model):
     """
 
     candidate: Literal["last-good"] | None = None
-    endpoint: str | None = Field(None, pattern=r"^https?://")
+    endpoint: str | None = Field(None, pattern=r"^https?://",
+                                 description="an http:// or https:// URL of a known-good OpenAI-compatible server")
     model: str | None = Field(None, description="model id on the reference endpoint; default its first model")
     continuation_tokens: int = Field(32, ge=4, le=512, description="greedy tokens compared")
     prompt_logprobs: bool = Field(False, description="also compare vLLM prompt_logprobs (opt-in)")
@@ -560,7 +562,8 @@ class TriageToggle(_Model):
 
 
 class GitHubTarget(_Model):
-    repo: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+    repo: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
+                      description="a GitHub repository as OWNER/NAME (vllm-project/vllm)")
     labels: list[str] = Field(default_factory=lambda: ["bisectbot"])
     assignees: list[str] = Field(default_factory=list)
     mentions: list[str] = Field(default_factory=list)
@@ -568,7 +571,8 @@ class GitHubTarget(_Model):
     api_url: str = "https://api.github.com"
     bot_login: str | None = Field(
         None, pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$",
-        description="login the bot posts as (its markers and acknowledgements are trusted only from "
+        description="the GitHub login the bot posts as -- letters, digits and '-', at most 39, a bot's ending "
+        "[bot] -- (its markers and acknowledgements are trusted only from "
         "this account); default $BISECTBOT_BOT_LOGIN. GitHub Actions' GITHUB_TOKEN posts as github-actions[bot]")
 
 
@@ -593,7 +597,9 @@ class ReportSpec(_Model):
 class Recipe(_Model):
     """One tracked problem. See ``recipes/*.yaml`` for complete examples."""
 
-    name: str = Field(..., pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str = Field(..., pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                      description="the recipe's name: lower-case letters, digits, '.', '_' and '-', starting with a "
+                                  "letter or digit (it names files, ledger sessions and dashboard pages)")
     description: str = ""
     model: str = Field("", description="model id served, e.g. zai-org/GLM-5.1-FP8")
     tp: int = Field(1, ge=1, description="tensor-parallel size")

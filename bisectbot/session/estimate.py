@@ -60,7 +60,10 @@ class Estimate:
 
 
 def _human(s: float) -> str:
-    """Seconds as ``45 s``, ``12 min`` or ``3.5 h``."""
+    """Seconds as ``0.14 s``, ``4.2 s``, ``45 s``, ``12 min`` or ``3.5 h`` (two figures below 10 s, so that
+    the total and the probes times the figure per probe agree as printed)."""
+    if s < 1:
+        return f"{s:.2f} s"
     if s < 10:
         return f"{s:.1f} s"
     if s < 120:

@@ -104,20 +104,21 @@ def check_runnable(recipe: Recipe, res: ProbeResult, good: Candidate,
         f"the reproducer command cannot run: {argv!r} gave {res.reason} on the bad end and {other.reason} "
         f"on the good end {good.label or good.ref} (checked there as git bisect run does); make it executable "
         "(chmod +x), fix its path, or run it through an interpreter, e.g. ['sh', './repro.sh']"
-        + _veiled_hint(recipe.reproducer.command or []))
+        + veiled_hint(recipe.reproducer.command or []))
 
 
-def _veiled_hint(argv: list[str]) -> str:
+def veiled_hint(argv: list[str], path: str | None = None) -> str:
     """Why the program ``argv`` names may not run in the sandbox although it runs in a shell: it lies under
     a home the sandbox veils (a pyenv or asdf shim runs its own tool from there), said with what to name
-    instead; ``""`` when it does not, or the sandbox is off."""
+    instead; ``""`` when it does not, or the sandbox is off. ``path``: the candidate's ``PATH`` (default
+    the bot's)."""
     import shutil
 
     from .. import sandbox
 
     if not argv or not sandbox.enabled():
         return ""
-    found = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
+    found = shutil.which(argv[0], path=path) if "/" not in argv[0] else argv[0]
     if not found:
         return ""
     veiled = [v for v in sandbox.veiled() if Path(found).resolve().is_relative_to(v) or Path(found).is_relative_to(v)]
@@ -333,5 +334,5 @@ def run_repeats(run_once: Callable[[], tuple[Judgement, dict[str, Any]]], repeat
     return j, {**extra, "runs": runs, "hits": hits}
 
 
-__all__ = ["adapt_rates", "check_runnable", "derived_rates_note", "is_unrunnable", "repeats_per_probe",
+__all__ = ["adapt_rates", "check_runnable", "derived_rates_note", "is_unrunnable", "repeats_per_probe", "veiled_hint",
            "run_repeats"]

@@ -16,7 +16,7 @@ from ..models import PromptKey, Verdict, is_patch_mode
 from ..recipe import Recipe
 from ..run.base import Prepared
 from ..run.probe import ProbeContext, ProbeJob
-from .rules import Judgement, judge_command, judge_patches, judge_threshold
+from .rules import UNRUNNABLE, Judgement, judge_command, judge_patches, judge_threshold
 
 
 def threshold_regress(recipe: Recipe) -> str:
@@ -74,6 +74,10 @@ def judge(ctx: ProbeContext, prepared: Prepared, job: ProbeJob) -> tuple[Judgeme
                      "stderr_tail": cr.stderr_tail[-2000:]}
             if j.verdict is not Verdict.GOOD and cr.stderr_tail.strip():
                 j.reason += ": " + cr.stderr_tail.strip().splitlines()[-1][:200]
+            if j.signature is not None and j.signature.kind == UNRUNNABLE:  # a shim under the veiled home, said
+                from .honesty import veiled_hint
+
+                j.reason += veiled_hint(argv, (env or {}).get("PATH"))
             return j, extra
 
         # repeats combine one-sidedly (issue 12); without recipe rates every run is made so

@@ -103,11 +103,11 @@ def recipe(tmp: Path, repo: Path, shas: list[str], index: str, **extra) -> Path:
     return p
 
 
-def run(tmp: Path, r: Path, *args: str) -> subprocess.CompletedProcess:
+def run(tmp: Path, r: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
     builds = tmp / "builds"
     builds.mkdir(exist_ok=True)
     env = dict(os.environ, BISECTBOT_CACHE=str(tmp / "cache"), BUILDS_DIR=str(builds),
-               BISECTBOT_SANDBOX_WRITABLE=str(builds))
+               BISECTBOT_SANDBOX_WRITABLE=str(builds), **extra_env)
     return subprocess.run([sys.executable, "-m", "bisectbot", "--state", str(tmp / "state"), "run", str(r), *args],
                           capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
 
@@ -271,6 +271,29 @@ def test_a_wheel_of_another_distribution_on_the_page_is_not_the_packages(httpser
     said = {pr["candidate"]["ref"]: pr["extra"].get("built_from", "") for pr in probes(tmp_path)}[shas[-1]]
     assert said.startswith("source build (") and "as a toypkg wheel" in said, said
     assert f"c{n - 1}" in source_builds(tmp_path)
+
+
+def test_a_source_built_commit_whose_python_is_a_shim_under_the_veiled_home_says_so(httpserver: HTTPServer,
+                                                                                     tmp_path: Path) -> None:
+    """New-user re-check: ``python`` is the wheel environment's on a wheel candidate and the host PATH's on a
+    source-built one -- there a shim under the home, which the sandbox veils. The ends (wheels) ran, so no
+    check stopped the run; the source-built commit's skip now says why and what to name instead."""
+    n, k = 8, 5
+    shas = history(tmp_path / "repo", n, k)
+    home = tmp_path / "home"
+    (home / ".tool" / "shims").mkdir(parents=True)
+    (home / ".tool" / "libexec").mkdir()
+    tool = home / ".tool" / "libexec" / "python"
+    tool.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    shim = home / ".tool" / "shims" / "python"
+    shim.write_text(f"#!/bin/sh\nexec {tool} \"$@\"\n")
+    for f in (tool, shim):
+        f.chmod(0o755)
+    r = recipe(tmp_path, tmp_path / "repo", shas, publish_commits(httpserver, shas, k, {3, 4, 5}))
+    p = run(tmp_path, r, HOME=str(home), PATH=f"{shim.parent}:{os.environ.get('PATH', '')}")
+    said = [pr["reason"] for pr in probes(tmp_path) if pr["extra"].get("built_from", "").startswith("source build")]
+    assert said, p.stdout[-2000:] + p.stderr[-3000:]
+    assert all(f"{shim} lies under {home}, which the candidate's sandbox veils" in x for x in said), said
 
 
 def test_an_unreachable_index_is_an_error_never_a_source_build(tmp_path: Path) -> None:
