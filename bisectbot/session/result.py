@@ -304,6 +304,7 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
     ``ledger``, how long those probes should take (:func:`bisectbot.session.estimate.estimate`)."""
     bs = recipe.bisect
     from ..verdict.agreement import expected_reprobes
+    from ..verdict.scope import scoped
 
     b = Bisection(len(candidates), **search_settings(bs, len(candidates)))
     b.expected_reprobes = expected_reprobes(recipe)
@@ -322,9 +323,10 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
                      f"(bisect.flake_unit: {bs.flake_unit}): "
                      + ("a role (culprit, predecessor) whose probe held two agreeing requests needs none"
                         if bs.flake_unit == "request" else
-                        f"the predecessor in a {start} of its own, the culprit too unless its probe showed the "
-                        "bad end's failure" if b.expected_reprobes == 1 else
-                        f"the culprit and its predecessor, each in a {start} of its own"))
+                        f"the culprit and its predecessor, each in a {start} of its own"
+                        + ("" if bs.flake_unit != "start" or not scoped(recipe) else
+                           " (the culprit's not once the run has seen a build fail in two starts: then its "
+                           "probe showing the bad end's failure stands for two)")))
     wheels = getattr(recipe.source, "wheels", None)
     if wheels is not None:
         lines.append(f"candidates: the prebuilt {wheels.package} wheel of each commit from {wheels.index} where it "

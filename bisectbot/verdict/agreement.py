@@ -24,12 +24,19 @@ asked twice can be answered from a cache and is one draw):
 * a command's repeats (``hits`` of ``runs``): the failing runs of a bad verdict, all runs of a good
   one without a failing run.
 
-Under ``start``, one more case needs no second start: a **bad** threshold verdict that shows the bad
-end's failure (GARBAGE on two or more of the bad end's failing prompts, its first GARBAGE size within
-:data:`bisectbot.bisect.REPROBE_BAND` of the bad end's). The flake a start makes hides a bug -- a
-build bad for a whole start or not at all -- and never shows a good build the bad end's failure, so
-that verdict's re-probe would measure nothing a flake could have changed; the predecessor's good,
-which such a flake does fake, is still re-probed (:func:`_bad_end_failure`).
+Under ``start``, one more case needs no second start, once the run knows the bug shows in every start:
+a **bad** threshold verdict that shows the bad end's failure (GARBAGE on two or more of the bad end's
+failing prompts, its first GARBAGE size within :data:`bisectbot.bisect.REPROBE_BAND` of the bad end's).
+The flake a start makes hides a bug -- a build bad for a whole start or not at all -- and never shows a
+good build the bad end's failure, so that verdict's re-probe would not change *its* verdict
+(:func:`_bad_end_failure`). But it measures something else: whether the bug shows in every start,
+which the predecessor's good -- what such a flake fakes -- rests on. A single start of each build cannot
+tell: a bug that shows in half the starts read good in both starts of its first bad commit and named the
+next commit, verified, with the culprit probed once (generated world 202, server-flaky, no rates; the
+culprit's re-probe is the run's only start of a build already seen failing). So the culprit is re-probed
+until this run has seen some build fail again in a start of its own (``shows_every_start``: a re-probe,
+a resumed run's second start, a stage's re-measured nightly), and only then is the culprit's one probe
+taken for two measurements.
 
 Everything else is one measurement: a verdict taken from the ledger or given by a maintainer (a
 re-probe is a new measurement of *this* run's question, issue 35), a fix bisection, patch states,
@@ -112,17 +119,18 @@ def _bad_end_failure(recipe: Recipe, res: ProbeResult, scope: Scope | None, bad_
 
 
 def agreeing(recipe: Recipe, res: ProbeResult, scope: Scope | None, *, this_run: bool,
-             bad_end_ref: str = "") -> Agreement:
+             bad_end_ref: str = "", shows_every_start: bool = False) -> Agreement:
     """The independent measurements ``res``'s verdict holds under ``recipe.bisect.flake_unit`` (module
     docstring); ``scope``: the bad end's failing prompts once known; ``this_run``: ``res`` was measured
     by this run (or the interrupted run it resumes), not taken from another run's ledger rows;
-    ``bad_end_ref``: the search's bad end (its own probe is never a second measurement of itself).
-    Always at least one."""
+    ``bad_end_ref``: the search's bad end (its own probe is never a second measurement of itself);
+    ``shows_every_start``: this run has seen a build that failed fail again in a start of its own (under
+    ``start``, module docstring: until then a bad verdict holds one measurement). Always at least one."""
     if (res.verdict is Verdict.SKIP or not this_run
             or recipe.regress.is_fix or recipe.regress.mode == "slower" or is_patch_mode(recipe.regress)):
         return Agreement()
     if recipe.bisect.flake_unit != "request":
-        return _bad_end_failure(recipe, res, scope, bad_end_ref)
+        return _bad_end_failure(recipe, res, scope, bad_end_ref) if shows_every_start else Agreement()
     extra = res.extra if isinstance(res.extra, dict) else {}
     hits, runs = extra.get("hits"), extra.get("runs")
     if not res.table and isinstance(hits, int) and isinstance(runs, int) and 0 <= hits <= runs:
@@ -189,14 +197,16 @@ def _cut(text: str, limit: int = 240) -> str:
 def expected_reprobes(recipe: Recipe) -> int:
     """Verification re-probes an exact search of ``recipe`` expects when every probe agrees with itself
     (for the plan's and the progress lines' estimate; the search decides per role): a threshold search
-    under ``flake_unit: request`` none, under ``start`` one (the predecessor), anything else two."""
+    under ``flake_unit: request`` none; under ``start`` two (the culprit's probe stands for two only once
+    the run has seen a build fail in two starts: module docstring), a command with repeats under
+    ``request`` none, anything else two."""
     from .scope import scoped
 
     if not recipe.bisect.verify:
         return 0
     if not scoped(recipe):  # a command: under request its repeats are its requests (hits of runs)
         return 0 if recipe.bisect.flake_unit == "request" and recipe.reproducer.repeats >= 2 else 2
-    return 0 if recipe.bisect.flake_unit == "request" else 1
+    return 0 if recipe.bisect.flake_unit == "request" else 2
 
 
 def mixed(res: ProbeResult, scope: Scope | None) -> str:

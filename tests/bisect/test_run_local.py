@@ -156,10 +156,10 @@ def test_prefill_engine_history_finds_commit_k_verifies_and_reports(tmp_path, ki
     assert final["last_good"]["ref"] == repo.shas[k - 1] and final["confidence"] == 1.0
     verdicts = {(pr["candidate"]["ref"], pr["verdict"]) for pr in final["probes"]}
     assert (repo.shas[k], "bad") in verdicts and (repo.shas[k - 1], "good") in verdicts
-    # the predecessor was re-probed (verification); the culprit's probe showed the bad end's failure, which
-    # a start-level flake cannot make (issue 40: bisect.flake_unit start), so it was not
+    # both roles were re-probed (verification): the culprit's second start is the run's test that the bug
+    # does not hide from a start (issue 40: bisect.flake_unit start, bisectbot.verdict.agreement)
     refs = [pr["candidate"]["ref"] for pr in final["probes"]]
-    assert refs[-1] == repo.shas[k - 1] and refs.count(repo.shas[k - 1]) == 2 and refs.count(repo.shas[k]) == 1
+    assert refs.count(repo.shas[k - 1]) == 2 and refs.count(repo.shas[k]) == 2, refs
     skips = [pr["reason"] for pr in final["probes"] if pr["verdict"] == "skip"]
     assert any("build failed" in r for r in skips) and any("server exited" in r for r in skips), skips
     bad_probe = next(pr for pr in final["probes"] if pr["candidate"]["ref"] == repo.shas[k])
@@ -171,7 +171,7 @@ def test_prefill_engine_history_finds_commit_k_verifies_and_reports(tmp_path, ki
     assert f"--good {repo.shas[k - 1]} --bad {repo.shas[k]}" in res["reproduce"]
     # one server start per probe that reached the server (skips for build failures start nothing)
     starts = Counter(v for _, v in kit.read_starts(starts_file))
-    assert starts[f"engine-{k}"] == 2  # search and triage (its probe showed the bad end's failure: no re-probe)
+    assert starts[f"engine-{k}"] == 3  # search, verification and triage
     assert "engine-12" not in starts and "engine-20" not in starts
 
 

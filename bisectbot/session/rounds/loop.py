@@ -127,6 +127,9 @@ class RoundLoop:
         #: what the known-failing end's sequential test found in the current search (issue 23)
         self.end_notes: list[str] = []
         self._mixed = ""  # issue 40: why one probe's requests are no verification in this search ("" while none)
+        #: issue 40: the measurements of this run (probe cache keys) that read bad, per build; a build seen
+        #: bad in two of its own starts shows that the bug does not hide from a start (verdict.agreement)
+        self._bad_starts: dict[str, set[str]] = {}
         self.t0 = time.monotonic()
         from ...progress import Eta
 
@@ -307,8 +310,11 @@ class RoundLoop:
                         agree = Agreement(n, f"{n} agreeing measurements in its one probe, as the replayed log "
                                              "recorded them") if n > 1 else Agreement()
                     else:
-                        agree = agreeing(r, res, scope, this_run=prober.measured_by_this_run(res),
-                                         bad_end_ref=candidates[-1].ref)
+                        this_run = prober.measured_by_this_run(res)
+                        if this_run and res.verdict is Verdict.BAD:
+                            self._bad_starts.setdefault(candidates[i].ref, set()).add(res.cache_key or str(id(res)))
+                        agree = agreeing(r, res, scope, this_run=this_run, bad_end_ref=candidates[-1].ref,
+                                         shows_every_start=any(len(v) >= 2 for v in self._bad_starts.values()))
                     eff = b.feed(i, res.verdict, res.signature or None, note=scoped_out or end_note,
                                  runs=counted if counted[1] > 0 else None, measurements=agree.count)
                     if agree.count > 1:

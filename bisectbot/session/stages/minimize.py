@@ -143,7 +143,10 @@ class MinimizeStage:
                             "subset": [u.label() for u in chosen],
                             "diff": found.diff if len(found.diff) <= MAX_DIFF_CHARS else ""})
                 last = self._results.get(tuple(u.label() for u in chosen))
-                held = agreeing(self.recipe, last, scope, this_run=True) if last is not None else None
+                # the culprit itself failed in two starts of this run: the bug shows in every start (agreement)
+                shown = sum(1 for p in st.probes if p.candidate.ref == fb.ref and p.verdict is Verdict.BAD) >= 2
+                held = (agreeing(self.recipe, last, scope, this_run=True, shows_every_start=shown)
+                        if last is not None else None)
                 if held is not None and held.count >= 2:  # the verification's standard met in its own probe
                     out["verified"] = "bad"
                     out["verified_by"] = f"its probe: {held.what}"
