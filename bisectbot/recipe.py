@@ -523,8 +523,9 @@ class BisectSpec(_Model):
     flake_unit: Literal["start", "request"] = Field(
         "start", description="what a flaky verdict is independent across: 'start' (default: a build can be bad for a "
         "whole server start or not at all, e.g. kernels autotuned at start-up, so requests of one start are one "
-        "measurement, and such a flake hides a bug but never shows one: a culprit whose probe showed the bad end's "
-        "failure is not re-probed, the predecessor is) or 'request' (each request, or each run of a command, is "
+        "measurement, and such a flake hides a bug but never shows one: the predecessor is re-probed, and the "
+        "culprit too until the run has seen a build fail in two starts, the test that the bug does not hide from "
+        "a start) or 'request' (each request, or each run of a command, is "
         "its own draw: two agreeing requests of the probe the search made -- GARBAGE on two prompts; OK on every "
         "prompt the bad end failed, two or more -- verify its role without a second server start). Issue 40; "
         "bisectbot.verdict.agreement")
