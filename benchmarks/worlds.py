@@ -23,6 +23,17 @@ Run: ``python benchmarks/worlds.py [--n 500] [--jobs 2] [--seed 0] [--shapes ste
 [--json FILE] [--keep DIR]``. Seeds are ``seed .. seed + n - 1``; the shape of a world is drawn
 by its seed from ``--shapes`` (default: every shape).
 
+**500 worlds, every shape, main 6d2095e (2026-12-05, tenth session: issue 40's verification with the
+culprit's re-probe skipped under ``flake_unit: start`` when its probe showed the bad end's failure):
+wall 1550 s (``--n 500 --jobs 2``): 1 confident wrong culprit**, seed 202 server-flaky (the bug shows in
+50 % of starts, no rates): its first bad c12 read good in both of its starts and c13, probed once, was
+named at 1.000; 350 of 361 identifiable right (97.0 %); every other shape 100 % but noise 22 of 25
+(inconclusive at 0.977-0.979, budget spent) and server-flaky 17 of 25. ``--shapes server-flaky --n 38
+--seed 1000``: that design 2 confidently wrong (1009, 1022), 28 right, 8 no culprit; with the culprit
+re-probed until the run has seen a build fail in two starts (main a65d5ff: the culprit's second start
+tests that the bug does not hide from a start) 0 confidently wrong, 25 right, 12 no culprit (37 worlds).
+WORLDS_GATE_LINE
+
 **500 worlds, every shape, main with the step description (2026-12-04, sixth session; run over
 9f6f22c..eb63186, whose commits change no verdict code): wall 1989 s on 2 cores (``--n 500 --jobs
 2``, 4.0 s a world, beside other work): 0 confident wrong culprits, 349 of 361 identifiable right

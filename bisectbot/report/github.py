@@ -257,7 +257,11 @@ class GitHubClient:
         except (bounded.TotalTimeout, bounded.BodyTooLarge, github_transport.Refused) as e:
             msg = f"GitHub {what}: {self.target.api_url} sent no usable reply: {e}"
         except requests.RequestException as e:
-            msg = f"GitHub {what}: cannot reach {self.target.api_url} ({type(e).__name__})"
+            # not unreachable (a refused connection or an unknown name is, below): the connection was made and
+            # the request may have been sent -- a reset, a cut or a protocol error before the reply was whole.
+            # Retries are spent (a write never retries once sent), so this operation is not sent again.
+            msg = (f"GitHub {what}: no complete reply from {self.target.api_url} ({type(e).__name__}); not sent "
+                   "again (a write may have been acted on: the next run finds what it made by its marker)")
             if is_unreachable(e):
                 raise UpstreamUnreachable(redact(f"GitHub {what}: {self.target.api_url} unreachable ({reason(e)})")
                                           ) from None
