@@ -32,7 +32,11 @@ named at 1.000; 350 of 361 identifiable right (97.0 %); every other shape 100 % 
 --seed 1000``: that design 2 confidently wrong (1009, 1022), 28 right, 8 no culprit; with the culprit
 re-probed until the run has seen a build fail in two starts (main a65d5ff: the culprit's second start
 tests that the bug does not hide from a start) 0 confidently wrong, 25 right, 12 no culprit (37 worlds).
-WORLDS_GATE_LINE
+The 500 worlds were not run again on that main (no time left in the session): the culprit's re-probe
+comes after the search, and in an exact search a contradicting start ends it inconclusive, so it never
+names a culprit the first design did not; its confidently wrong set lies within the first design's {202},
+which it reads inconclusive (checked). ``--shapes server-flaky --n 40 --seed 2000``: both designs 29 right,
+11 no culprit, 0 confidently wrong.
 
 **500 worlds, every shape, main with the step description (2026-12-04, sixth session; run over
 9f6f22c..eb63186, whose commits change no verdict code): wall 1989 s on 2 cores (``--n 500 --jobs
