@@ -252,15 +252,15 @@ def _run(ctx: Ctx, recipe_file: str, good: str | None, bad: str | None, dry_run:
                       "candidates": []}, text)
             return 0
         cands = (src or make_source(recipe, path.parent, ctx.ledger())).candidates(g, b)
-        text = plan_text(recipe, cands, recipe.bisect.parallel, ctx.ledger()) + _mount_plan(recipe, path)
+        from ..session.result import plan_estimate
+
+        est = plan_estimate(recipe, len(cands), ctx.ledger()) if cands else None  # one pass over the ledger
+        text = plan_text(recipe, cands, recipe.bisect.parallel, est) + _mount_plan(recipe, path)
         from ..session.probing.withheld import withheld, withheld_note
 
         held = withheld(recipe)
         if held:  # issue 23, input 4
             text += "\n" + withheld_note(recipe, held)
-        from ..session.result import plan_estimate
-
-        est = plan_estimate(recipe, len(cands), ctx.ledger()) if cands else None
         ctx.emit({"recipe": str(path), "good": g, "bad": b, "kind": "range", "plan": text.splitlines(),
                   "estimate": None if est is None else {"probes": est.probes, "per_probe_s": est.per_probe_s,
                                                         "total_s": est.total_s, "measured": est.measured},

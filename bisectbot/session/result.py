@@ -299,9 +299,10 @@ def nightly_history(result: RunResult):  # -> bisectbot.report.NightlyResult | N
                          threshold_below=below)
 
 
-def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: Any = None) -> str:
+def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, estimate: Any = None) -> str:
     """The ``--dry-run`` plan: range size, search mode, the first probes and what comes next; with
-    ``ledger``, how long those probes should take (:func:`bisectbot.session.estimate.estimate`)."""
+    ``estimate`` (:func:`plan_estimate`, made once by the caller, which also reports it as data), how long
+    those probes should take."""
     bs = recipe.bisect
     from ..verdict.agreement import expected_reprobes
     from ..verdict.scope import scoped
@@ -349,8 +350,8 @@ def plan_text(recipe: Recipe, candidates: list[Candidate], k: int = 1, ledger: A
         if any(i not in (0, len(candidates) - 1) for i in batch):
             break
         step += 1
-    if ledger is not None:  # issue 40: the plan says how long
-        lines.append(plan_estimate(recipe, len(candidates), ledger).line())
+    if estimate is not None:  # issue 40: the plan says how long
+        lines.append(estimate.line())
     return "\n".join(lines)
 
 

@@ -197,6 +197,7 @@ class GitRepo:
         self.component = component or self.path.name
         self.lock = threading.RLock()
         self._resolved: dict[str, str] = {}
+        self._shallow: bool | None = None  # a shallow clone (commits_with_prefix), asked once
 
     @_locked
     def resolve(self, ref: str) -> str:
@@ -309,9 +310,10 @@ class GitRepo:
         object database cannot say which commits beyond its depth share the prefix."""
         if not re.fullmatch(r"[0-9a-f]{4,64}", prefix):
             return []
-        shallow = subprocess.run(["git", "-C", str(self.path), "rev-parse", "--is-shallow-repository"],
-                                 capture_output=True, text=True).stdout.strip()
-        if shallow != "false":
+        if self._shallow is None:  # asked once per repository: every wheel of every commit checks its label
+            self._shallow = subprocess.run(["git", "-C", str(self.path), "rev-parse", "--is-shallow-repository"],
+                                           capture_output=True, text=True).stdout.strip() != "false"
+        if self._shallow:
             return None
         p = subprocess.run(["git", "-C", str(self.path), "rev-parse", f"--disambiguate={prefix}"],
                            capture_output=True, text=True)

@@ -121,7 +121,7 @@ def veiled_hint(argv: list[str], path: str | None = None) -> str:
     found = shutil.which(argv[0], path=path) if "/" not in argv[0] else argv[0]
     if not found:
         return ""
-    veiled = [v for v in sandbox.veiled() if Path(found).resolve().is_relative_to(v) or Path(found).is_relative_to(v)]
+    veiled = [v for v in sandbox.veiled() if any(q.is_relative_to(v) for q in (Path(found), Path(found).resolve()))]
     if not veiled:
         return ""
     return (f"; {found} lies under {veiled[0]}, which the candidate's sandbox veils (a shim such as pyenv's runs "
